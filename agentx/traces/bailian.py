@@ -1,0 +1,105 @@
+"""Qwen-Bailian JSONL: `chat_id`, `parent_chat_id` (-1 for a first turn), `timestamp` (s),
+`input_length`, `output_length`, `type`, `turn`, `hash_ids` (16-token blocks, the partial
+last block included). A session is a chain of chats linked by `parent_chat_id`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import msgspec
+
+from agentx.errors import TraceError
+from agentx.traces.blocks import Reblocker
+from agentx.traces.model import Request, Session, make_session
+from agentx.traces.rows import encode_rows, read_rows, row_ids
+
+NonNeg = Annotated[int, msgspec.Meta(ge=0)]
+BLOCK_SIZE = 16
+
+
+class Row(msgspec.Struct):
+    chat_id: int
+    timestamp: Annotated[float, msgspec.Meta(ge=0)]
+    input_length: NonNeg
+    output_length: NonNeg
+    parent_chat_id: int = -1
+    type: str = "text"
+    turn: NonNeg = 1
+    hash_ids: list[NonNeg] = []
+
+
+def read_bailian(path: str | Path, warn=None) -> list[Session]:
+    rows = {}
+    for n, row in read_rows(path, Row):
+        if row.chat_id in rows:
+            raise TraceError(str(path), f"line {n} chat_id", f"duplicate chat_id {row.chat_id}")
+        rows[row.chat_id] = (n, row)
+    sessions_rows: dict[int, list[Row]] = {}
+    for chat_id, (n, row) in rows.items():
+        root, seen = row, set()
+        while root.parent_chat_id in rows and root.parent_chat_id != -1:
+            if root.chat_id in seen:
+                raise TraceError(str(path), f"line {n} parent_chat_id", "parent_chat_id forms a cycle")
+            seen.add(root.chat_id)
+            root = rows[root.parent_chat_id][1]
+        sessions_rows.setdefault(root.chat_id, []).append(row)
+    sessions = []
+    for root_id, chat in sessions_rows.items():
+        chat.sort(key=lambda r: (r.timestamp, r.turn))
+        start = chat[0].timestamp
+        requests = [
+            Request(
+                t=round(r.timestamp - start, 6),
+                model="",
+                isl=r.input_length,
+                osl=r.output_length,
+                hash_ids=row_ids(r.hash_ids),
+                input_types=(r.type,),
+            )
+            for r in chat
+        ]
+        sessions.append(
+            make_session(
+                requests,
+                [],
+                id=str(root_id),
+                block_size=BLOCK_SIZE,
+                hash_id_scope="global",
+                start=start,
+                partial_block_ids=True,
+            )
+        )
+    sessions.sort(key=lambda s: s.start)
+    return sessions
+
+
+def write_bailian(sessions: list[Session], path: str | Path) -> None:
+    """Write rows; a numeric session id stays its first chat's `chat_id`, so ids round-trip."""
+    roots = {s.id: int(s.id) for s in sessions if s.id.isdigit()}
+    next_id = max(roots.values(), default=-1) + 1
+    rows = []
+    reblock = Reblocker(BLOCK_SIZE, partial_block_ids=True)
+    for s in sessions:
+        ids = reblock.session(s)
+        parent = -1
+        for turn, r in enumerate(sorted(s.requests(), key=lambda r: r.t), 1):
+            if turn == 1 and s.id in roots:
+                chat_id = roots[s.id]
+            else:
+                chat_id, next_id = next_id, next_id + 1
+            rows.append(
+                {
+                    "chat_id": chat_id,
+                    "parent_chat_id": parent,
+                    "timestamp": round(s.start + r.t, 6),
+                    "input_length": r.isl,
+                    "output_length": r.osl,
+                    "type": (r.input_types or ("text",))[0],
+                    "turn": turn,
+                    "hash_ids": ids[id(r)],
+                }
+            )
+            parent = chat_id
+    rows.sort(key=lambda row: row["timestamp"])
+    Path(path).write_bytes(encode_rows(rows))

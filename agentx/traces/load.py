@@ -1,0 +1,92 @@
+"""Finding trace files, detecting their format, and loading them into the trace model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Iterable, Literal
+
+import msgspec
+
+from agentx.errors import TraceError
+from agentx.traces.bailian import read_bailian, write_bailian
+from agentx.traces.model import Session
+from agentx.traces.mooncake import read_mooncake, write_mooncake
+from agentx.traces.weka import read_weka, write_weka
+
+Format = Literal["weka", "mooncake", "bailian"]
+FORMATS: tuple[str, ...] = ("weka", "mooncake", "bailian")
+_READERS: dict[str, Callable] = {"weka": read_weka, "mooncake": read_mooncake, "bailian": read_bailian}
+_SUFFIXES = (".json", ".jsonl")
+
+
+def trace_files(paths: Iterable[str | Path]) -> list[Path]:
+    """The trace files named, with directories expanded to their .json/.jsonl files, sorted."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in _SUFFIXES)
+            if not found:
+                raise TraceError(str(p), "", "no .json or .jsonl trace files in this folder")
+            files.extend(found)
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise TraceError(str(p), "", "no such file or folder")
+    return files
+
+
+def detect_format(path: Path) -> Format:
+    """Guess the format from the first record's keys."""
+    with path.open("rb") as f:
+        head = f.read(1 << 16)
+    text = head.lstrip()
+    if not text:
+        raise TraceError(str(path), "", "empty file")
+    if text.startswith(b"{") and b'"requests"' in head:
+        return "weka"
+    first_line = text.split(b"\n", 1)[0]
+    try:
+        row = msgspec.json.decode(first_line)
+    except msgspec.DecodeError:
+        raise TraceError(str(path), "line 1", "not a WEKA, Mooncake or Bailian record") from None
+    if isinstance(row, dict):
+        if "requests" in row:
+            return "weka"
+        if "chat_id" in row:
+            return "bailian"
+        if "input_length" in row:
+            return "mooncake"
+    raise TraceError(str(path), "line 1", "not a WEKA, Mooncake or Bailian record")
+
+
+def load_file(path: Path, fmt: Format | None = None, warn: Callable[[str], None] | None = None) -> list[Session]:
+    fmt = fmt or detect_format(path)
+    return _READERS[fmt](path, warn=warn)
+
+
+def load_sessions(
+    paths: Iterable[str | Path],
+    fmt: Format | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> list[Session]:
+    """Load every session of every file named; bad input raises TraceError."""
+    sessions: list[Session] = []
+    for f in trace_files(paths):
+        sessions.extend(load_file(f, fmt, warn))
+    return sessions
+
+
+def write_sessions(sessions: list[Session], path: str | Path, fmt: Format, **options) -> None:
+    """Write in one format. WEKA to a folder writes one file per session; to a file, JSONL."""
+    path = Path(path)
+    if fmt == "weka":
+        if path.suffix in _SUFFIXES:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_weka(sessions, path, **options)
+        else:
+            path.mkdir(parents=True, exist_ok=True)
+            for s in sessions:
+                write_weka([s], path / f"{s.id}.json", **options)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    (write_mooncake if fmt == "mooncake" else write_bailian)(sessions, path)

@@ -1,0 +1,142 @@
+"""Derived facts of a corpus (`agentx trace stats`, SPEC §1)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from agentx.traces.graph import chain_gap
+from agentx.traces.model import Session
+
+PERCENTILES = (50, 90, 95, 99)
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Percentiles (linear interpolation) and a log-normal fit of the positive values."""
+
+    n: int
+    mean: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+    max: float
+    lognormal_median: float  # exp(mu) of ln(values > 0)
+    lognormal_sigma: float
+
+    @staticmethod
+    def of(values) -> "Distribution":
+        v = np.asarray(values, dtype=np.float64)
+        if v.size == 0:
+            nan = math.nan
+            return Distribution(0, nan, nan, nan, nan, nan, nan, nan, nan)
+        p = np.percentile(v, PERCENTILES)
+        pos = np.log(v[v > 0])
+        mu = float(pos.mean()) if pos.size else math.nan
+        sigma = float(pos.std()) if pos.size else math.nan
+        return Distribution(
+            n=int(v.size),
+            mean=float(v.mean()),
+            p50=float(p[0]),
+            p90=float(p[1]),
+            p95=float(p[2]),
+            p99=float(p[3]),
+            max=float(v.max()),
+            lognormal_median=math.exp(mu) if pos.size else math.nan,
+            lognormal_sigma=sigma,
+        )
+
+    def share_over(self, values, threshold: float) -> float:
+        v = np.asarray(values, dtype=np.float64)
+        return float((v > threshold).mean()) if v.size else math.nan
+
+
+@dataclass(frozen=True)
+class TraceStats:
+    sessions: int
+    requests: int
+    streams: dict[str, int]
+    isl: Distribution
+    osl: Distribution
+    gap: Distribution  # recorded think/tool gaps between consecutive requests of a stream
+    gap_share_over_60s: float
+    sessions_with_subagents: int
+    subagents_per_session: Distribution  # over sessions with at least one subagent
+    subagent_wall_time: Distribution  # seconds
+    theoretical_hit_rate: float  # token-weighted, infinite cache
+    billed_count_requests: int  # `in` smaller than the hash blocks cover
+    duration: Distribution = field(default=None)  # recorded session wall time, seconds
+
+
+def session_hit_tokens(session: Session) -> tuple[int, int]:
+    """(prefix-cache hit tokens, ISL tokens) with an infinite cache over the session tree.
+
+    A request's hit is the tokens of its hash blocks already seen earlier (by start time) in
+    the same session, capped at its ISL.
+    """
+    reqs = sorted(session.requests(), key=lambda r: r.t)
+    if not reqs:
+        return 0, 0
+    arrays = [r.hash_ids for r in reqs]
+    top = max((int(a.max()) for a in arrays if len(a)), default=0)
+    remap = None
+    if top >= 1 << 26:  # huge global ids: compact them before using a bitmap
+        flat = np.concatenate(arrays)
+        uniq, inverse = np.unique(flat, return_inverse=True)
+        remap, top = inverse, len(uniq) - 1
+    seen = np.zeros(top + 1, dtype=bool)
+    hits = total = offset = 0
+    for r, ids in zip(reqs, arrays):
+        if remap is not None:
+            ids = remap[offset : offset + len(ids)]
+            offset += len(ids)
+        isl = session.replay_isl(r)
+        if len(ids):
+            hits += min(isl, int(seen[ids].sum()) * session.block_size)
+            seen[ids] = True
+        total += isl
+    return hits, total
+
+
+def trace_stats(sessions: list[Session]) -> TraceStats:
+    isl, osl, gaps, sub_counts, sub_walls, durations = [], [], [], [], [], []
+    streams = {"main": 0, "subagent": 0, "background": 0, "aux": 0}
+    hits = total = billed = 0
+    for s in sessions:
+        n_subs = 0
+        for stream in s.walk():
+            streams[stream.kind] += 1
+            reqs = stream.requests
+            for r in reqs:
+                isl.append(s.replay_isl(r))
+                osl.append(r.osl)
+                billed += r.isl < s.hash_coverage(r)
+            gaps.extend(chain_gap(a, b) for a, b in zip(reqs, reqs[1:]))
+            if stream.kind in ("subagent", "background"):
+                n_subs += 1
+                if reqs:
+                    sub_walls.append(stream.end - stream.spawn)
+        if n_subs:
+            sub_counts.append(n_subs)
+        h, t = session_hit_tokens(s)
+        hits, total = hits + h, total + t
+        durations.append(s.duration)
+    gap_dist = Distribution.of(gaps)
+    return TraceStats(
+        sessions=len(sessions),
+        requests=len(isl),
+        streams=streams,
+        isl=Distribution.of(isl),
+        osl=Distribution.of(osl),
+        gap=gap_dist,
+        gap_share_over_60s=gap_dist.share_over(gaps, 60.0),
+        sessions_with_subagents=len(sub_counts),
+        subagents_per_session=Distribution.of(sub_counts),
+        subagent_wall_time=Distribution.of(sub_walls),
+        theoretical_hit_rate=hits / total if total else math.nan,
+        billed_count_requests=billed,
+        duration=Distribution.of(durations),
+    )

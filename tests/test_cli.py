@@ -1,0 +1,57 @@
+"""The `agentx` command as a user runs it: a real subprocess."""
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import MOONCAKE, WEKA
+
+
+def agentx(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "agentx.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_stats_on_the_bundled_default_prints_a_table():
+    res = agentx("trace", "stats")
+    assert res.returncode == 0, res.stderr
+    text = " ".join(res.stdout.split())
+    assert "bundled real WEKA traces" in text and "theoretical prefix-cache hit rate 94.4%" in text
+    assert "requests 776" in text
+
+
+def test_stats_json_for_0291():
+    res = agentx("trace", "stats", WEKA / "trace_0291.json", "--json")
+    doc = json.loads(res.stdout)
+    assert doc["requests"] == 32 and doc["streams"]["subagent"] == 2
+
+
+def test_synth_then_stats_then_convert(tmp_path):
+    out = tmp_path / "synth"
+    res = agentx("trace", "synth", "--sessions", "6", "--seed", "3", "--out", out)
+    assert res.returncode == 0, res.stderr
+    assert len(list(out.glob("*.json"))) == 6
+    capped = agentx("trace", "stats", out, "--json", "--max-context", "256k")
+    assert json.loads(capped.stdout)["isl"]["max"] <= 256_000
+    mooncake = tmp_path / "m.jsonl"
+    assert agentx("trace", "convert", out, "--to", "mooncake", "--out", mooncake).returncode == 0
+    full = json.loads(agentx("trace", "stats", out, "--json").stdout)
+    again = json.loads(agentx("trace", "stats", mooncake, "--json").stdout)
+    assert again["requests"] == full["requests"] and again["isl"] == full["isl"]
+
+
+def test_convert_mooncake_to_weka_folder(tmp_path):
+    res = agentx("trace", "convert", MOONCAKE, "--to", "weka", "--out", tmp_path / "w")
+    assert res.returncode == 0, res.stderr
+    assert len(list((tmp_path / "w").glob("*.json"))) == 400
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"requests": [{"t": 0, "in": 5, "out": 1, "hash_ids": [1, "a"]}]}')
+    res = agentx("trace", "stats", bad)
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(bad) in lines[0] and "hash_ids" in lines[0] and "Traceback" not in res.stderr
+    missing = agentx("trace", "stats", tmp_path / "nope.json")
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+    assert agentx("trace", "convert", bad, "--to", "csv", "--out", tmp_path / "x").returncode == 2
