@@ -27,12 +27,15 @@ files = sorted(folder.glob("*.json"))[:limit]
 t0 = time.perf_counter()
 if mode == "agentx":
     from agentx.traces.graph import build_graph
-    from agentx.traces.load import load_sessions
+    from agentx.traces.load import gc_paused, load_sessions
     sessions = load_sessions(files, "weka")
     t1 = time.perf_counter()
-    graphs = [build_graph(s) for s in sessions]
+    with gc_paused():
+        graphs = [build_graph(s) for s in sessions]
     requests = sum(len(g.nodes) for g in graphs)
 else:
+    import gc
+    gc.disable()  # same footing as agentx, which pauses the collector while loading
     docs = [json.loads(f.read_bytes()) for f in files]
     t1 = time.perf_counter()
     requests = 0

@@ -215,7 +215,7 @@ def read_weka(path: str | Path, warn=None) -> list[Session]:
     path = Path(path)
     file = str(path)
     data = path.read_bytes()
-    if not data.strip():
+    if not data or data.isspace():
         raise TraceError(file, "", "empty file")
     stem = path.name.split(".")[0]
     docs: list[tuple[bytes, str, str]] = []
@@ -241,12 +241,12 @@ def read_weka(path: str | Path, warn=None) -> list[Session]:
 
 def _is_single_object(data: bytes) -> bool:
     """True unless the first two non-blank lines each look like a whole JSON object (JSONL)."""
-    text = data.strip()
-    cut = text.find(b"\n")
-    if cut < 0:
+    lines = (line.strip() for line in data[: 1 << 20].split(b"\n", 64))
+    head = [line for line in lines if line][:2]
+    if len(head) < 2 or data.count(b"\n", 0, 1 << 20) == 0:
         return True
-    first, rest = text[:cut].strip(), text[cut : cut + 4096].lstrip()
-    return not (first.endswith(b"}") and rest.startswith(b"{"))
+    first_end = data.find(b"\n")
+    return not (data[:first_end].rstrip().endswith(b"}") and head[1].startswith(b"{"))
 
 
 # ---------------------------------------------------------------- writing
