@@ -11,8 +11,8 @@ import msgspec
 
 from agentx.errors import TraceError
 from agentx.traces.blocks import Reblocker
-from agentx.traces.model import Request, Session, make_session
-from agentx.traces.rows import encode_rows, read_rows, row_ids
+from agentx.traces.model import Request, Session
+from agentx.traces.rows import encode_rows, read_rows, row_ids, row_session
 
 NonNeg = Annotated[int, msgspec.Meta(ge=0)]
 BLOCK_SIZE = 16
@@ -59,17 +59,7 @@ def read_bailian(path: str | Path, warn=None) -> list[Session]:
             )
             for r in chat
         ]
-        sessions.append(
-            make_session(
-                requests,
-                [],
-                id=str(root_id),
-                block_size=BLOCK_SIZE,
-                hash_id_scope="global",
-                start=start,
-                partial_block_ids=True,
-            )
-        )
+        sessions.append(row_session(requests, str(root_id), BLOCK_SIZE, start))
     sessions.sort(key=lambda s: s.start)
     return sessions
 

@@ -10,8 +10,8 @@ from typing import Annotated
 import msgspec
 
 from agentx.traces.blocks import Reblocker
-from agentx.traces.model import Request, Session, make_session
-from agentx.traces.rows import encode_rows, read_rows, row_ids
+from agentx.traces.model import Request, Session
+from agentx.traces.rows import encode_rows, read_rows, row_ids, row_session
 
 NonNeg = Annotated[int, msgspec.Meta(ge=0)]
 BLOCK_SIZE = 512
@@ -46,17 +46,7 @@ def read_mooncake(path: str | Path, warn=None) -> list[Session]:
             for _, r in rows
         ]
         sid = str(key[1]) if key[0] == "s" else f"{stem}-{key[1]}"
-        sessions.append(
-            make_session(
-                requests,
-                [],
-                id=sid,
-                block_size=BLOCK_SIZE,
-                hash_id_scope="global",
-                start=start,
-                partial_block_ids=True,
-            )
-        )
+        sessions.append(row_session(requests, sid, BLOCK_SIZE, start))
     sessions.sort(key=lambda s: s.start)
     return sessions
 

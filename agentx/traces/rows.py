@@ -9,7 +9,7 @@ import msgspec
 import numpy as np
 
 from agentx.errors import TraceError
-from agentx.traces.model import ids_array
+from agentx.traces.model import Request, Session, ids_array, make_session
 
 T = TypeVar("T")
 
@@ -42,3 +42,10 @@ def row_ids(values: list[int]) -> np.ndarray:
 def encode_rows(rows: list[dict]) -> bytes:
     encoder = msgspec.json.Encoder()
     return b"".join(encoder.encode(r) + b"\n" for r in rows)
+
+
+def row_session(requests: list[Request], id: str, block_size: int, start: float) -> Session:
+    """A session of a row format: global hash ids whose last partial block has an id too."""
+    return make_session(
+        requests, [], id=id, block_size=block_size, hash_id_scope="global", start=start, partial_block_ids=True
+    )

@@ -1,0 +1,1 @@
+"""The simulated inference engine (work in progress: see issue #3). Clock-agnostic core."""

@@ -1,0 +1,169 @@
+"""Paged KV cache with prefix caching and an optional CPU DRAM tier (clock-agnostic).
+
+Modelled on vLLM's block manager and Dynamo's mocker:
+- the GPU tier has `num_blocks` blocks of `block_size` tokens; a *full* block is identified by
+  a chained hash of its tokens and its parent's hash, so equal prefixes share blocks;
+- blocks carry refcounts; a block nobody references stays cached on an LRU list of free
+  blocks and is evicted (its hash forgotten) only when a fresh block is needed; a block in
+  use is never evicted;
+- the CPU tier (`cpu_blocks > 0`) receives every computed full block (write-through) and has
+  its own LRU; a prefix that misses on the GPU continues its lookup there, and the hit blocks
+  are loaded into fresh GPU blocks (the caller costs the transfer).
+Counters follow vLLM's: queries and hits in tokens, for the GPU tier and the external tier.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+
+def block_hashes(token_ids, block_size: int) -> list[int]:
+    """Chained hashes of the full blocks of a token sequence."""
+    out, parent = [], 0
+    for i in range(0, len(token_ids) - block_size + 1, block_size):
+        parent = hash((parent, tuple(token_ids[i : i + block_size])))
+        out.append(parent)
+    return out
+
+
+@dataclass
+class Counters:
+    gpu_queries: int = 0  # prompt tokens looked up
+    gpu_hits: int = 0  # prompt tokens found in GPU blocks
+    external_queries: int = 0  # tokens looked up in the CPU tier (GPU misses)
+    external_hits: int = 0  # tokens loaded from the CPU tier
+    offload_blocks: int = 0  # blocks written to the CPU tier
+    load_blocks: int = 0  # blocks loaded back from it
+    evictions: int = 0  # GPU blocks whose cached content was dropped
+
+
+@dataclass
+class Allocation:
+    """Blocks held by one sequence, and what its prompt found in the cache."""
+
+    blocks: list[int] = field(default_factory=list)
+    gpu_hit_blocks: int = 0
+    cpu_hit_blocks: int = 0
+
+
+class KVCache:
+    def __init__(self, num_blocks: int, block_size: int = 16, cpu_blocks: int = 0):
+        if num_blocks <= 0 or block_size <= 0:
+            raise ValueError("num_blocks and block_size must be positive")
+        self.num_blocks, self.block_size, self.cpu_blocks = num_blocks, block_size, cpu_blocks
+        self.ref = [0] * num_blocks
+        self.block_hash: list[int | None] = [None] * num_blocks
+        self.cached: dict[int, int] = {}  # hash -> GPU block
+        self.free: OrderedDict[int, None] = OrderedDict((b, None) for b in range(num_blocks))  # LRU first
+        self.cpu: OrderedDict[int, None] = OrderedDict()  # hashes held in DRAM, LRU first
+        self.seqs: dict[object, Allocation] = {}
+        self.counters = Counters()
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def free_blocks(self) -> int:
+        return len(self.free)
+
+    @property
+    def usage(self) -> float:
+        """Fraction of GPU blocks referenced by running sequences (vLLM's kv_cache_usage_perc)."""
+        return 1.0 - len(self.free) / self.num_blocks
+
+    def match(self, hashes: list[int]) -> tuple[int, int]:
+        """(GPU prefix hit blocks, CPU hit blocks continuing it), without side effects."""
+        g = 0
+        while g < len(hashes) and hashes[g] in self.cached:
+            g += 1
+        c = 0
+        while g + c < len(hashes) and hashes[g + c] in self.cpu:
+            c += 1
+        return g, c
+
+    # --------------------------------------------------------------- lifecycle
+
+    def allocate(self, seq, hashes: list[int], num_tokens: int) -> Allocation | None:
+        """Hold blocks for a prompt of `num_tokens` whose full blocks hash to `hashes`.
+
+        Returns None (and changes nothing) when not enough blocks can be freed.
+        """
+        need = -(-num_tokens // self.block_size)
+        g, c = self.match(hashes)
+        g = min(g, need)
+        c = min(c, need - g)
+        reusable_free = sum(1 for h in hashes[:g] if self.ref[self.cached[h]] == 0)
+        if need - g > len(self.free) - reusable_free:
+            return None
+        alloc = Allocation(gpu_hit_blocks=g, cpu_hit_blocks=c)
+        for h in hashes[:g]:
+            block = self.cached[h]
+            if self.ref[block] == 0:
+                del self.free[block]
+            self.ref[block] += 1
+            alloc.blocks.append(block)
+        for i in range(g, need):
+            block = self._fresh()
+            if i < g + c:  # loaded from DRAM: its content is known
+                self._register(block, hashes[i])
+                self.cpu.move_to_end(hashes[i])
+            alloc.blocks.append(block)
+        tokens = num_tokens
+        self.counters.gpu_queries += tokens
+        self.counters.gpu_hits += min(tokens, g * self.block_size)
+        if self.cpu_blocks:
+            self.counters.external_queries += max(0, tokens - g * self.block_size)
+            self.counters.external_hits += c * self.block_size
+            self.counters.load_blocks += c
+        self.seqs[seq] = alloc
+        return alloc
+
+    def grow(self, seq, num_tokens: int) -> bool:
+        """Make room for `num_tokens` in total; False when no block can be had."""
+        alloc = self.seqs[seq]
+        while len(alloc.blocks) * self.block_size < num_tokens:
+            if not self.free:
+                return False
+            alloc.blocks.append(self._fresh())
+        return True
+
+    def commit(self, seq, hashes: list[int]) -> None:
+        """Register the computed full blocks of a sequence (prefix-cacheable from now on),
+        writing them through to the CPU tier."""
+        alloc = self.seqs[seq]
+        for block, h in zip(alloc.blocks, hashes):
+            if self.block_hash[block] is None and h not in self.cached:
+                self._register(block, h)
+            if self.cpu_blocks and h not in self.cpu:
+                self.cpu[h] = None
+                self.counters.offload_blocks += 1
+                if len(self.cpu) > self.cpu_blocks:
+                    self.cpu.popitem(last=False)
+
+    def free_seq(self, seq) -> None:
+        """Release a sequence's blocks; cached ones stay reusable until evicted (LRU)."""
+        alloc = self.seqs.pop(seq)
+        for block in reversed(alloc.blocks):  # the tail is least likely reused: evict it first
+            self.ref[block] -= 1
+            if self.ref[block] == 0:
+                if self.block_hash[block] is None:
+                    self.free[block] = None
+                    self.free.move_to_end(block, last=False)
+                else:
+                    self.free[block] = None
+
+    # ---------------------------------------------------------------- internals
+
+    def _register(self, block: int, h: int) -> None:
+        self.block_hash[block] = h
+        self.cached[h] = block
+
+    def _fresh(self) -> int:
+        block, _ = self.free.popitem(last=False)
+        h = self.block_hash[block]
+        if h is not None:
+            del self.cached[h]
+            self.block_hash[block] = None
+            self.counters.evictions += 1
+        self.ref[block] = 1
+        return block
