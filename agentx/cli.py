@@ -11,7 +11,7 @@ from rich.console import Console
 
 from agentx.errors import AgentxError
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="agentx: LLM inference benchmark for agentic traffic.")
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help="agentx: LLM inference benchmark for agentic traffic.")
 trace_app = typer.Typer(no_args_is_help=True, help="Inspect, generate and convert agent traces.")
 app.add_typer(trace_app, name="trace")
 
@@ -117,21 +117,10 @@ def trace_convert_cmd(
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit status 2."""
     try:
-        app(standalone_mode=False)
+        app()  # click itself reports usage errors (exit 2)
     except AgentxError as exc:
         err_console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(2)
-    except (typer.Abort, KeyboardInterrupt):
-        sys.exit(130)
-    except Exception as exc:  # click's usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Exit):
-            sys.exit(exc.exit_code)
-        raise
 
 
 if __name__ == "__main__":

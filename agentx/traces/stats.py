@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -68,7 +68,7 @@ class TraceStats:
     subagent_wall_time: Distribution  # seconds
     theoretical_hit_rate: float  # token-weighted, infinite cache
     billed_count_requests: int  # `in` smaller than the hash blocks cover
-    duration: Distribution = field(default=None)  # recorded session wall time, seconds
+    duration: Distribution  # recorded session wall time, seconds
 
 
 def session_hit_tokens(session: Session) -> tuple[int, int]:
