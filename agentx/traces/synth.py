@@ -49,7 +49,7 @@ class SynthConfig:
     compact_at_1m: int = 940_000
     summary_tokens: int = 30_000
     rewrite_tail_share: float = 0.07
-    share_with_subagents: float = 0.445
+    share_with_subagents: float = 0.41
     subagents_median: float = 4.0
     subagents_sigma: float = 1.35
     max_subagents: int = 60
