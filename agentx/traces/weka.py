@@ -9,6 +9,7 @@ Writes the absolute basis by default (the AgentX corpus build), the relative one
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -239,14 +240,21 @@ def read_weka(path: str | Path, warn=None) -> list[Session]:
     return sessions
 
 
+_NON_SPACE = re.compile(rb"\S")
+
+
 def _is_single_object(data: bytes) -> bool:
-    """True unless the first two non-blank lines each look like a whole JSON object (JSONL)."""
-    lines = (line.strip() for line in data[: 1 << 20].split(b"\n", 64))
-    head = [line for line in lines if line][:2]
-    if len(head) < 2 or data.count(b"\n", 0, 1 << 20) == 0:
+    """True unless the first non-blank line is a whole object followed by another (JSONL).
+
+    Looks only near the line break, so a 100 MB file is never copied to decide.
+    """
+    first = _NON_SPACE.search(data)
+    end = data.find(b"\n", first.start() if first else 0)
+    if end < 0:
         return True
-    first_end = data.find(b"\n")
-    return not (data[:first_end].rstrip().endswith(b"}") and head[1].startswith(b"{"))
+    line_end = data[max(0, end - 64) : end].rstrip()
+    following = _NON_SPACE.search(data, end)
+    return not (line_end.endswith(b"}") and following is not None and data[following.start()] == ord("{"))
 
 
 # ---------------------------------------------------------------- writing

@@ -135,3 +135,13 @@ def test_bad_input_is_one_clear_line(tmp_path, text, expected):
     message = str(info.value)
     assert "\n" not in message
     assert str(path) in message and expected in message
+
+
+def test_pretty_printed_object_and_jsonl_with_blank_lines(tmp_path):
+    raw = json.loads((WEKA / "trace_0026.json").read_text())
+    pretty = tmp_path / "pretty.json"
+    pretty.write_text(json.dumps(raw, indent=2))
+    assert read_weka(pretty) == read_weka(WEKA / "trace_0026.json")
+    lines = tmp_path / "blank.jsonl"
+    lines.write_text("\n\n" + json.dumps(raw) + "\n\n" + json.dumps(raw) + "\n")
+    assert len(read_weka(lines)) == 2
