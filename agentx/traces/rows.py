@@ -18,7 +18,7 @@ def read_rows(path: str | Path, row_type: type[T]) -> Iterator[tuple[int, T]]:
     """(line number, decoded row) for every non-blank line; errors name file, line and field."""
     path = Path(path)
     data = path.read_bytes()
-    if not data.strip():
+    if not data or data.isspace():
         raise TraceError(str(path), "", "empty file")
     decoder = msgspec.json.Decoder(row_type)
     for n, line in enumerate(data.splitlines(), 1):

@@ -220,7 +220,7 @@ def read_weka(path: str | Path, warn=None) -> list[Session]:
         raise TraceError(file, "", "empty file")
     stem = path.name.split(".")[0]
     docs: list[tuple[bytes, str, str]] = []
-    if data.lstrip().startswith(b"{") and _is_single_object(data):
+    if data[_NON_SPACE.search(data).start()] == ord("{") and _is_single_object(data):
         docs.append((data, "", stem))
     else:
         for n, line in enumerate(data.splitlines(), 1):
