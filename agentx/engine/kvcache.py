@@ -108,11 +108,10 @@ class KVCache:
                 self._register(block, hashes[i])
                 self.cpu.move_to_end(hashes[i])
             alloc.blocks.append(block)
-        tokens = num_tokens
-        self.counters.gpu_queries += tokens
-        self.counters.gpu_hits += min(tokens, g * self.block_size)
+        self.counters.gpu_queries += num_tokens
+        self.counters.gpu_hits += min(num_tokens, g * self.block_size)
         if self.cpu_blocks:
-            self.counters.external_queries += max(0, tokens - g * self.block_size)
+            self.counters.external_queries += max(0, num_tokens - g * self.block_size)
             self.counters.external_hits += c * self.block_size
             self.counters.load_blocks += c
         self.seqs[seq] = alloc
