@@ -14,6 +14,8 @@ from agentx.errors import AgentxError
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help="agentx: LLM inference benchmark for agentic traffic.")
 trace_app = typer.Typer(no_args_is_help=True, help="Inspect, generate and convert agent traces.")
 app.add_typer(trace_app, name="trace")
+sim_app = typer.Typer(no_args_is_help=True, help="The simulated inference engine.")
+app.add_typer(sim_app, name="sim")
 
 console = Console()
 console.width = max(console.width, 112)  # tables of figures read badly when folded
@@ -112,6 +114,76 @@ def trace_convert_cmd(
     options = {"basis": time_basis} if to == "weka" else {}
     write_sessions(sessions, out, to, **options)
     console.print(f"wrote {len(sessions)} sessions ({sum(s.n_requests for s in sessions):,} requests) to {out}")
+
+
+@sim_app.command("serve")
+def sim_serve_cmd(
+    hardware: str = typer.Option("H200", "--hardware", help="Hardware preset (see `agentx sim presets`)."),
+    gpus: int = typer.Option(8, "--gpus", min=1, help="GPUs in the tensor-parallel group."),
+    model: str = typer.Option("qwen3-235b-a22b", "--model", help="Model preset (see `agentx sim presets`)."),
+    precision: str = typer.Option("bf16", "--precision", help="bf16 or fp8 (weights, matmuls, KV cache)."),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8000, "--port", min=0, help="0 picks a free port (printed at start)."),
+    speed: float = typer.Option(1.0, "--speed", help="Run the modeled hardware this many times faster."),
+    served_model_name: str = typer.Option("", "--served-model-name", help="Default: the preset's model name."),
+    block_size: int = typer.Option(16, "--block-size", min=1),
+    gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization"),
+    cpu_offload_gb: float = typer.Option(0.0, "--cpu-offload-gb", help="Host DRAM for KV blocks, whole deployment."),
+    max_num_seqs: int = typer.Option(256, "--max-num-seqs", min=1),
+    max_num_batched_tokens: int = typer.Option(8192, "--max-num-batched-tokens", min=1),
+    max_model_len: int = typer.Option(0, "--max-model-len", min=0, help="0: the model's maximum context."),
+    num_gpu_blocks_override: int = typer.Option(0, "--num-gpu-blocks-override", min=0,
+                                                help="This many KV blocks instead of the memory arithmetic."),
+    mfu: float = typer.Option(0.3, "--mfu", help="Model FLOP utilization of prefill."),
+    mbu: float = typer.Option(0.7, "--mbu", help="Memory bandwidth utilization of decode."),
+    overhead_ms: float = typer.Option(5.0, "--overhead-ms", help="Fixed cost of one iteration."),
+    host_links: int = typer.Option(1, "--host-links", min=1, help="Host links a KV transfer is striped over."),
+    seed: int = typer.Option(0, "--seed", help="Seed of answer lengths and faults."),
+    fault_rate: float = typer.Option(0.0, "--fault-rate", help="Probability that a request gets a fault."),
+    fault_kinds: str = typer.Option("http500,disconnect,stall,malformed,overflow", "--fault-kinds"),
+    fault_stall_s: float = typer.Option(5.0, "--fault-stall-s", help="Length of a stall fault."),
+    truth_log: Optional[Path] = typer.Option(None, "--truth-log", help="JSONL of true per-request times."),
+):
+    """Serve a simulated deployment over the OpenAI API (default: 8 x H200, Qwen3-235B-A22B)."""
+    from agentx.engine.config import EngineConfig
+    from agentx.engine.faults import FaultConfig
+    from agentx.engine.server import ServeConfig, serve
+
+    engine = EngineConfig(
+        hardware=hardware, model=model, gpus=gpus, precision=precision, gpu_memory_utilization=gpu_memory_utilization,
+        block_size=block_size, cpu_offload_gb=cpu_offload_gb, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
+        num_gpu_blocks_override=num_gpu_blocks_override, mfu=mfu, mbu=mbu,
+        overhead_s=overhead_ms / 1000, host_links=host_links, seed=seed,
+    )
+    faults = FaultConfig(rate=fault_rate, kinds=tuple(k.strip() for k in fault_kinds.split(",") if k.strip()),
+                         stall_s=fault_stall_s, seed=seed)
+    serve(ServeConfig(engine=engine, host=host, port=port, speed=speed, served_model_name=served_model_name,
+                      faults=faults, truth_log=str(truth_log) if truth_log else None))
+
+
+@sim_app.command("presets")
+def sim_presets_cmd():
+    """List the hardware and model presets with their key figures."""
+    from rich.table import Table
+
+    from agentx.engine import presets
+
+    hw = Table("hardware", "name", "BF16 TFLOP/s", "FP8 TFLOP/s", "HBM GB", "HBM TB/s", "host link GB/s",
+               title="Hardware presets (per GPU, dense)")
+    for key in presets.hardware_names():
+        h = presets.hardware(key)
+        hw.add_row(key, h.name, f"{h.bf16_flops / 1e12:,.0f}", f"{h.fp8_flops / 1e12:,.0f}", f"{h.hbm_bytes / 1e9:.0f}",
+                   f"{h.hbm_bw / 1e12:.2f}", f"{h.host_link_bw / 1e9:.0f}")
+    models = Table("model", "name", "attention", "layers", "params total / active", "max context", "vocab",
+                   title="Model presets")
+    for key in presets.model_names():
+        m = presets.model(key)
+        models.add_row(key, m.name, m.attention, str(m.layers), f"{m.params_total / 1e9:.1f}B / {m.params_active / 1e9:.1f}B",
+                       f"{m.max_context:,}", f"{m.vocab:,}")
+    console.print(hw)
+    console.print(models)
+    console.print("sources: agentx/engine/presets.toml")
 
 
 def main() -> None:

@@ -57,3 +57,18 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     assert agentx("trace", "convert", bad, "--to", "csv", "--out", tmp_path / "x").returncode == 2
     usage = agentx("trace", "stats", "--bogus")
     assert usage.returncode == 2 and "Traceback" not in usage.stderr
+
+
+def test_sim_presets_and_bad_sim_settings():
+    res = agentx("sim", "presets")
+    assert res.returncode == 0 and "MI355X" in res.stdout and "deepseek-v3" in res.stdout
+    for args, needle in [
+        (("--hardware", "H900"), "unknown hardware preset 'H900'"),
+        (("--model", "gpt-9"), "unknown model preset 'gpt-9'"),
+        (("--model", "deepseek-v3"), "leaves no KV cache"),  # 671B in BF16 does not fit 8 x H200
+        (("--fault-kinds", "meteor"), "unknown fault kind"),
+        (("--precision", "fp4"), "precision must be bf16 or fp8"),
+    ]:
+        res = agentx("sim", "serve", "--port", "0", *args)
+        assert res.returncode == 2, args
+        assert needle in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr

@@ -1,1 +1,2 @@
-"""The simulated inference engine (work in progress: see issue #3). Clock-agnostic core."""
+"""The simulated inference engine: a clock-agnostic core (scheduler, KV cache, timing model)
+and the OpenAI-compatible HTTP server that drives it in wall-clock time."""

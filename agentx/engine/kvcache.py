@@ -83,11 +83,13 @@ class KVCache:
 
     # --------------------------------------------------------------- lifecycle
 
-    def allocate(self, seq, hashes: list[int], num_tokens: int) -> Allocation | None:
-        """Hold blocks for a prompt of `num_tokens` whose full blocks hash to `hashes`.
+    def allocate(self, seq, hashes: list[int], num_tokens: int, prompt_tokens: int = 0) -> Allocation | None:
+        """Hold blocks for the first `num_tokens` of a prompt whose cacheable full blocks hash
+        to `hashes`; counters count `prompt_tokens` (default `num_tokens`) as looked up.
 
         Returns None (and changes nothing) when not enough blocks can be freed.
         """
+        prompt_tokens = prompt_tokens or num_tokens
         need = -(-num_tokens // self.block_size)
         g, c = self.match(hashes)
         g = min(g, need)
@@ -108,10 +110,10 @@ class KVCache:
                 self._register(block, hashes[i])
                 self.cpu.move_to_end(hashes[i])
             alloc.blocks.append(block)
-        self.counters.gpu_queries += num_tokens
-        self.counters.gpu_hits += min(num_tokens, g * self.block_size)
+        self.counters.gpu_queries += prompt_tokens
+        self.counters.gpu_hits += min(prompt_tokens, g * self.block_size)
         if self.cpu_blocks:
-            self.counters.external_queries += max(0, num_tokens - g * self.block_size)
+            self.counters.external_queries += max(0, prompt_tokens - g * self.block_size)
             self.counters.external_hits += c * self.block_size
             self.counters.load_blocks += c
         self.seqs[seq] = alloc

@@ -1,0 +1,49 @@
+"""Start `agentx sim serve` in a process of its own on a free loopback port, and stop it."""
+
+from __future__ import annotations
+
+import re
+import selectors
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+
+from agentx.errors import AgentxError
+
+_LISTENING = re.compile(r"listening on (http://\S+)")
+
+
+@contextmanager
+def sim_server(*args: str, startup_s: float = 60.0):
+    """Yield the base URL of a simulated engine started with `args` (flags of `sim serve`)."""
+    log = tempfile.TemporaryFile(mode="w+")
+    cmd = [sys.executable, "-m", "agentx.cli", "sim", "serve", "--host", "127.0.0.1", "--port", "0", *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+    try:
+        yield _wait_listening(proc, log, startup_s)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        log.close()
+
+
+def _wait_listening(proc: subprocess.Popen, log, startup_s: float) -> str:
+    deadline = time.monotonic() + startup_s
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if sel.select(timeout=0.2):
+                line = proc.stdout.readline()
+                if m := _LISTENING.search(line):
+                    return m.group(1)
+                if not line and proc.poll() is not None:
+                    break
+    log.seek(0)
+    raise AgentxError(f"the simulated engine did not start: {log.read().strip() or 'no output'}")

@@ -1,0 +1,334 @@
+"""`agentx sim serve`: the engine core behind an OpenAI-compatible HTTP server (aiohttp.web).
+
+One asyncio task runs the engine: it forms an iteration, sleeps until the iteration's modeled
+end (scaled by `speed`), then wakes the handlers of the sequences that got a token. Handlers
+write every token they find as its own SSE event, in one write per wake-up, so a slow event
+loop coalesces writes instead of falling behind. Arrivals during an iteration join the next
+one, as in a real engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from agentx.engine import api
+from agentx.engine.api import DONE, BadRequest, ChatRequest, CompletionRequest, ResponseShape
+from agentx.engine.config import EngineConfig
+from agentx.engine.core import EngineCore, Sequence
+from agentx.engine.faults import FaultConfig
+from agentx.engine.metrics import ServerStats, exposition
+from agentx.engine.tokenizer import Tokenizer, render_chat
+from agentx.errors import AgentxError
+
+JSON = "application/json"
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+RESYNC_S = 0.05  # behind the modeled schedule by more than this: restart it from now
+SLICE_S = 0.01  # while behind, run iterations back to back for this long between deliveries
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    host: str = "127.0.0.1"
+    port: int = 8000  # 0: any free port (printed at start)
+    speed: float = 1.0  # run the modeled hardware this many times faster than real time
+    served_model_name: str = ""  # default: the model preset's name
+    faults: FaultConfig = field(default_factory=FaultConfig)
+    truth_log: str | None = None  # JSONL of true arrival / first-token / last-token times
+
+    def __post_init__(self):
+        if self.speed <= 0:
+            raise AgentxError(f"speed must be > 0, got {self.speed}")
+
+
+class SimServer:
+    def __init__(self, cfg: ServeConfig):
+        self.cfg = cfg
+        self.core = EngineCore(cfg.engine)
+        self.tokenizer = Tokenizer(self.core.vocab)
+        self.model_name = cfg.served_model_name or self.core.roofline.model.name
+        self.stats = ServerStats()
+        self.accepted = 0
+        self.ids = itertools.count()
+        self.truth = open(cfg.truth_log, "a", buffering=1) if cfg.truth_log else None
+        self._wake: asyncio.Event | None = None
+        self._t0 = 0.0
+
+    # ------------------------------------------------------------------ engine
+
+    def modeled_now(self) -> float:
+        return (asyncio.get_running_loop().time() - self._t0) * self.cfg.speed
+
+    async def engine_loop(self) -> None:
+        """Run iterations on the modeled schedule and deliver each one's tokens at its end.
+
+        Iteration k+1 starts when iteration k ends (modeled time), so timer lateness does not
+        accumulate; only when the loop falls more than RESYNC_S behind (CPU-bound) does the
+        schedule restart from now. While behind, iterations run back to back for up to
+        SLICE_S before their tokens are delivered together, so handlers wake once per slice.
+        """
+        loop, speed, core = asyncio.get_running_loop(), self.cfg.speed, self.core
+        prev_end, emitted = loop.time(), {}
+        while True:
+            if core.idle:
+                self._wake.clear()
+                await self._wake.wait()
+            now = slice_start = loop.time()
+            while not core.idle:
+                # an engine that had nothing running starts now; a busy one keeps its schedule
+                start = prev_end if core.running and now - prev_end < RESYNC_S else now
+                core.now = (start - self._t0) * speed
+                step = core.step()
+                prev_end = start + step.duration / speed
+                if step.decodes:
+                    self.stats.itl.observe(step.duration / speed, step.decodes)
+                for seq in step.emitted:
+                    emitted[seq] = None
+                now = loop.time()
+                if prev_end > now or now - slice_start > SLICE_S:
+                    break
+            delay = prev_end - loop.time()
+            await asyncio.sleep(delay if delay > 0 else 0)
+            for seq in emitted:
+                seq.waiter.set()
+            emitted.clear()
+
+    async def _start_engine(self, app) -> None:
+        self._wake = asyncio.Event()
+        self._t0 = asyncio.get_running_loop().time()
+        app["engine"] = asyncio.create_task(self.engine_loop())
+
+    async def _stop_engine(self, app) -> None:
+        app["engine"].cancel()
+        if self.truth:
+            self.truth.close()
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=1 << 28)
+        app.on_startup.append(self._start_engine)
+        app.on_cleanup.append(self._stop_engine)
+        app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/v1/chat/completions", self.chat_completions)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/metrics", self.metrics)
+        return app
+
+    # ---------------------------------------------------------------- handlers
+
+    async def health(self, request):
+        return web.Response()
+
+    async def metrics(self, request):
+        body = exposition(self.core, self.stats, self.model_name)
+        return web.Response(body=body, content_type="text/plain", charset="utf-8")
+
+    async def models(self, request):
+        card = {"id": self.model_name, "object": "model", "created": int(time.time()), "owned_by": "agentx",
+                "root": self.model_name, "max_model_len": self.core.max_model_len}
+        return web.json_response({"object": "list", "data": [card]})
+
+    async def completions(self, request):
+        return await self._serve(request, chat=False)
+
+    async def chat_completions(self, request):
+        return await self._serve(request, chat=True)
+
+    async def _serve(self, request: web.Request, chat: bool):
+        arrival = time.time()
+        try:
+            req, prompt, max_tokens = self._prompt(await request.read(), chat)
+        except BadRequest as e:
+            self._count_error("bad_request")
+            return web.Response(status=e.status, body=e.body(), content_type=JSON)
+        fault = self.cfg.faults.fault_for(self.accepted)
+        self.accepted += 1
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-{next(self.ids)}"
+        if fault in ("http500", "overflow"):
+            return self._fault_response(request, rid, fault, prompt, arrival)
+        seq = self.core.new_sequence(rid, prompt, max_tokens, req.min_tokens, req.ignore_eos)
+        seq.waiter = asyncio.Event()
+        self.core.add(seq, self.modeled_now())
+        self._wake.set()
+        shape = ResponseShape(rid, self.model_name, int(arrival), chat)
+        include_usage = bool(req.stream_options and req.stream_options.include_usage)
+        timing = {"first": None}
+        try:
+            if req.stream:
+                return await self._stream(request, seq, shape, include_usage, fault, timing)
+            return await self._complete(request, seq, shape, fault, timing)
+        except ConnectionError:  # the client went away: free its sequence, nobody reads the answer
+            self.core.abort(seq)
+            return web.Response(status=499)
+        except asyncio.CancelledError:
+            self.core.abort(seq)
+            raise
+        finally:
+            self._finish(request, seq, arrival, timing["first"], fault)
+
+    def _prompt(self, body: bytes, chat: bool):
+        if chat:
+            req = api.parse(ChatRequest, body)
+            messages = [{"role": m.role, "content": m.content, "tool_calls": m.tool_calls} for m in req.messages]
+            prompt = self.tokenizer.encode(render_chat(messages, req.tools))
+            max_tokens = req.max_completion_tokens or req.max_tokens
+        else:
+            req = api.parse(CompletionRequest, body)
+            if isinstance(req.prompt, str):
+                prompt = self.tokenizer.encode(req.prompt)
+            else:
+                prompt = req.prompt
+                vocab = self.core.vocab
+                bad = next((t for t in prompt if not 0 <= t < vocab), None)
+                if bad is not None:
+                    raise BadRequest(f"Token id {bad} is out of vocabulary (valid ids are 0 to {vocab - 1})",
+                                     param="prompt")
+            max_tokens = req.max_tokens
+        if req.model is not None and req.model != self.model_name:
+            raise BadRequest(f"The model `{req.model}` does not exist.", 404, "NotFoundError", "model")
+        if not prompt:
+            raise BadRequest("The prompt is empty.", param="prompt")
+        problem = self.core.context_error(len(prompt), max_tokens or 1)
+        if problem:
+            raise BadRequest(problem, param="messages" if chat else "prompt")
+        return req, prompt, max_tokens
+
+    def _fault_response(self, request, rid: str, fault: str, prompt: list[int], arrival: float):
+        self._count_error(fault)
+        self._log(request, rid, arrival, None, len(prompt), 0, 0, fault)
+        if fault == "http500":
+            body = api.error_body("simulated internal server error", "InternalServerError", 500)
+            return web.Response(status=500, body=body, content_type=JSON)
+        message = self.core.context_error(len(prompt), self.core.max_model_len - len(prompt) + 1)
+        return web.Response(status=400, body=api.error_body(message, "BadRequestError", 400, "prompt"),
+                            content_type=JSON)
+
+    async def _stream(self, request, seq: Sequence, shape: ResponseShape, include_usage: bool, fault, timing):
+        resp = web.StreamResponse(headers=SSE_HEADERS)
+        await resp.prepare(request)
+        head, sent, json_word = shape.first_frame(), 0, self.tokenizer.json_word
+        disconnect_at = max(1, seq.stop_len // 2) if seq.stop_len > 1 else 0
+        while True:
+            await seq.waiter.wait()
+            seq.waiter.clear()
+            new = seq.output[sent:]
+            if not new:
+                continue
+            cut = fault == "disconnect" and sent + len(new) >= disconnect_at
+            if cut:  # send half the answer, then drop the connection
+                new = new[: disconnect_at - sent]
+            if timing["first"] is None:
+                timing["first"] = time.time()
+            frames = [head] + [shape.token_frame(json_word(t)) for t in new]
+            head = b""
+            if fault == "malformed" and sent == 0:
+                frames.insert(2, b'data: {"id": "' + shape.rid.encode() + b'", "choices": [{"text\n\n')
+            sent += len(new)
+            done = seq.finish_reason is not None and not cut  # may change while this handler awaits
+            if done:
+                frames.append(shape.finish_frame(seq.finish_reason))
+                if include_usage:
+                    frames.append(shape.usage_frame(api.usage(len(seq.prompt), len(seq.output), seq.cached_tokens)))
+                frames.append(DONE)
+            await resp.write(b"".join(frames))
+            if done:
+                return resp
+            if cut:
+                self.core.abort(seq)
+                request.transport.close()
+                return resp
+            if fault == "stall" and sent == len(new):  # right after the first token(s)
+                await asyncio.sleep(self.cfg.faults.stall_s)
+
+    async def _complete(self, request, seq: Sequence, shape: ResponseShape, fault, timing):
+        while not seq.finish_reason:
+            await seq.waiter.wait()
+            seq.waiter.clear()
+            if timing["first"] is None and seq.output:
+                timing["first"] = time.time()
+        if fault == "stall":
+            await asyncio.sleep(self.cfg.faults.stall_s)
+        if fault == "disconnect":
+            request.transport.close()
+            return web.Response(status=499)
+        text = self.tokenizer.decode(seq.output)
+        body = shape.full_body(text, seq.finish_reason, api.usage(len(seq.prompt), len(seq.output), seq.cached_tokens))
+        if fault == "malformed":
+            body = body[: len(body) // 2]
+        return web.Response(body=body, content_type=JSON)
+
+    # -------------------------------------------------------------- accounting
+
+    def _count_error(self, kind: str) -> None:
+        self.stats.errors[kind] = self.stats.errors.get(kind, 0) + 1
+
+    def _finish(self, request, seq: Sequence, arrival: float, first: float | None, fault) -> None:
+        end = time.time()
+        reason = seq.finish_reason or "abort"
+        if reason == "abort" and not seq.finish_reason:
+            self.core.abort(seq)
+        self.stats.success[reason] = self.stats.success.get(reason, 0) + 1
+        if first is not None:
+            self.stats.ttft.observe(first - arrival)
+        self.stats.e2e.observe(end - arrival)
+        if seq.scheduled_at is not None:
+            self.stats.queue.observe(max(0.0, seq.scheduled_at - seq.arrival) / self.cfg.speed)
+        if fault:
+            self._count_error(fault)
+        self._log(request, seq.id, arrival, first, len(seq.prompt), max(seq.cached_tokens, 0), len(seq.output),
+                  fault or reason, end)
+
+    def _log(self, request, rid, arrival, first, prompt_tokens, cached, completion, status, end=None) -> None:
+        if not self.truth:
+            return
+        record = {
+            "id": rid, "correlation_id": request.headers.get("X-Correlation-ID"),
+            "session_id": request.headers.get("X-Session-ID"), "arrival": arrival, "first_token": first,
+            "last_token": end if first is not None else None, "prompt_tokens": prompt_tokens,
+            "cached_tokens": cached, "completion_tokens": completion, "status": status,
+        }
+        self.truth.write(json.dumps(record) + "\n")
+
+
+async def _run(server: SimServer) -> None:
+    cfg = server.cfg
+    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, cfg.host, cfg.port)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    print(f"agentx sim: listening on http://{cfg.host}:{port} (model {server.model_name!r})", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await runner.cleanup()
+
+
+def serve(cfg: ServeConfig) -> None:
+    """Run the server until SIGINT or SIGTERM."""
+    server = SimServer(cfg)
+    roof = server.core.roofline
+    print(f"agentx sim: {roof.describe()}", flush=True)
+    print(f"agentx sim: GPU KV cache size: {roof.kv_capacity_tokens:,} tokens "
+          f"({server.core.kv.num_blocks:,} blocks of {cfg.engine.block_size}); "
+          f"max model length {server.core.max_model_len:,}; speed x{cfg.speed:g}", flush=True)
+    if cfg.faults.rate:
+        print(f"agentx sim: injecting faults {','.join(cfg.faults.kinds)} at rate {cfg.faults.rate:g} "
+              f"(seed {cfg.faults.seed})", flush=True)
+    try:
+        import uvloop
+
+        uvloop.run(_run(server))
+    except ImportError:
+        asyncio.run(_run(server))
+    sys.stdout.flush()

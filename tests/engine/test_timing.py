@@ -1,0 +1,101 @@
+import math
+from dataclasses import fields
+
+import pytest
+
+from agentx.engine import presets
+from agentx.engine.config import EngineConfig
+from agentx.engine.timing import Roofline, Work
+from agentx.errors import AgentxError
+
+NUMERIC_HW = [f.name for f in fields(presets.Hardware) if f.type == "float"]
+
+
+def test_presets_cover_the_required_hardware_and_model_kinds():
+    assert {"H100", "H200", "B200", "B300", "GB200", "MI300X", "MI355X"} <= set(presets.hardware_names())
+    models = [presets.model(k) for k in presets.model_names()]
+    kinds = {(m.attention, bool(m.experts)) for m in models}
+    assert {("gqa", False), ("gqa", True), ("mla", True)} <= kinds
+    assert all(m.vocab >= 32_000 for m in models)
+
+
+def test_every_preset_number_names_its_source():
+    for key in presets.hardware_names():
+        hw = presets.hardware(key)
+        for name in NUMERIC_HW:
+            assert getattr(hw, name) > 0
+            assert len(hw.sources.get(name, "")) > 20, (key, name)
+    for key in presets.model_names():
+        m = presets.model(key)
+        numbers = [f.name for f in fields(m) if f.type in ("int", "float") and getattr(m, f.name)]
+        assert {"layers", "hidden", "heads", "params_total", "params_active", "max_context", "vocab"} <= set(numbers)
+        for name in numbers:
+            assert len(m.sources.get(name, "")) > 10, (key, name)
+
+
+def test_unknown_preset_is_a_one_line_error():
+    with pytest.raises(AgentxError, match="unknown hardware preset 'H900'; known: B200"):
+        presets.hardware("H900")
+
+
+def test_offload_beats_recompute_as_in_the_seed_arithmetic():
+    """32k-token prefix, 70B dense on 8 x H200: reload ~0.32 s from DRAM vs ~2.5 s to recompute."""
+    roof = Roofline(EngineConfig(hardware="H200", gpus=8, model="llama-3.1-70b"))
+    reload = roof.transfer_s(32_768)
+    work = Work()
+    work.add(0, 32_768)
+    recompute = roof.iteration_s(work)
+    assert reload == pytest.approx(0.32, rel=0.2)
+    assert recompute == pytest.approx(2.5, rel=0.2)
+    assert recompute / reload > 6
+
+
+def test_kv_capacity_is_hbm_share_minus_weights():
+    cfg = EngineConfig(hardware="H200", gpus=8, model="llama-3.1-70b", gpu_memory_utilization=0.9)
+    roof = Roofline(cfg)
+    per_token = 80 * 1 * 128 * 2 * 2  # layers x KV heads per GPU x head dim x (K, V) x bf16
+    free = 141e9 * 0.9 - 70.6e9 * 2 / 8
+    assert roof.kv_bytes_per_token == per_token
+    assert roof.kv_capacity_tokens == int(free // per_token)
+    # MLA keeps one latent per token and replicates it on every rank
+    mla = Roofline(EngineConfig(model="deepseek-v3", precision="fp8"))
+    assert mla.kv_bytes_per_token == 61 * (512 + 64)
+
+
+def test_weights_that_do_not_fit_are_refused():
+    with pytest.raises(AgentxError, match="leaves no KV cache"):
+        Roofline(EngineConfig(hardware="H100", gpus=1, model="llama-3.1-70b"))
+
+
+def test_time_grows_with_uncached_tokens_and_decode_is_memory_bound():
+    roof = Roofline(EngineConfig())
+    times = []
+    for n in (1_000, 4_000, 16_000):
+        w = Work()
+        w.add(0, n)
+        times.append(roof.iteration_s(w))
+    assert times[0] < times[1] < times[2]
+    w = Work()
+    w.add(0, 16_000)
+    assert roof.compute_s(w) > roof.memory_s(w)  # prefill: compute bound
+    d = Work()
+    d.add(2_000, 1)
+    assert roof.memory_s(d) > roof.compute_s(d)  # decode: memory bound
+    # batching decodes is nearly free until the KV reads dominate
+    d8 = Work()
+    for _ in range(8):
+        d8.add(2_000, 1)
+    assert roof.iteration_s(d8) < 2 * roof.iteration_s(d)
+    assert math.isclose(roof.iteration_s(Work()), 0.0)
+
+
+def test_cpu_loads_add_their_transfer_time():
+    roof = Roofline(EngineConfig(cpu_offload_gb=100))
+    w = Work()
+    w.add(32_000, 1)
+    base = roof.iteration_s(w)
+    w.loaded_tokens = 32_000
+    assert roof.iteration_s(w) == pytest.approx(base + roof.transfer_s(32_000))
+    assert roof.cpu_capacity_tokens == int(100e9 // (roof.kv_bytes_per_token * 8))
+    with pytest.raises(AgentxError, match="exceeds the host DRAM"):
+        Roofline(EngineConfig(cpu_offload_gb=1e6))
