@@ -6,7 +6,8 @@
    Target (issue #3): >= 100k tok/s, so the sim never bottlenecks a client under test.
 2. Accuracy: at --speed 1, concurrent streams all sent at once; the same requests are replayed
    through an in-process EngineCore to get the modeled token times; prints the error of the
-   emitted inter-token gaps and of the TTFT against the modeled ones.
+   emitted inter-token gaps and of the TTFT (from the server's arrival time, read from its truth
+   log) against the modeled ones.
 
     python benchmarks/sim_stream.py [--streams 256] [--tokens 1000] [--accuracy-streams 16]
 """
@@ -15,8 +16,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import tempfile
 import time
+from pathlib import Path
 
 import aiohttp
 import numpy as np
@@ -30,14 +34,14 @@ from agentx.engine.launch import sim_server
 TOKEN_MARK = b'"finish_reason":null'
 
 
-async def stream(session: aiohttp.ClientSession, url: str, prompt: list[int], max_tokens: int) -> list[float]:
-    """Arrival time of every token event (perf_counter), counted from raw SSE bytes."""
+async def stream(session: aiohttp.ClientSession, url: str, prompt: list[int], max_tokens: int, i: int) -> list[float]:
+    """Send time and arrival time of every token event (Unix time), counted from raw SSE bytes."""
     body = {"prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True, "stream": True}
-    times, t0, tail = [], time.perf_counter(), b""
-    async with session.post(url + "/v1/completions", json=body) as r:
+    times, t0, tail = [], time.time(), b""
+    async with session.post(url + "/v1/completions", json=body, headers={"X-Correlation-ID": str(i)}) as r:
         assert r.status == 200, await r.text()
         async for chunk in r.content.iter_any():
-            now = time.perf_counter()
+            now = time.time()
             buf = tail + chunk
             times.extend([now] * buf.count(TOKEN_MARK))
             tail = buf[1 - len(TOKEN_MARK):]
@@ -47,7 +51,7 @@ async def stream(session: aiohttp.ClientSession, url: str, prompt: list[int], ma
 async def run_streams(url: str, prompts: list[list[int]], max_tokens: int) -> list[list[float]]:
     conn = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=conn) as s:
-        return await asyncio.gather(*(stream(s, url, p, max_tokens) for p in prompts))
+        return await asyncio.gather(*(stream(s, url, p, max_tokens, i) for i, p in enumerate(prompts)))
 
 
 def distinct_prompt(i: int, n: int) -> list[int]:
@@ -73,9 +77,9 @@ def throughput(streams: int, tokens: int) -> None:
         pin(os.getpid(), 1)
         proc = psutil.Process(pid)
         asyncio.run(run_streams(url, prompts[:4], 4))  # warm up
-        cpu0, t0 = sum(proc.cpu_times()[:2]), time.perf_counter()
+        cpu0, t0 = sum(proc.cpu_times()[:2]), time.time()
         results = asyncio.run(run_streams(url, prompts, tokens))
-        wall, cpu = time.perf_counter() - t0, sum(proc.cpu_times()[:2]) - cpu0
+        wall, cpu = time.time() - t0, sum(proc.cpu_times()[:2]) - cpu0
     total = sum(len(r) - 1 for r in results)
     assert total == streams * tokens, f"lost tokens: {total} of {streams * tokens}"
     print(f"throughput: {streams} concurrent streams x {tokens} tokens, server pinned to one core")
@@ -103,9 +107,15 @@ def modeled_times(prompts: list[list[int]], max_tokens: int, sent: list[float]) 
 
 def accuracy(streams: int, tokens: int) -> None:
     prompts = [distinct_prompt(i, 4000) for i in range(streams)]
-    with sim_server("--speed", "1") as url:
-        asyncio.run(run_streams(url, [distinct_prompt(streams, 4000)], 2))  # warm up, other tokens
-        measured = asyncio.run(run_streams(url, prompts, tokens))
+    with tempfile.TemporaryDirectory() as tmp:
+        truth = Path(tmp) / "truth.jsonl"
+        with sim_server("--speed", "1", "--truth-log", str(truth)) as url:
+            asyncio.run(run_streams(url, [distinct_prompt(streams, 4000)], 2))  # warm up, other tokens
+            measured = asyncio.run(run_streams(url, prompts, tokens))
+        arrival = {r["correlation_id"]: r["arrival"] for r in map(json.loads, truth.read_text().splitlines())}
+    # measure from the server's arrival time, so the client's own send overhead does not count
+    for i, m in enumerate(measured):
+        m[0] = arrival[str(i)]
     first = min(m[0] for m in measured)
     modeled = modeled_times(prompts, tokens, [m[0] - first for m in measured])
     gap_err, ttft_err, itl_meas, itl_model = [], [], [], []

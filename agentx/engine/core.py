@@ -46,6 +46,7 @@ class Sequence:
     finish_reason: str | None = None  # "stop", "length" or "abort"
     preemptions: int = 0
     waiter: object = None  # the server's wake-up handle; the core never touches it
+    delivered: int = 0  # output tokens whose iteration has ended in the caller's clock (server-owned)
 
     def __post_init__(self):
         self.prompt_len = len(self.prompt)

@@ -97,7 +97,8 @@ class SimServer:
                     break
             delay = prev_end - loop.time()
             await asyncio.sleep(delay if delay > 0 else 0)
-            for seq in emitted:
+            for seq in emitted:  # the core may already be computing later tokens: show only these
+                seq.delivered = len(seq.output)
                 seq.waiter.set()
             emitted.clear()
 
@@ -219,7 +220,8 @@ class SimServer:
         while True:
             await seq.waiter.wait()
             seq.waiter.clear()
-            new = seq.output[sent:]
+            upto = seq.delivered
+            new = seq.output[sent:upto]
             if not new:
                 continue
             cut = fault == "disconnect" and sent + len(new) >= disconnect_at
@@ -232,7 +234,7 @@ class SimServer:
             if fault == "malformed" and sent == 0:
                 frames.insert(2, b'data: {"id": "' + shape.rid.encode() + b'", "choices": [{"text\n\n')
             sent += len(new)
-            done = seq.finish_reason is not None and not cut  # may change while this handler awaits
+            done = seq.finish_reason is not None and upto == len(seq.output) and not cut
             if done:
                 frames.append(shape.finish_frame(seq.finish_reason))
                 if include_usage:
@@ -249,10 +251,10 @@ class SimServer:
                 await asyncio.sleep(self.cfg.faults.stall_s)
 
     async def _complete(self, request, seq: Sequence, shape: ResponseShape, fault, timing):
-        while not seq.finish_reason:
+        while not (seq.finish_reason and seq.delivered == len(seq.output)):
             await seq.waiter.wait()
             seq.waiter.clear()
-            if timing["first"] is None and seq.output:
+            if timing["first"] is None and seq.delivered:
                 timing["first"] = time.time()
         if fault == "stall":
             await asyncio.sleep(self.cfg.faults.stall_s)
