@@ -1,0 +1,1 @@
+"""Content synthesis: hash id -> token block, cache-bust markers, token-id or text rendering."""

@@ -1,0 +1,345 @@
+"""The replay plan: a pure, seeded state machine of lanes of session trees (SPEC §2).
+
+No sockets and no clock: the driver asks `due(now)` for what to send, `next_time()` for when
+to ask again, and reports `ended(key, now)`. Given the same traces, settings, seed and
+completion order it makes the same decisions, so tests drive it with a fake clock.
+
+Phases: warmup stage 1 (primers: per initial lane, the last request before the lane's start
+point t* of every stream live at t*, all at once), warmup stage 2 (each lane advances
+`warmup_requests_per_lane` more requests in graph order, no delays), then profiling for every
+lane at the same instant P, for `duration` seconds. Warmup requests use max_tokens = 1.
+
+Times are kept in plan coordinates (real time + the system idle cap's accumulated shift).
+A node is ready when all its in-edges are satisfied; its dispatch time is the maximum
+over its in-edges of `end(src) + delay`. Contributions known before P are kept relative to P
+(`rel`): an edge from a request that ended during warmup counts its delay from P, and an edge
+from a request skipped before t* (or from the session start) counts its recorded time minus t*.
+Once profiling runs, contributions are absolute (`abs`). A per-tree idle cap pulls a tree's
+timers to at most `idle_cap` after the moment it has nothing in flight; a system idle cap
+shifts every timer when nothing anywhere is in flight.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from dataclasses import dataclass, field
+
+from agentx.content.tokens import key64
+from agentx.traces.graph import START, SessionGraph
+
+WARMUP1, WARMUP2, PROFILE, DONE = "warmup1", "warmup2", "profile", "done"
+# node states
+PENDING, READY, FLIGHT, ENDED = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class PlanConfig:
+    concurrency: int
+    duration: float
+    seed: int = 0
+    run_id: str = "run"
+    warmup: bool = True
+    warmup_requests_per_lane: int = 10
+    idle_cap: float = 300.0
+    system_idle_cap: float = 10.0
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """One request to send now."""
+
+    key: tuple[int, int]  # (tree uid, node)
+    lane: int
+    tree: int
+    replay: int  # how many trees this lane ran before this one
+    graph: SessionGraph
+    node: int
+    phase: str  # "warmup" or "profile"
+    marker: int  # the tree's cache-bust marker
+    planned: float  # when the plan wanted it sent (dispatch lateness = actual - planned)
+
+    @property
+    def request(self):
+        return self.graph.nodes[self.node].request
+
+    @property
+    def session(self):
+        return self.graph.session
+
+
+@dataclass
+class Tree:
+    """One replay of one session graph in one lane."""
+
+    uid: int
+    lane: int
+    replay: int
+    graph: SessionGraph
+    marker: int
+    t_star: float = 0.0
+    origin: float | None = None  # plan time of recorded t = 0 (None until profiling)
+    remaining: list[int] = field(default_factory=list)
+    state: list[int] = field(default_factory=list)
+    rel: list[float] = field(default_factory=list)
+    abs: list[float] = field(default_factory=list)
+    due_at: dict[int, float] = field(default_factory=dict)  # READY nodes -> dispatch time
+    warm_ready: list = field(default_factory=list)  # heap of (recorded t, node) in warmup 2
+    warm_sent: int = 0
+    primers: list[int] = field(default_factory=list)
+    inflight: int = 0
+    open_nodes: int = 0  # nodes not ENDED
+    started_in_profile: bool = False
+    first_start: float | None = None
+    last_end: float | None = None
+
+    def ready_time(self, node: int, profile_start: float) -> float:
+        return max(self.abs[node], profile_start + self.rel[node])
+
+
+class ReplayPlan:
+    def __init__(self, graphs: list[SessionGraph], cfg: PlanConfig):
+        if not graphs:
+            raise ValueError("no sessions to replay")
+        self.cfg, self.graphs = cfg, graphs
+        self.rng = random.Random(key64("plan", cfg.seed))
+        self.order: list[int] = []
+        self.trees: dict[int, Tree] = {}
+        self.lanes: list[Tree | None] = [None] * cfg.concurrency
+        self.replays = [0] * cfg.concurrency
+        self.heap: list[tuple[float, int, int]] = []  # (time, tree uid, node); stale entries skipped
+        self.phase = WARMUP1
+        self.profile_start = math.inf
+        self.shift = 0.0  # system idle cap: timers move earlier by this much
+        self.inflight = 0
+        self.finished_trees: list[Tree] = []  # trees that drained, for session metrics
+        self._uid = 0
+        self._out: list[Dispatch] = []
+
+    # ----------------------------------------------------------------- public
+
+    def start(self, now: float) -> None:
+        for lane in range(self.cfg.concurrency):
+            tree = self._new_tree(lane)
+            if self.cfg.warmup:
+                rng = random.Random(key64("t*", self.cfg.seed, lane))
+                tree.t_star = rng.uniform(0.25, 0.75) * tree.graph.session.duration
+            self._init_tree(tree)
+        if self.cfg.warmup:
+            for tree in self.lanes:
+                self._send_primers(tree, now)
+            if self.inflight == 0:
+                self._begin_warmup2(now)
+        else:
+            self._begin_profile(now)
+
+    @property
+    def profile_end(self) -> float:
+        return self.profile_start + self.cfg.duration
+
+    def due(self, now: float) -> list[Dispatch]:
+        """Requests to send at `now` (each exactly once)."""
+        if self.phase == PROFILE:
+            if now >= self.profile_end:
+                self.phase = DONE
+            else:
+                self._pop_due(now)
+        out, self._out = self._out, []
+        return out
+
+    def next_time(self, now: float) -> float | None:
+        """When `due` may next return something (None: only a completion can change that)."""
+        if self.phase != PROFILE:
+            return None
+        while self.heap and not self._live(self.heap[0]):
+            heapq.heappop(self.heap)
+        if not self.heap:
+            return None
+        t = self.heap[0][0] - self.shift
+        if self.inflight == 0 and t - now > self.cfg.system_idle_cap:
+            self.shift += t - now - self.cfg.system_idle_cap
+            t = now + self.cfg.system_idle_cap
+        return t if t < self.profile_end else None
+
+    def ended(self, key: tuple[int, int], now: float) -> None:
+        """Request `key` finished (successfully or not) at `now`."""
+        tree = self.trees[key[0]]
+        node = key[1]
+        tree.state[node] = ENDED
+        tree.inflight -= 1
+        tree.open_nodes -= 1
+        tree.last_end = now
+        self.inflight -= 1
+        warm = self.phase in (WARMUP1, WARMUP2)
+        for edge in tree.graph.out_edges[node]:
+            if warm:
+                tree.rel[edge.dst] = max(tree.rel[edge.dst], edge.delay)
+            else:
+                tree.abs[edge.dst] = max(tree.abs[edge.dst], now + self.shift + edge.delay)
+            self._satisfy(tree, edge.dst, now)
+        if self.phase == WARMUP1 and self.inflight == 0:
+            self._begin_warmup2(now)
+        elif self.phase == WARMUP2:
+            self._warm_advance(tree, now)
+            if self.inflight == 0:
+                self._begin_profile(now)
+        elif self.phase == PROFILE:
+            if tree.open_nodes == 0:
+                self._drained(tree, now)
+            elif tree.inflight == 0:
+                self._cap_idle(tree, now)
+
+    @property
+    def warming(self) -> bool:
+        return self.phase in (WARMUP1, WARMUP2)
+
+    # ---------------------------------------------------------------- trees
+
+    def _next_session(self) -> int:
+        if not self.order:
+            self.order = list(range(len(self.graphs)))
+            self.rng.shuffle(self.order)
+            self.order.reverse()
+        return self.order.pop()
+
+    def _new_tree(self, lane: int) -> Tree:
+        graph = self.graphs[self._next_session()]
+        replay = self.replays[lane]
+        self.replays[lane] += 1
+        marker = key64("marker", self.cfg.run_id, lane, replay, graph.session.id)
+        tree = Tree(self._uid, lane, replay, graph, marker)
+        self._uid += 1
+        self.trees[tree.uid] = tree
+        self.lanes[lane] = tree
+        return tree
+
+    def _init_tree(self, tree: Tree) -> None:
+        """Node bookkeeping; with t* > 0, requests before t* are skipped (taken as done)."""
+        g, n = tree.graph, len(tree.graph.nodes)
+        tree.remaining = [len(e) for e in g.in_edges]
+        tree.state = [PENDING] * n
+        tree.rel = [-math.inf] * n
+        tree.abs = [-math.inf] * n
+        tree.open_nodes = n
+        skipped = [node.request.t < tree.t_star for node in g.nodes] if tree.t_star > 0 else [False] * n
+        for e in g.roots:
+            tree.rel[e.dst] = max(tree.rel[e.dst], e.delay - tree.t_star)
+            if tree.origin is not None:
+                tree.abs[e.dst] = max(tree.abs[e.dst], tree.origin + e.delay)
+            tree.remaining[e.dst] -= 1
+        self._primers_of(tree, skipped)
+        for i in range(n):
+            if skipped[i]:
+                tree.state[i] = ENDED
+                tree.open_nodes -= 1
+                for e in g.out_edges[i]:
+                    tree.rel[e.dst] = max(tree.rel[e.dst], g.nodes[i].request.end + e.delay - tree.t_star)
+                    tree.remaining[e.dst] -= 1
+        for i in range(n):
+            if tree.state[i] == PENDING and tree.remaining[i] == 0:
+                self._make_ready(tree, i, None)
+
+    def _primers_of(self, tree: Tree, skipped: list[bool]) -> None:
+        """Un-skip, per stream live at t*, its last request before t*: those are the primers."""
+        if tree.t_star <= 0:
+            return
+        last: dict[int, int] = {}
+        for node in tree.graph.nodes:
+            if skipped[node.index]:
+                last[node.stream] = node.index
+        for stream, node in last.items():
+            if tree.graph.streams[stream].end > tree.t_star:
+                skipped[node] = False
+                tree.primers.append(node)
+
+    def _satisfy(self, tree: Tree, node: int, now: float) -> None:
+        tree.remaining[node] -= 1
+        if tree.remaining[node] == 0 and tree.state[node] == PENDING:
+            self._make_ready(tree, node, now)
+
+    def _make_ready(self, tree: Tree, node: int, now: float | None) -> None:
+        tree.state[node] = READY
+        if self.phase in (WARMUP1, WARMUP2) and tree.origin is None:
+            heapq.heappush(tree.warm_ready, (tree.graph.nodes[node].request.t, node))
+            return
+        t = tree.ready_time(node, self.profile_start)
+        if now is not None and tree.inflight == 0:
+            t = min(t, now + self.cfg.idle_cap + self.shift)
+        self._schedule(tree, node, t)
+
+    def _schedule(self, tree: Tree, node: int, t: float) -> None:
+        tree.due_at[node] = t
+        heapq.heappush(self.heap, (t, tree.uid, node))
+
+    def _live(self, entry) -> bool:
+        t, uid, node = entry
+        tree = self.trees[uid]
+        return tree.state[node] == READY and tree.due_at.get(node) == t and self.lanes[tree.lane] is tree
+
+    def _cap_idle(self, tree: Tree, now: float) -> None:
+        cap = now + self.cfg.idle_cap + self.shift
+        for node, t in list(tree.due_at.items()):
+            if t > cap and tree.state[node] == READY:
+                self._schedule(tree, node, cap)
+
+    def _drained(self, tree: Tree, now: float) -> None:
+        self.finished_trees.append(tree)
+        new = self._new_tree(tree.lane)
+        new.origin = now + self.shift
+        new.started_in_profile = True
+        self._init_tree(new)
+        self._cap_idle(new, now)
+
+    # ---------------------------------------------------------------- phases
+
+    def _dispatch(self, tree: Tree, node: int, phase: str, planned: float) -> None:
+        tree.state[node] = FLIGHT
+        tree.due_at.pop(node, None)
+        tree.inflight += 1
+        self.inflight += 1
+        if tree.first_start is None:
+            tree.first_start = planned
+        self._out.append(Dispatch((tree.uid, node), tree.lane, tree.uid, tree.replay, tree.graph, node, phase,
+                                  tree.marker, planned))
+
+    def _send_primers(self, tree: Tree, now: float) -> None:
+        for node in sorted(tree.primers, key=lambda i: tree.graph.nodes[i].request.t):
+            if tree.state[node] == READY:
+                tree.warm_ready = [(t, n) for t, n in tree.warm_ready if n != node]
+                heapq.heapify(tree.warm_ready)
+            self._dispatch(tree, node, "warmup", now)
+
+    def _begin_warmup2(self, now: float) -> None:
+        self.phase = WARMUP2
+        for tree in self.lanes:
+            self._warm_advance(tree, now)
+        if self.inflight == 0:
+            self._begin_profile(now)
+
+    def _warm_advance(self, tree: Tree, now: float) -> None:
+        while tree.warm_ready and tree.warm_sent < self.cfg.warmup_requests_per_lane:
+            _, node = heapq.heappop(tree.warm_ready)
+            if tree.state[node] == READY:
+                tree.warm_sent += 1
+                self._dispatch(tree, node, "warmup", now)
+
+    def _begin_profile(self, now: float) -> None:
+        self.phase = PROFILE
+        self.profile_start = now
+        for lane, tree in enumerate(self.lanes):
+            if tree.open_nodes == 0:  # drained during warmup: the lane starts a fresh tree
+                self._drained(tree, now)
+                continue
+            tree.origin = now - tree.t_star
+            while tree.warm_ready:
+                _, node = heapq.heappop(tree.warm_ready)
+                self._schedule(tree, node, tree.ready_time(node, now))
+            self._cap_idle(tree, now)
+
+    def _pop_due(self, now: float) -> None:
+        while self.heap and self.heap[0][0] - self.shift <= now:
+            entry = heapq.heappop(self.heap)
+            if self._live(entry):
+                tree = self.trees[entry[1]]
+                self._dispatch(tree, entry[2], "profile", entry[0] - self.shift)
