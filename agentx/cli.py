@@ -186,6 +186,162 @@ def sim_presets_cmd():
     console.print("sources: agentx/engine/presets.toml")
 
 
+def _concurrencies(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise AgentxError(f"--concurrency: want N or N,N,... (positive), got {text!r}")
+    return values
+
+
+def _print_result(result: dict, title: str, folder: Path) -> None:
+    from agentx.metrics.report import result_lines, result_table
+
+    console.print(result_table(result, title))
+    for line in result_lines(result):
+        console.print(line, highlight=False)
+    console.print(f"results: {folder}/result.json (records: {folder}/records.jsonl)", highlight=False)
+
+
+def _run_benchmarks(settings, sessions, concurrencies: list[int], out: Path, label: str) -> list[tuple[int, dict]]:
+    from dataclasses import replace
+
+    from agentx.replay.driver import bench, command_line
+
+    results = []
+    for n in concurrencies:
+        folder = out / f"c{n}" if len(concurrencies) > 1 else out
+        s = replace(settings, concurrency=n, out=str(folder))
+        console.print(f"[bold]{label}: concurrency {n}, {s.duration:g} s profiling[/] -> {folder}", highlight=False)
+        result = bench(s, sessions, command_line())
+        _print_result(result, f"concurrency {n}", folder)
+        results.append((n, result))
+    if len(results) > 1:
+        _print_sweep(results)
+    return results
+
+
+def _print_sweep(results: list[tuple[int, dict]]) -> None:
+    from rich.table import Table
+
+    t = Table(title="sweep", title_justify="left", show_edge=False)
+    for col in ("concurrency", "req ok", "total tok/s", "output tok/s", "TTFT p50 ms", "TTFT p90 ms",
+                "interactivity p50", "E2E-norm. p90", "server hit", "valid"):
+        t.add_column(col, justify="right")
+    for n, r in results:
+        rm, sm = r["request_metrics"], r["server_metrics"]
+        tp, ttft = rm.get("throughput", {}), rm.get("ttft_s") or {}
+        inter, norm = rm.get("interactivity_tok_s") or {}, rm.get("e2e_normalized_interactivity_tok_s") or {}
+        fmt = lambda v, f="{:,.0f}": "-" if v is None else f.format(v)  # noqa: E731
+        t.add_row(str(n), f"{r['requests']['succeeded']:,}", fmt(tp.get("total_tok_s")), fmt(tp.get("output_tok_s")),
+                  fmt(ttft.get("p50") and ttft["p50"] * 1000), fmt(ttft.get("p90") and ttft["p90"] * 1000),
+                  fmt(inter.get("p50"), "{:,.1f}"), fmt(norm.get("p90"), "{:,.1f}"),
+                  fmt(sm.get("prefix_hit_rate") and sm["prefix_hit_rate"] * 100, "{:.1f}%"),
+                  "yes" if r["validity"]["valid"] else "no")
+    console.print(t)
+
+
+def _default_out(prefix: str) -> Path:
+    from datetime import datetime
+
+    return Path("runs") / f"{prefix}-{datetime.now():%Y%m%d-%H%M%S}"
+
+
+@app.command("bench")
+def bench_cmd(
+    url: str = typer.Option(..., "--url", help="Base URL of an OpenAI-compatible server."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name; discovered from /v1/models when omitted."),
+    traces: list[Path] = typer.Option(None, "--traces", help="Trace files or folders (default: the bundled real traces)."),
+    fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
+    max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
+    scenario: Optional[str] = typer.Option(None, "--scenario", help="Fixed-sequence baseline instead of traces: 1k1k, 8k1k or 1k8k."),
+    concurrency: str = typer.Option("8", "--concurrency", help="Lanes; a list (1,4,16) runs a sweep."),
+    duration: float = typer.Option(3600.0, "--duration", help="Profiling window in seconds."),
+    wire: str = typer.Option("tokens", "--wire", help="tokens (/v1/completions, token ids) or chat (/v1/chat/completions)."),
+    seed: int = typer.Option(0, "--seed"),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs of the deployment (per-GPU, cost and power figures)."),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="GPU kind for cost and power (H100, H200, B200, ...)."),
+    engine: Optional[str] = typer.Option(None, "--engine", help="Engine label for the result (e.g. vllm-0.11)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/bench-TIMESTAMP)."),
+    warmup_requests_per_lane: int = typer.Option(10, "--warmup-requests-per-lane", min=0),
+    no_warmup: bool = typer.Option(False, "--no-warmup", help="Start every lane at t = 0 without warmup."),
+    idle_cap: float = typer.Option(300.0, "--idle-cap", help="Longest gap a session tree waits with nothing in flight."),
+    system_idle_cap: float = typer.Option(10.0, "--system-idle-cap", help="Longest gap with nothing in flight anywhere."),
+    grace: float = typer.Option(60.0, "--grace", help="Seconds in-flight requests may finish after the window."),
+    request_timeout: float = typer.Option(600.0, "--request-timeout"),
+    token_range: str = typer.Option("1000:30000", "--token-range", help="Token ids to draw content from, LO:HI."),
+    token_scale: int = typer.Option(1, "--token-scale", min=1, help="Render each hash block as block/K tokens (tiny models)."),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="tokenizer.json for --wire chat (default: the sim's)."),
+    server_metrics: str = typer.Option("", "--server-metrics", help="Prometheus URL (default: the target's /metrics; 'none': off)."),
+    keep_chunks: bool = typer.Option(False, "--keep-chunks", help="Keep every chunk's arrival time in the records."),
+    cost_basis: str = typer.Option("neocloud", "--cost-basis", help="hyperscaler, neocloud or rental_3y."),
+    clock_scale: float = typer.Option(1.0, "--clock-scale", help="Target runs X times faster than it models "
+                                      "(agentx sim --speed X): delays shrink, times are reported modeled."),
+):
+    """Replay agentic traces (or a fixed scenario) against a server and summarize the run."""
+    from agentx.content.tokens import parse_token_range
+    from agentx.metrics.summary import COST_BASES
+    from agentx.replay.driver import BenchSettings
+    from agentx.replay.scenarios import scenario_sessions
+
+    levels = _concurrencies(concurrency)
+    if cost_basis not in COST_BASES:
+        raise AgentxError(f"--cost-basis: want one of {', '.join(COST_BASES)}, got {cost_basis!r}")
+    if duration <= 0 or clock_scale <= 0:
+        raise AgentxError("--duration and --clock-scale must be > 0")
+    settings = BenchSettings(
+        url=url, concurrency=levels[0], duration=duration, out="", model=model, wire=wire, seed=seed, gpus=gpus,
+        hardware=hardware, engine=engine, warmup=not no_warmup, warmup_requests_per_lane=warmup_requests_per_lane,
+        idle_cap=idle_cap, system_idle_cap=system_idle_cap, grace=grace, request_timeout=request_timeout,
+        token_range=parse_token_range(token_range), token_scale=token_scale, tokenizer=tokenizer,
+        server_metrics=None if server_metrics == "none" else server_metrics, keep_chunks=keep_chunks,
+        cost_basis=cost_basis, scenario=scenario, clock_scale=clock_scale,
+        dataset=scenario or (", ".join(map(str, traces)) if traces else "bundled WEKA sample"), variant=max_context)
+    if scenario:
+        sessions = scenario_sessions(scenario, max(levels))
+    else:
+        sessions = _load(traces or [], fmt, max_context)
+    _run_benchmarks(settings, sessions, levels, out or _default_out("bench"), "bench")
+
+
+@app.command("report")
+def report_cmd(run_dir: Path = typer.Argument(..., help="A run folder written by `agentx bench`.")):
+    """Rebuild a run's summary from its records (also for a run that was killed)."""
+    from agentx.replay.driver import report
+
+    _print_result(report(run_dir), str(run_dir), run_dir)
+
+
+@app.command("demo")
+def demo_cmd(
+    concurrency: str = typer.Option("2,8,32", "--concurrency", help="Lanes per run of the sweep."),
+    duration: float = typer.Option(600.0, "--duration", help="Profiling seconds per run (modeled time)."),
+    speed: float = typer.Option(20.0, "--speed", help="How much faster than the modeled hardware the sim runs "
+                                "(the replay clock follows, so figures are the modeled deployment's)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default runs/demo-TIMESTAMP)."),
+):
+    """The embedded default: the simulated engine (8 x H200, Qwen3-235B-A22B) on a loopback port,
+    the bundled real traces replayed at a few concurrencies, a summary per run and a sweep."""
+    from agentx.engine.launch import sim_server
+    from agentx.replay.driver import BenchSettings
+
+    levels = _concurrencies(concurrency)
+    sessions = _load([], None, None)
+    out = out or _default_out("demo")
+    out.mkdir(parents=True, exist_ok=True)
+    console.print(f"agentx demo: simulated 8 x H200 serving Qwen3-235B-A22B (BF16), run {speed:g}x faster than "
+                  f"real time with the replay clock scaled to match (all figures are modeled time); "
+                  f"{len(sessions)} bundled real Claude Code sessions; concurrency {concurrency}", highlight=False)
+    with sim_server("--speed", str(speed), "--truth-log", str(out / "sim_truth.jsonl")) as url:
+        settings = BenchSettings(url=url, concurrency=levels[0], duration=duration, out="", gpus=8,
+                                 hardware="H200", engine="agentx-sim", dataset="bundled WEKA sample",
+                                 clock_scale=speed, grace=30.0)
+        _run_benchmarks(settings, sessions, levels, out, "demo")
+    console.print(f"all results under {out}/ (agentx report {out}/c{levels[0]} rebuilds a summary)", highlight=False)
+
+
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit status 2."""
     try:

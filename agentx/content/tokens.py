@@ -13,8 +13,10 @@ All arithmetic is vectorized splitmix64 over numpy uint64 arrays (wrapping by de
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from agentx.errors import AgentxError
@@ -67,11 +69,14 @@ class ContentConfig:
 class PromptBuilder:
     """Renders the token ids of a request; one per run (cheap to build)."""
 
-    def __init__(self, cfg: ContentConfig):
+    def __init__(self, cfg: ContentConfig, cache_bytes: int = 64 << 20):
         self.cfg = cfg
         self.lo = np.uint64(cfg.token_range[0])
         self.span = np.uint64(cfg.token_range[1] - cfg.token_range[0])
         self._scope_keys: dict[str, np.uint64] = {}
+        # JSON text ("1,2,3") of rendered blocks by block key, LRU, bounded in bytes
+        self._json: OrderedDict[int, bytes] = OrderedDict()
+        self._json_bytes, self.cache_bytes = 0, cache_bytes
 
     def block_tokens(self, session: Session) -> int:
         return max(1, session.block_size // self.cfg.token_scale)
@@ -109,8 +114,50 @@ class PromptBuilder:
         out[:m] = self._tokens(mix64(np.array([marker], dtype=np.uint64)), MARKER_TOKENS)[:m]
         return out
 
+    def prompt_json(self, session: Session, request: Request, request_key: int, marker: int) -> tuple[bytes, int]:
+        """The same tokens as `prompt()` as a JSON array, from cached per-block JSON text (the
+        hot path of the `tokens` wire mode); returns (bytes, ISL)."""
+        isl, width = self.isl(session, request), self.block_tokens(session)
+        n_full = min(len(request.hash_ids), isl // width)
+        if n_full < 2:
+            return msgspec.json.encode(self.prompt(session, request, request_key, marker).tolist()), isl
+        keys = mix64(request.hash_ids[:n_full].astype(np.uint64) ^ self._scope_key(session))
+        head = self.prompt(session, _head_request(request, width), request_key, marker)  # marker block
+        parts = [msgspec.json.encode(head.tolist())[1:-1]]
+        cache, missing = self._json, []
+        key_list = keys[1:].tolist()
+        for k in key_list:
+            if k not in cache:
+                missing.append(k)
+        if missing:
+            rows = self._tokens(np.array(missing, dtype=np.uint64), width).reshape(len(missing), width)
+            for k, row in zip(missing, rows.tolist()):
+                text = msgspec.json.encode(row)[1:-1]
+                cache[k] = text
+                self._json_bytes += len(text)
+        for k in key_list:
+            parts.append(cache[k])
+            cache.move_to_end(k)
+        while self._json_bytes > self.cache_bytes and len(cache) > len(key_list):
+            self._json_bytes -= len(cache.popitem(last=False)[1])
+        rest = isl - n_full * width
+        if rest > 0 and len(request.hash_ids) > n_full:  # the start of one more (partial) block
+            key = mix64(request.hash_ids[n_full:n_full + 1].astype(np.uint64) ^ self._scope_key(session))
+            parts.append(msgspec.json.encode(self._tokens(key, width)[:rest].astype(np.int64).tolist())[1:-1])
+        elif rest > 0:  # the request's own tail, as prompt() renders it
+            tail_keys = np.uint64(request_key) + np.arange(-(-rest // width), dtype=np.uint64)
+            parts.append(msgspec.json.encode(self._tokens(mix64(tail_keys), width)[:rest].astype(np.int64).tolist())[1:-1])
+        return b"[" + b",".join(parts) + b"]", isl
+
     def random_prompt(self, key: int, n: int) -> np.ndarray:
         """`n` random token ids (fixed-sequence scenarios)."""
         width = 64
         keys = mix64(np.uint64(key) + np.arange(-(-n // width), dtype=np.uint64))
         return self._tokens(keys, width)[:n].astype(np.int64)
+
+
+def _head_request(request: Request, width: int) -> Request:
+    """A stand-in request holding only the first block (its tokens carry the marker)."""
+    from dataclasses import replace
+
+    return replace(request, isl=width, hash_ids=request.hash_ids[:1])

@@ -58,7 +58,10 @@ class SimServer:
         self.stats = ServerStats()
         self.accepted = 0
         self.ids = itertools.count()
-        self.truth = open(cfg.truth_log, "a", buffering=1) if cfg.truth_log else None
+        try:
+            self.truth = open(cfg.truth_log, "a", buffering=1) if cfg.truth_log else None
+        except OSError as e:
+            raise AgentxError(f"--truth-log {cfg.truth_log}: {e.strerror}") from None
         self._wake: asyncio.Event | None = None
         self._t0 = 0.0
 

@@ -1,0 +1,1 @@
+"""Summaries of a run: request metrics, server metrics (scraping and engine adapters), cost."""

@@ -1,0 +1,94 @@
+"""Engine adapters: the scraped series of vLLM, SGLang, llama.cpp or the simulated engine
+(which uses vLLM's names) mapped to one vocabulary over the profiling window (SPEC §3)."""
+
+from __future__ import annotations
+
+# metric -> candidate names per engine, first found wins (names drift across versions)
+COUNTERS = {
+    "prefix_queries": ["vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total",
+                       "sglang:prompt_tokens_total", "llamacpp:prompt_tokens_total"],
+    "prefix_hits": ["vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total",
+                    "sglang:cached_tokens_total", "llamacpp:prompt_tokens_cached_total"],
+    "external_queries": ["vllm:external_prefix_cache_queries_total"],
+    "external_hits": ["vllm:external_prefix_cache_hits_total"],
+    "prompt_tokens": ["vllm:prompt_tokens_total", "sglang:prompt_tokens_total", "llamacpp:prompt_tokens_total"],
+    "generation_tokens": ["vllm:generation_tokens_total", "sglang:generation_tokens_total",
+                          "llamacpp:tokens_predicted_total"],
+    "preemptions": ["vllm:num_preemptions_total"],
+}
+GAUGES = {
+    "kv_usage": ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
+                 "llamacpp:kv_cache_usage_ratio"],
+    "running": ["vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing"],
+    "waiting": ["vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred"],
+}
+BY_SOURCE = "vllm:prompt_tokens_by_source_total"
+
+
+def _name(key: str) -> str:
+    return key.split("{", 1)[0]
+
+
+def _total(samples: dict, name: str) -> float | None:
+    values = [v for k, v in samples.items() if _name(k) == name]
+    return sum(values) if values else None
+
+
+def _label(key: str, label: str) -> str | None:
+    marker = f'{label}="'
+    if marker not in key:
+        return None
+    return key.split(marker, 1)[1].split('"', 1)[0]
+
+
+def detect_engine(series: list[dict]) -> str:
+    names = {_name(k) for row in series[-3:] for k in row["samples"]}
+    for prefix, engine in (("vllm:", "vllm"), ("sglang:", "sglang"), ("llamacpp:", "llama.cpp")):
+        if any(n.startswith(prefix) for n in names):
+            return engine
+    return "unknown"
+
+
+def summarize_server(series: list[dict]) -> dict:
+    """Hit rates, KV usage, queue depth and prompt tokens by source over the profile window."""
+    profile = [row for row in series if row["phase"] == "profile"]
+    if not profile:
+        return {"engine": detect_engine(series) if series else "none", "scrapes": 0,
+                "missing": ["no scrape inside the profiling window"]}
+    before = [row for row in series if row["phase"] != "profile" and row["t"] <= profile[0]["t"]]
+    first, last = (before[-1] if before else profile[0])["samples"], profile[-1]["samples"]
+    out: dict = {"engine": detect_engine(series), "scrapes": len(profile)}
+    missing = []
+    deltas = {}
+    for metric, names in COUNTERS.items():
+        name = next((n for n in names if _total(last, n) is not None), None)
+        if name is None:
+            missing.append(metric)
+            continue
+        deltas[metric] = (_total(last, name) or 0.0) - (_total(first, name) or 0.0)
+    for metric, names in GAUGES.items():
+        name = next((n for n in names if _total(last, n) is not None), None)
+        if name is None:
+            missing.append(metric)
+            continue
+        values = [_total(row["samples"], name) for row in profile]
+        values = [v for v in values if v is not None]
+        out[f"{metric}_mean"] = sum(values) / len(values)
+        out[f"{metric}_max"] = max(values)
+    if deltas.get("prefix_queries"):
+        out["prefix_hit_rate"] = deltas["prefix_hits"] / deltas["prefix_queries"] if "prefix_hits" in deltas else None
+    if deltas.get("external_queries"):
+        out["external_hit_rate"] = deltas.get("external_hits", 0.0) / deltas["external_queries"]
+    sources = {}
+    for samples, sign in ((last, 1.0), (first, -1.0)):
+        for key, value in samples.items():
+            if _name(key) == BY_SOURCE:
+                src = _label(key, "source")
+                sources[src] = sources.get(src, 0.0) + sign * value
+    if sources:
+        out["prompt_tokens_by_source"] = sources
+    else:
+        missing.append("prompt_tokens_by_source")
+    out["counters"] = deltas
+    out["missing"] = missing
+    return out

@@ -1,0 +1,142 @@
+"""The result point of one run (SPEC §3-§4): request metrics from the records, server metrics
+from the scraped series, client health and validity, as one versioned JSON."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from agentx.metrics.server import summarize_server
+from agentx.replay.records import Record
+
+SCHEMA_VERSION = 1
+PERCENTILES = (50, 75, 90, 95, 99, 99.9)
+# GPU: (kW all-in, $/GPU-h hyperscaler, neocloud, 3-yr rental) — SPEC §3, July 2026 survey
+GPU_COST = {
+    "H100": (1.73, 1.30, 1.69, 1.30), "H200": (1.73, 1.41, 1.74, 1.60), "B200": (2.17, 1.95, 2.34, 2.90),
+    "B300": (2.17, 2.34, 2.808, 3.48), "GB200": (2.10, 2.21, 2.75, 3.30), "GB300": (2.10, 2.652, 3.30, 3.96),
+    "MI300X": (1.79, 1.12, 1.40, 1.55), "MI325X": (2.18, 1.28, 1.59, 1.80), "MI355X": (2.65, 1.48, 1.90, 2.10),
+}
+COST_BASES = ("hyperscaler", "neocloud", "rental_3y")
+
+
+def distribution(values) -> dict | None:
+    a = np.asarray([v for v in values if v is not None], dtype=float)
+    if a.size == 0:
+        return None
+    out = {f"p{q:g}": float(np.percentile(a, q)) for q in PERCENTILES}
+    out.update(mean=float(a.mean()), std=float(a.std()), n=int(a.size))
+    return out
+
+
+def inverted(dist: dict | None) -> dict | None:
+    """Interactivity from ITL: percentile q of interactivity is 1 / (percentile q of ITL)."""
+    if dist is None:
+        return None
+    return {k: (1.0 / v if v > 0 else None) for k, v in dist.items() if k.startswith("p")}
+
+
+def output_tokens(r: Record) -> int:
+    return r.osl if r.osl is not None else r.chunks
+
+
+def request_metrics(ok: list[Record], gpus: int | None, hardware: str | None, cost_basis: str) -> dict:
+    ttft = [r.ttft for r in ok]
+    e2el = [r.end - r.start for r in ok]
+    itl = [(r.end - r.start - r.ttft) / (output_tokens(r) - 1) for r in ok
+           if r.ttft is not None and output_tokens(r) >= 2]
+    per_token = [(r.end - r.start) / output_tokens(r) for r in ok if output_tokens(r) >= 1]
+    itl_d, norm_d = distribution(itl), distribution(per_token)
+    out = {
+        "ttft_s": distribution(ttft), "e2el_s": distribution(e2el), "itl_s": itl_d,
+        "interactivity_tok_s": inverted(itl_d), "e2e_normalized_interactivity_tok_s": inverted(norm_d),
+        "isl": distribution(r.isl if r.isl is not None else r.isl_planned for r in ok),
+        "osl": distribution(output_tokens(r) for r in ok),
+    }
+    if ok:
+        window = max(r.end for r in ok) - min(r.start for r in ok)
+        tin = sum(r.isl if r.isl is not None else r.isl_planned for r in ok)
+        tout = sum(output_tokens(r) for r in ok)
+        tp = {"window_s": window, "input_tok_s": tin / window, "output_tok_s": tout / window,
+              "total_tok_s": (tin + tout) / window, "requests_per_s": len(ok) / window}
+        if gpus:
+            tp.update({f"{k[:-6]}_tok_s_per_gpu": tp[k] / gpus for k in ("input_tok_s", "output_tok_s", "total_tok_s")})
+            if hardware in GPU_COST:
+                kw, *prices = GPU_COST[hardware]
+                price = prices[COST_BASES.index(cost_basis)]
+                out_gpu, total_gpu = tp["output_tok_s_per_gpu"], tp["total_tok_s_per_gpu"]
+                tp.update({
+                    "cost_basis": cost_basis, "usd_per_gpu_hour": price, "kw_per_gpu": kw,
+                    "usd_per_m_output_tokens": price / (out_gpu * 3600 / 1e6) if out_gpu else None,
+                    "usd_per_m_total_tokens": price / (total_gpu * 3600 / 1e6) if total_gpu else None,
+                    "output_tok_s_per_mw": out_gpu * 1000 / kw, "total_tok_s_per_mw": total_gpu * 1000 / kw,
+                    "joules_per_output_token": kw * 1000 / out_gpu if out_gpu else None,
+                })
+        out["throughput"] = tp
+        isl_planned = sum(r.isl_planned for r in ok)
+        reported = [r for r in ok if r.cached is not None]
+        out["cache"] = {
+            "theoretical_hit_rate": sum(r.theo_cached for r in ok) / isl_planned if isl_planned else None,
+            "measured_hit_rate": (sum(r.cached for r in reported) / sum(r.isl or r.isl_planned for r in reported)
+                                  if reported else None),
+            "requests_reporting_cached": len(reported),
+        }
+        with_isl = [r for r in ok if r.isl is not None]
+        out["isl_drift_tokens_mean"] = (sum(r.isl - r.isl_planned for r in with_isl) / len(with_isl)
+                                        if with_isl else None)
+        out["short_responses"] = sum(1 for r in ok if output_tokens(r) < r.osl_planned)
+    return out
+
+
+def session_metrics(trees: list[dict]) -> dict:
+    whole = [t for t in trees if t.get("whole") and t["recorded_wall_s"] > 0]
+    slowdown = [t["replay_wall_s"] / t["recorded_wall_s"] for t in whole]
+    return {"trees_whole": len(whole), "slowdown": distribution(slowdown)}
+
+
+def client_health(prof: list[Record], client: dict, clock_scale: float) -> dict:
+    late = [(r.start - r.planned) * 1000 / clock_scale for r in prof]  # wall milliseconds
+    d = distribution(late)
+    cpu = client.get("cpu_percent")
+    bound = bool((d and d["p99"] > 10) or (cpu is not None and cpu > 90))
+    return {"dispatch_lateness_ms": d, "cpu_percent": cpu, "client_bound": bound,
+            "peak_rss_mb": client.get("peak_rss_mb")}
+
+
+def summarize(records: list[Record], run: dict, series: list[dict], trees: list[dict]) -> dict:
+    settings = run.get("settings", {})
+    prof = [r for r in records if r.phase == "profile"]
+    ok = [r for r in prof if r.error is None]
+    errors = Counter(r.error for r in prof if r.error and r.error != "cancelled")
+    cancelled = sum(1 for r in prof if r.error == "cancelled")
+    failed = sum(errors.values())
+    reasons = []
+    if prof and failed > 0.10 * len(prof):
+        reasons.append(f"{failed / len(prof):.0%} of requests failed (limit 10%)")
+    if prof and errors.get("context_overflow", 0) > 0.01 * len(prof):
+        reasons.append(f"{errors['context_overflow'] / len(prof):.1%} overflowed the context (limit 1%)")
+    if not run.get("finished"):
+        reasons.append("the run did not finish (killed or cancelled): partial records")
+    if not ok:
+        reasons.append("no successful request in the profiling window")
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "identity": {k: settings.get(k) for k in (
+            "hardware", "gpus", "engine", "engine_version", "model", "precision", "parallelism",
+            "spec_decoding", "kv_offload", "router", "concurrency", "dataset", "variant", "seed",
+            "duration", "wire", "token_scale", "scenario", "clock_scale")},
+        "requests": {
+            "total": len(records), "profiled": len(prof), "succeeded": len(ok),
+            "warmup": sum(1 for r in records if r.phase == "warmup"),
+            "warmup_errors": sum(1 for r in records if r.phase == "warmup" and r.error),
+            "errors": dict(errors), "cancelled": cancelled,
+        },
+        "request_metrics": request_metrics(ok, settings.get("gpus"), settings.get("hardware"),
+                                           settings.get("cost_basis") or "neocloud"),
+        "sessions": session_metrics(trees),
+        "server_metrics": summarize_server(series),
+        "client_health": client_health(prof, run.get("client", {}), settings.get("clock_scale") or 1.0),
+        "validity": {"valid": not reasons, "reasons": reasons},
+        "provenance": {k: run.get(k) for k in ("agentx_version", "command", "start_time", "host", "run_id")},
+    }

@@ -1,0 +1,310 @@
+"""The real-time driver: runs a replay plan against a server with asyncio and aiohttp, writing
+a record per request, the scraped server metrics, and the run's result point.
+
+With `clock_scale X` (a simulated engine running X times faster than the hardware it models)
+the run's clock runs X times faster: trace delays shrink by X in wall time, and every time in
+the records (latencies, windows, throughput) is in the modeled deployment's seconds.
+
+A run folder holds `run.json` (settings at start; client health and `finished` at the end),
+`records.jsonl` (+ `records.parquet`), `server_metrics.jsonl`, `trees.jsonl` and `result.json`.
+Lanes share nothing but the plan's phase barriers, so they can be sharded across processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import platform
+import resource
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import aiohttp
+
+from agentx.content.tokens import DEFAULT_TOKEN_RANGE, ContentConfig, PromptBuilder, key64
+from agentx.content.wire import BodyBuilder, chat_segments, load_decoder
+from agentx.errors import AgentxError
+from agentx.metrics.scrape import Scraper, read_series
+from agentx.metrics.summary import summarize
+from agentx.replay.client import Client
+from agentx.replay.plan import DONE, PROFILE, Dispatch, PlanConfig, ReplayPlan
+from agentx.replay.records import Record, RecordWriter, read_records, write_parquet
+from agentx.traces.graph import build_graph
+from agentx.traces.load import gc_paused
+
+
+@dataclass
+class BenchSettings:
+    url: str
+    concurrency: int
+    duration: float
+    out: str
+    model: str | None = None
+    wire: str = "tokens"
+    seed: int = 0
+    gpus: int | None = None
+    hardware: str | None = None
+    engine: str | None = None
+    dataset: str | None = None
+    variant: str | None = None
+    warmup: bool = True
+    warmup_requests_per_lane: int = 10
+    idle_cap: float = 300.0
+    system_idle_cap: float = 10.0
+    grace: float = 60.0
+    request_timeout: float = 600.0
+    token_range: tuple[int, int] = DEFAULT_TOKEN_RANGE
+    token_scale: int = 1
+    tokenizer: str | None = None
+    server_metrics: str | None = ""  # "" -> the target's /metrics; None -> no scraping
+    keep_chunks: bool = False
+    cost_basis: str = "neocloud"
+    scenario: str | None = None
+    clock_scale: float = 1.0  # the target runs this much faster than what it models (sim --speed)
+
+
+def discover_model(url: str) -> str:
+    async def get():
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as s:
+            async with s.get(url.rstrip("/") + "/v1/models") as r:
+                return await r.json()
+
+    try:
+        return asyncio.run(get())["data"][0]["id"]
+    except (aiohttp.ClientError, asyncio.TimeoutError, KeyError, IndexError, ValueError) as e:
+        raise AgentxError(f"{url}/v1/models: cannot discover the model name ({e}); pass --model") from None
+
+
+class Run:
+    """One (settings, sessions) replay into one folder."""
+
+    def __init__(self, settings: BenchSettings, sessions: list, command: str = ""):
+        self.s = settings
+        self.folder = Path(settings.out)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        if (self.folder / "records.jsonl").exists():
+            raise AgentxError(f"{self.folder}: already holds a run; choose another --out")
+        self.run_id = uuid.uuid4().hex[:12]
+        with gc_paused():
+            graphs = [build_graph(s) for s in sessions]
+        self.plan = ReplayPlan(graphs, PlanConfig(
+            concurrency=settings.concurrency, duration=settings.duration, seed=settings.seed, run_id=self.run_id,
+            warmup=settings.warmup, warmup_requests_per_lane=settings.warmup_requests_per_lane,
+            idle_cap=settings.idle_cap, system_idle_cap=settings.system_idle_cap))
+        self.prompts = PromptBuilder(ContentConfig(settings.seed, settings.token_range, settings.token_scale))
+        decoder = load_decoder(settings.tokenizer) if settings.wire == "chat" else None
+        self.bodies = BodyBuilder(settings.model, settings.wire, decoder)
+        self.seen: dict[int, set] = {}
+        self.trees_written = 0
+        self.info = {
+            "run_id": self.run_id, "agentx_version": _version(), "command": command,
+            "start_time": datetime.now(timezone.utc).isoformat(), "host": platform.node(),
+            "settings": {**asdict(settings), "model": settings.model, "sessions": len(sessions)},
+            "finished": False,
+        }
+        self._write_info()
+
+    def _write_info(self) -> None:
+        (self.folder / "run.json").write_text(json.dumps(self.info, indent=1, default=str))
+
+    # ------------------------------------------------------------------ the loop
+
+    async def execute(self) -> None:
+        loop = asyncio.get_running_loop()
+        t0, scale = time.perf_counter(), self.s.clock_scale
+        self.t0 = t0
+        clock = lambda: (time.perf_counter() - t0) * scale  # noqa: E731
+        writer = RecordWriter(self.folder)
+        trees = open(self.folder / "trees.jsonl", "ab", buffering=0)
+        scrape_task = None
+        if self.s.server_metrics is not None:
+            url = self.s.server_metrics or self.s.url.rstrip("/") + "/metrics"
+            scraper = Scraper(url, self.folder / "server_metrics.jsonl", clock, self._phase)
+            scrape_task = asyncio.create_task(scraper.run())
+        wake = asyncio.Event()
+        tasks: set[asyncio.Task] = set()
+        cpu0 = time.process_time()
+        async with Client(self.s.url, self.s.request_timeout, self.s.keep_chunks) as client:
+
+            async def one(d: Dispatch) -> None:
+                try:
+                    rec = await self._request(client, d, clock)
+                except Exception as e:  # a bug must not stall the plan: record it and go on
+                    rec = self._failed(d, clock, f"{type(e).__name__}: {e}")
+                writer.write(rec)
+                self.plan.ended(d.key, rec.end)
+                self._write_trees(trees)
+                wake.set()
+
+            self.plan.start(clock())
+            while True:
+                now = clock()
+                for d in self.plan.due(now):
+                    task = loop.create_task(one(d))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+                if self.plan.phase == DONE:
+                    break
+                nt = self.plan.next_time(now)
+                if nt is None and self.plan.inflight == 0:
+                    break
+                timeout = math.inf if nt is None else nt - now
+                if self.plan.phase == PROFILE:
+                    timeout = min(timeout, self.plan.profile_end - now)
+                try:  # timeout is in run-clock seconds; the wait is in wall seconds
+                    await asyncio.wait_for(wake.wait(), None if timeout == math.inf else max(0.0, timeout) / scale)
+                except asyncio.TimeoutError:
+                    pass
+                wake.clear()
+            profile_wall = (clock() - self.plan.profile_start) / scale if self.plan.profile_start < math.inf else 0
+            cpu = time.process_time() - cpu0
+            if tasks:
+                _, pending = await asyncio.wait(set(tasks), timeout=self.s.grace)
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+        if scrape_task:
+            scrape_task.cancel()
+            await asyncio.gather(scrape_task, return_exceptions=True)
+        writer.close()
+        trees.close()
+        wall = clock() / scale
+        self.info["client"] = {
+            "cpu_percent": 100.0 * cpu / wall if wall else None,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "wall_s": wall, "profile_wall_s": profile_wall,
+        }
+        self.info["finished"] = True
+        self._write_info()
+
+    def _phase(self) -> str:
+        return {"warmup1": "warmup", "warmup2": "warmup"}.get(self.plan.phase, self.plan.phase)
+
+    async def _request(self, client: Client, d: Dispatch, clock) -> Record:
+        session, req = d.session, d.request
+        node = d.graph.nodes[d.node]
+        tail_key = key64("tail", self.run_id, d.tree, d.node)
+        osl = self.prompts.osl(req) if d.phase == "profile" else 1
+        if self.bodies.wire == "tokens":
+            prompt_json, isl = self.prompts.prompt_json(session, req, tail_key, d.marker)
+            body = self.bodies.tokens_body(prompt_json, osl)
+        else:
+            prompt = self.prompts.prompt(session, req, tail_key, d.marker)
+            isl = len(prompt)
+            system = round(((session.system_tokens or 0) + (session.tool_tokens or 0)) / self.s.token_scale)
+            stream = d.graph.streams[node.stream]
+            history = [(self.prompts.isl(session, r), self.prompts.osl(r)) for r in stream.requests[: node.position]]
+            body = self.bodies.chat_body(prompt, osl, chat_segments(isl, system, history))
+        seen = self.seen.setdefault(d.tree, set())
+        ids = req.hash_ids.tolist()
+        theo = min(isl, sum(1 for h in ids if h in seen) * self.prompts.block_tokens(session))
+        seen.update(ids)
+        headers = {"X-Session-ID": f"{self.run_id}-{d.tree}", "X-Correlation-ID": f"{self.run_id}-{d.tree}-{d.node}"}
+        start = clock()
+        try:
+            res = await client.send(self.bodies.path, body, headers)
+        except asyncio.CancelledError:
+            res = None
+        base, scale = self.t0, self.s.clock_scale
+        rec = Record(
+            run=self.run_id, lane=d.lane, tree=d.tree, replay=d.replay, session=session.id, stream=node.stream,
+            stream_kind=d.graph.kind(d.node), node=d.node, phase=d.phase, planned=d.planned, start=start,
+            end=clock(), isl_planned=isl, osl_planned=osl, theo_cached=theo)
+        if res is None:
+            rec.error = "cancelled"
+            return rec
+        rec.start, rec.end = (res.start - base) * scale, (res.end - base) * scale
+        rec.ttft = (res.first - res.start) * scale if res.first is not None else None
+        rec.isl, rec.osl, rec.cached = res.prompt_tokens, res.completion_tokens, res.cached_tokens
+        if rec.osl is None and res.error is None:
+            rec.osl = res.chunks
+        rec.chunks, rec.finish_reason, rec.status = res.chunks, res.finish_reason, res.status
+        rec.error, rec.detail = res.error, res.detail
+        if res.error is None and res.first is None:
+            rec.error = "empty"  # a 200 with no output at all
+        if self.s.keep_chunks:
+            rec.chunk_times = [(t - res.start) * scale for t in res.chunk_times]
+        return rec
+
+    def _failed(self, d: Dispatch, clock, detail: str) -> Record:
+        node = d.graph.nodes[d.node]
+        now = clock()
+        return Record(run=self.run_id, lane=d.lane, tree=d.tree, replay=d.replay, session=d.session.id,
+                      stream=node.stream, stream_kind=d.graph.kind(d.node), node=d.node, phase=d.phase,
+                      planned=d.planned, start=now, end=now, isl_planned=0, osl_planned=0, theo_cached=0,
+                      error="client", detail=detail[:300])
+
+    def _write_trees(self, f) -> None:
+        done = self.plan.finished_trees
+        while self.trees_written < len(done):
+            tree = done[self.trees_written]
+            self.trees_written += 1
+            self.seen.pop(tree.uid, None)
+            first_t = min(n.request.t for n in tree.graph.nodes)
+            row = {
+                "tree": tree.uid, "lane": tree.lane, "session": tree.graph.session.id,
+                "whole": tree.started_in_profile and tree.last_end is not None
+                and tree.last_end <= self.plan.profile_end,
+                "replay_wall_s": (tree.last_end or 0) - (tree.first_start or 0),
+                "recorded_wall_s": tree.graph.session.duration - first_t,
+            }
+            f.write(json.dumps(row).encode() + b"\n")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agentx")
+    except PackageNotFoundError:
+        return "dev"
+
+
+def run_async(coro):
+    try:
+        import uvloop
+
+        return uvloop.run(coro)
+    except ImportError:
+        return asyncio.run(coro)
+
+
+def bench(settings: BenchSettings, sessions: list, command: str = "") -> dict:
+    """Replay `sessions` against the target; write the run folder; return the result point."""
+    if settings.model is None:
+        settings.model = discover_model(settings.url)
+    run = Run(settings, sessions, command)
+    run_async(run.execute())
+    records = read_records(run.folder)
+    write_parquet(records, run.folder)
+    return report(run.folder)
+
+
+def report(folder: Path) -> dict:
+    """Rebuild the result point from a run folder (also one whose run was killed)."""
+    folder = Path(folder)
+    info_path = folder / "run.json"
+    if not info_path.exists():
+        raise AgentxError(f"{folder}: no run.json (not a run folder?)")
+    info = json.loads(info_path.read_text())
+    records = read_records(folder)
+    trees = []
+    if (folder / "trees.jsonl").exists():
+        for line in (folder / "trees.jsonl").read_text().splitlines():
+            try:
+                trees.append(json.loads(line))
+            except ValueError:
+                break
+    result = summarize(records, info, read_series(folder / "server_metrics.jsonl"), trees)
+    (folder / "result.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def command_line() -> str:
+    return " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])

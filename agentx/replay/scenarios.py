@@ -1,0 +1,27 @@
+"""The classic fixed-sequence scenarios (1k1k, 8k1k, 1k8k) as sessions the replayer runs like
+any trace: per lane, back-to-back requests of fixed ISL/OSL with random, never-shared tokens."""
+
+from __future__ import annotations
+
+from agentx.errors import AgentxError
+from agentx.traces.model import Request, Session, Stream, ids_array
+
+SCENARIOS = {"1k1k": (1024, 1024), "8k1k": (8192, 1024), "1k8k": (1024, 8192)}
+BLOCK = 64
+
+
+def scenario_sessions(name: str, lanes: int, requests_per_session: int = 10_000) -> list[Session]:
+    if name not in SCENARIOS:
+        raise AgentxError(f"--scenario: want one of {', '.join(SCENARIOS)}, got {name!r}")
+    isl, osl = SCENARIOS[name]
+    blocks = isl // BLOCK
+    sessions = []
+    for lane in range(lanes):
+        base = lane * requests_per_session * blocks
+        reqs = tuple(
+            Request(t=0.0, model="", isl=isl, osl=osl,
+                    hash_ids=ids_array(range(base + k * blocks, base + (k + 1) * blocks)))
+            for k in range(requests_per_session))
+        sessions.append(Session(id=f"{name}-{lane}", block_size=BLOCK, hash_id_scope="global",
+                                streams=(Stream("main", reqs),)))
+    return sessions
