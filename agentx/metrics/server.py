@@ -6,12 +6,13 @@ from __future__ import annotations
 # metric -> candidate names per engine, first found wins (names drift across versions)
 COUNTERS = {
     "prefix_queries": ["vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total",
-                       "sglang:prompt_tokens_total", "llamacpp:prompt_tokens_total"],
+                       "sglang:prompt_tokens_total"],
     "prefix_hits": ["vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total",
                     "sglang:cached_tokens_total", "llamacpp:prompt_tokens_cached_total"],
     "external_queries": ["vllm:external_prefix_cache_queries_total"],
     "external_hits": ["vllm:external_prefix_cache_hits_total"],
-    "prompt_tokens": ["vllm:prompt_tokens_total", "sglang:prompt_tokens_total", "llamacpp:prompt_tokens_total"],
+    "prompt_tokens": ["vllm:prompt_tokens_total", "sglang:prompt_tokens_total"],
+    "computed_prompt_tokens": ["llamacpp:prompt_tokens_total"],  # llama.cpp counts only what it computed
     "generation_tokens": ["vllm:generation_tokens_total", "sglang:generation_tokens_total",
                           "llamacpp:tokens_predicted_total"],
     "preemptions": ["vllm:num_preemptions_total"],
@@ -75,6 +76,9 @@ def summarize_server(series: list[dict]) -> dict:
         values = [v for v in values if v is not None]
         out[f"{metric}_mean"] = sum(values) / len(values)
         out[f"{metric}_max"] = max(values)
+    if "computed_prompt_tokens" in deltas and "prefix_hits" in deltas:  # llama.cpp: computed + cached
+        deltas["prompt_tokens"] = deltas["prefix_queries"] = deltas["computed_prompt_tokens"] + deltas["prefix_hits"]
+        missing = [m for m in missing if m not in ("prefix_queries", "prompt_tokens")]
     if deltas.get("prefix_queries"):
         out["prefix_hit_rate"] = deltas["prefix_hits"] / deltas["prefix_queries"] if "prefix_hits" in deltas else None
     if deltas.get("external_queries"):
@@ -90,5 +94,5 @@ def summarize_server(series: list[dict]) -> dict:
     else:
         missing.append("prompt_tokens_by_source")
     out["counters"] = deltas
-    out["missing"] = missing
+    out["missing"] = [m for m in missing if m != "computed_prompt_tokens"]  # a llama.cpp-only helper
     return out

@@ -78,7 +78,15 @@ class Client:
         await self.session.close()
 
     async def send(self, path: str, body: bytes, headers: dict[str, str]) -> Result:
-        res = Result(start=time.perf_counter())
+        """One request; a connection the server had already closed (a stale keep-alive, seen
+        before any response byte) is retried once on a fresh one, keeping the first start."""
+        res = await self._attempt(path, body, headers, time.perf_counter())
+        if res.error == "disconnect" and res.status == 0:
+            res = await self._attempt(path, body, headers, res.start)
+        return res
+
+    async def _attempt(self, path: str, body: bytes, headers: dict[str, str], start: float) -> Result:
+        res = Result(start=start)
         try:
             await self._send(path, body, headers, res)
         except asyncio.TimeoutError:

@@ -1,0 +1,59 @@
+"""A real engine in CI: llama.cpp's server (xllamacpp wheel) with a tiny local model."""
+
+import pytest
+
+from agentx.replay.driver import BenchSettings, bench
+from agentx.replay.records import read_records
+from agentx.traces.load import load_sessions
+from tests.conftest import WEKA
+
+xllamacpp = pytest.importorskip("xllamacpp")
+
+from tests.realengine.llamacpp import llamacpp_server  # noqa: E402
+from tests.realengine.tiny_model import write_model  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return write_model(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="module")
+def server(model):
+    with llamacpp_server(model, ctx=32768, slots=4) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def sessions():
+    return load_sessions([WEKA], None)
+
+
+def run(url, out, sessions, **kw):
+    s = BenchSettings(url=url, concurrency=2, duration=25, out=str(out), token_scale=64, token_range=(300, 8000),
+                      warmup_requests_per_lane=1, idle_cap=2, system_idle_cap=1, grace=60, request_timeout=120, **kw)
+    return bench(s, sessions)
+
+
+def test_tokens_mode_against_llamacpp(server, sessions, tmp_path):
+    result = run(server, tmp_path / "tokens", sessions)
+    prof = [r for r in read_records(tmp_path / "tokens") if r.phase == "profile"]
+    assert prof and all(r.error is None for r in prof), [r.detail for r in prof if r.error][:3]
+    assert all(r.isl == r.isl_planned and r.osl == r.osl_planned for r in prof)  # token-exact
+    assert any(r.cached for r in prof)  # llama.cpp reuses the slot's prefix
+    sm = result["server_metrics"]
+    assert sm["engine"] == "llama.cpp" and sm["scrapes"] >= 3
+    assert 0 < sm["prefix_hit_rate"] <= 1 and "running_mean" in sm
+    rm = result["request_metrics"]
+    assert rm["ttft_s"]["n"] == len(prof) and rm["throughput"]["output_tok_s"] > 0
+    assert rm["cache"]["measured_hit_rate"] > 0.3
+
+
+def test_chat_mode_against_llamacpp(server, model, sessions, tmp_path):
+    result = run(server, tmp_path / "chat", sessions, wire="chat", tokenizer=str(model.parent / "tokenizer.json"))
+    prof = [r for r in read_records(tmp_path / "chat") if r.phase == "profile"]
+    assert prof and all(r.error is None for r in prof), [r.detail for r in prof if r.error][:3]
+    assert all(r.osl == r.osl_planned for r in prof)
+    # text re-tokenized by the server drifts from the planned ISL; it is measured and reported
+    assert result["request_metrics"]["isl_drift_tokens_mean"] is not None
+    assert result["server_metrics"]["engine"] == "llama.cpp"
