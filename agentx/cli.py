@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -215,12 +216,31 @@ def _run_benchmarks(settings, sessions, concurrencies: list[int], out: Path, lab
         folder = out / f"c{n}" if len(concurrencies) > 1 else out
         s = replace(settings, concurrency=n, out=str(folder))
         console.print(f"[bold]{label}: concurrency {n}, {s.duration:g} s profiling[/] -> {folder}", highlight=False)
-        result = bench(s, sessions, command_line())
+        with _progress() as tick:
+            result = bench(s, sessions, command_line(), tick)
         _print_result(result, f"concurrency {n}", folder)
         results.append((n, result))
     if len(results) > 1:
         _print_sweep(results)
     return results
+
+
+@contextmanager
+def _progress():
+    """A live line: phase, lanes busy, requests done, live TTFT p50 and output tok/s."""
+    from rich.live import Live
+
+    def line(snap: dict) -> str:
+        left = snap["profile_left"]
+        ttft = snap["ttft_p50"]
+        return (f"[bold]{snap['phase']}[/]" + (f" ({left:,.0f} s left)" if left is not None and snap["phase"] == "profile" else "")
+                + f"  lanes busy {snap['lanes_busy']}/{snap['lanes']}  in flight {snap['inflight']}"
+                + f"  done: warmup {snap['warmup']:,}, profile {snap['profile']:,}, errors {snap['errors']:,}"
+                + (f"  TTFT p50 {ttft * 1000:,.0f} ms" if ttft is not None else "")
+                + (f"  {snap['output_tok_s']:,.0f} output tok/s" if snap["output_tok_s"] else ""))
+
+    with Live("starting", console=console, refresh_per_second=4, transient=True) as live:
+        yield lambda snap: live.update(line(snap))
 
 
 def _print_sweep(results: list[tuple[int, dict]]) -> None:
@@ -339,7 +359,8 @@ def demo_cmd(
                                  hardware="H200", engine="agentx-sim", dataset="bundled WEKA sample",
                                  clock_scale=speed, grace=30.0)
         _run_benchmarks(settings, sessions, levels, out, "demo")
-    console.print(f"all results under {out}/ (agentx report {out}/c{levels[0]} rebuilds a summary)", highlight=False)
+    first = out / f"c{levels[0]}" if len(levels) > 1 else out
+    console.print(f"all results under {out}/ (`agentx report {first}` rebuilds a summary)", highlight=False)
 
 
 def main() -> None:

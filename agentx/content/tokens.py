@@ -13,10 +13,8 @@ All arithmetic is vectorized splitmix64 over numpy uint64 arrays (wrapping by de
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
 from dataclasses import dataclass
 
-import msgspec
 import numpy as np
 
 from agentx.errors import AgentxError
@@ -69,14 +67,14 @@ class ContentConfig:
 class PromptBuilder:
     """Renders the token ids of a request; one per run (cheap to build)."""
 
-    def __init__(self, cfg: ContentConfig, cache_bytes: int = 64 << 20):
+    def __init__(self, cfg: ContentConfig):
         self.cfg = cfg
         self.lo = np.uint64(cfg.token_range[0])
         self.span = np.uint64(cfg.token_range[1] - cfg.token_range[0])
         self._scope_keys: dict[str, np.uint64] = {}
-        # JSON text ("1,2,3") of rendered blocks by block key, LRU, bounded in bytes
-        self._json: OrderedDict[int, bytes] = OrderedDict()
-        self._json_bytes, self.cache_bytes = 0, cache_bytes
+        self._field = len(str(cfg.token_range[1] - 1)) + 1  # digits of the largest id, and a comma
+        self._streams: dict = {}  # stream key -> (hash ids, text of their full blocks)
+        self._table = self._text_table()  # fixed-width text of every id in the range
 
     def block_tokens(self, session: Session) -> int:
         return max(1, session.block_size // self.cfg.token_scale)
@@ -114,40 +112,63 @@ class PromptBuilder:
         out[:m] = self._tokens(mix64(np.array([marker], dtype=np.uint64)), MARKER_TOKENS)[:m]
         return out
 
-    def prompt_json(self, session: Session, request: Request, request_key: int, marker: int) -> tuple[bytes, int]:
-        """The same tokens as `prompt()` as a JSON array, from cached per-block JSON text (the
-        hot path of the `tokens` wire mode); returns (bytes, ISL)."""
+    def prompt_text(self, session: Session, request: Request, request_key: int, marker: int,
+                    stream_key=None) -> tuple[bytes, int]:
+        """The same tokens as `prompt()` as the inside of a JSON array with a trailing comma
+        (the hot path of the `tokens` wire mode; `json_array()` closes it); returns (text, ISL).
+
+        Ids are written as fixed-width fields (space-padded, valid JSON), so the text of a token
+        sits at a known offset. Per `stream_key` the text of the previous request's full blocks
+        is kept, and a request that extends it (the usual next turn) renders only its new
+        blocks: rendering is O(new tokens). `forget(stream_key)` drops a stream's text.
+        """
         isl, width = self.isl(session, request), self.block_tokens(session)
-        n_full = min(len(request.hash_ids), isl // width)
-        if n_full < 2:
-            return msgspec.json.encode(self.prompt(session, request, request_key, marker).tolist()), isl
-        keys = mix64(request.hash_ids[:n_full].astype(np.uint64) ^ self._scope_key(session))
-        head = self.prompt(session, _head_request(request, width), request_key, marker)  # marker block
-        parts = [msgspec.json.encode(head.tolist())[1:-1]]
-        cache, missing = self._json, []
-        key_list = keys[1:].tolist()
-        for k in key_list:
-            if k not in cache:
-                missing.append(k)
-        if missing:
-            rows = self._tokens(np.array(missing, dtype=np.uint64), width).reshape(len(missing), width)
-            for k, row in zip(missing, rows.tolist()):
-                text = msgspec.json.encode(row)[1:-1]
-                cache[k] = text
-                self._json_bytes += len(text)
-        for k in key_list:
-            parts.append(cache[k])
-            cache.move_to_end(k)
-        while self._json_bytes > self.cache_bytes and len(cache) > len(key_list):
-            self._json_bytes -= len(cache.popitem(last=False)[1])
+        ids = request.hash_ids
+        n_full = min(len(ids), isl // width)
+        if n_full == 0:
+            return self._fixed(self.prompt(session, request, request_key, marker)), isl
+        field = self._field
+        prev = self._streams.get(stream_key) if stream_key is not None else None
+        k = 0
+        if prev is not None:
+            prev_ids, prev_text = prev
+            m = min(len(prev_ids), n_full)
+            same = prev_ids[:m] == ids[:m]
+            k = m if same.all() else int(np.argmin(same))
+        new = self._tokens(mix64(ids[k:n_full].astype(np.uint64) ^ self._scope_key(session)), width).astype(np.int64)
+        if k == 0:
+            new[:MARKER_TOKENS] = self._tokens(mix64(np.array([marker], dtype=np.uint64)), MARKER_TOKENS)
+        text = (prev[1][: k * width * field] if k else b"") + self._fixed(new)
+        if stream_key is not None:
+            self._streams[stream_key] = (ids[:n_full], text)
         rest = isl - n_full * width
-        if rest > 0 and len(request.hash_ids) > n_full:  # the start of one more (partial) block
-            key = mix64(request.hash_ids[n_full:n_full + 1].astype(np.uint64) ^ self._scope_key(session))
-            parts.append(msgspec.json.encode(self._tokens(key, width)[:rest].astype(np.int64).tolist())[1:-1])
+        if rest > 0 and len(ids) > n_full:  # the start of one more (partial) block
+            key = mix64(ids[n_full:n_full + 1].astype(np.uint64) ^ self._scope_key(session))
+            text += self._fixed(self._tokens(key, width)[:rest].astype(np.int64))
         elif rest > 0:  # the request's own tail, as prompt() renders it
             tail_keys = np.uint64(request_key) + np.arange(-(-rest // width), dtype=np.uint64)
-            parts.append(msgspec.json.encode(self._tokens(mix64(tail_keys), width)[:rest].astype(np.int64).tolist())[1:-1])
-        return b"[" + b",".join(parts) + b"]", isl
+            text += self._fixed(self._tokens(mix64(tail_keys), width)[:rest].astype(np.int64))
+        return text, isl
+
+    def forget(self, stream_key) -> None:
+        self._streams.pop(stream_key, None)
+
+    def _fixed(self, tokens: np.ndarray) -> bytes:
+        """'  123,45678,' : every id right-aligned in `_field - 1` characters, then a comma
+        (one gather from a table of every id's text)."""
+        return self._table[tokens - self.cfg.token_range[0]].tobytes()
+
+    def _text_table(self) -> np.ndarray:
+        lo, hi = self.cfg.token_range
+        w = self._field - 1
+        ids = np.arange(lo, hi, dtype=np.int64)
+        powers = 10 ** np.arange(w - 1, -1, -1, dtype=np.int64)
+        chars = ((ids[:, None] // powers[None, :]) % 10 + 48).astype(np.uint8)
+        chars[(ids[:, None] < powers[None, :]) & (powers[None, :] > 1)] = 32  # leading zeros -> spaces
+        table = np.empty((hi - lo, w + 1), dtype=np.uint8)
+        table[:, :w] = chars
+        table[:, w] = 44
+        return table
 
     def random_prompt(self, key: int, n: int) -> np.ndarray:
         """`n` random token ids (fixed-sequence scenarios)."""
@@ -156,8 +177,6 @@ class PromptBuilder:
         return self._tokens(keys, width)[:n].astype(np.int64)
 
 
-def _head_request(request: Request, width: int) -> Request:
-    """A stand-in request holding only the first block (its tokens carry the marker)."""
-    from dataclasses import replace
-
-    return replace(request, isl=width, hash_ids=request.hash_ids[:1])
+def json_array(text: bytes) -> bytes:
+    """A JSON array from `prompt_text()` output."""
+    return b"".join((b"[", memoryview(text)[:-1], b"]"))

@@ -122,23 +122,26 @@ class Client:
             async for data in resp.content.iter_any():
                 now = time.perf_counter()
                 buf = buf + data if buf else data
-                while True:
-                    cut = buf.find(b"\n\n")
+                pos = 0
+                while True:  # walk the events by offset: no copy of the rest per event
+                    cut = buf.find(b"\n\n", pos)
                     if cut < 0:
                         break
-                    event, buf = buf[:cut], buf[cut + 2:]
-                    if self._event(event, now, res):
+                    if self._event(buf[pos:cut], now, res):
                         done = True
+                    pos = cut + 2
+                buf = buf[pos:] if pos else buf
             if not done and res.error is None:
                 res.error = "disconnect"
                 res.detail = "stream ended without [DONE]"
 
     def _event(self, event: bytes, now: float, res: Result) -> bool:
         """Handle one SSE event; True at [DONE]."""
-        for line in event.split(b"\n"):
-            if not line.startswith(b"data:"):
-                continue  # comments, event names, retry hints
-            payload = line[5:].strip()
+        if event.startswith(b"data: ") and b"\n" not in event:  # the usual one-line event
+            payloads = (event[6:],)
+        else:  # comments, event names and retry hints are skipped
+            payloads = [line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:")]
+        for payload in payloads:
             if payload == b"[DONE]":
                 return True
             try:

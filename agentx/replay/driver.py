@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import deque
 import math
 import os
 import platform
@@ -102,6 +103,9 @@ class Run:
         self.bodies = BodyBuilder(settings.model, settings.wire, decoder)
         self.seen: dict[int, set] = {}
         self.trees_written = 0
+        self.done = {"warmup": 0, "profile": 0, "errors": 0}
+        self.recent: deque = deque(maxlen=500)  # (end, ttft, output tokens) of profile records
+        self.clock = lambda: 0.0
         self.info = {
             "run_id": self.run_id, "agentx_version": _version(), "command": command,
             "start_time": datetime.now(timezone.utc).isoformat(), "host": platform.node(),
@@ -115,11 +119,34 @@ class Run:
 
     # ------------------------------------------------------------------ the loop
 
-    async def execute(self) -> None:
+    def snapshot(self) -> dict:
+        """Live figures for a progress display."""
+        now, plan = self.clock(), self.plan
+        window = [r for r in self.recent if r[0] >= now - 10.0]
+        ttfts = sorted(r[1] for r in self.recent if r[1] is not None)
+        span = min(10.0, max(1e-9, now - plan.profile_start)) if plan.profile_start < math.inf else 0
+        return {
+            "phase": self._phase(), "clock": now, "inflight": plan.inflight,
+            "lanes_busy": sum(1 for t in plan.lanes if t is not None and t.inflight), "lanes": len(plan.lanes),
+            "profile_left": max(0.0, plan.profile_end - now) if plan.profile_start < math.inf else None,
+            **self.done, "ttft_p50": ttfts[len(ttfts) // 2] if ttfts else None,
+            "output_tok_s": sum(r[2] for r in window) / span if span else None,
+        }
+
+    def _count(self, rec: Record) -> None:
+        self.done[rec.phase] += 1
+        if rec.error:
+            self.done["errors"] += 1
+        elif rec.phase == "profile":
+            self.recent.append((rec.end, rec.ttft, rec.osl or 0))
+
+    async def execute(self, on_tick=None) -> None:
+        """Run the plan; `on_tick(snapshot)` is called twice a second when given."""
         loop = asyncio.get_running_loop()
         t0, scale = time.perf_counter(), self.s.clock_scale
         self.t0 = t0
         clock = lambda: (time.perf_counter() - t0) * scale  # noqa: E731
+        self.clock = clock
         writer = RecordWriter(self.folder)
         trees = open(self.folder / "trees.jsonl", "ab", buffering=0)
         scrape_task = None
@@ -138,10 +165,12 @@ class Run:
                 except Exception as e:  # a bug must not stall the plan: record it and go on
                     rec = self._failed(d, clock, f"{type(e).__name__}: {e}")
                 writer.write(rec)
+                self._count(rec)
                 self.plan.ended(d.key, rec.end)
                 self._write_trees(trees)
                 wake.set()
 
+            ticker = loop.create_task(self._tick(on_tick)) if on_tick else None
             self.plan.start(clock())
             while True:
                 now = clock()
@@ -169,9 +198,10 @@ class Run:
                 for task in pending:
                     task.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
-        if scrape_task:
-            scrape_task.cancel()
-            await asyncio.gather(scrape_task, return_exceptions=True)
+        for task in (scrape_task, ticker):
+            if task:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         writer.close()
         trees.close()
         wall = clock() / scale
@@ -183,6 +213,11 @@ class Run:
         self.info["finished"] = True
         self._write_info()
 
+    async def _tick(self, on_tick) -> None:
+        while True:
+            on_tick(self.snapshot())
+            await asyncio.sleep(0.5)
+
     def _phase(self) -> str:
         return {"warmup1": "warmup", "warmup2": "warmup"}.get(self.plan.phase, self.plan.phase)
 
@@ -192,8 +227,8 @@ class Run:
         tail_key = key64("tail", self.run_id, d.tree, d.node)
         osl = self.prompts.osl(req) if d.phase == "profile" else 1
         if self.bodies.wire == "tokens":
-            prompt_json, isl = self.prompts.prompt_json(session, req, tail_key, d.marker)
-            body = self.bodies.tokens_body(prompt_json, osl)
+            text, isl = self.prompts.prompt_text(session, req, tail_key, d.marker, (d.tree, node.stream))
+            body = self.bodies.tokens_body(text, osl)
         else:
             prompt = self.prompts.prompt(session, req, tail_key, d.marker)
             isl = len(prompt)
@@ -203,7 +238,7 @@ class Run:
             body = self.bodies.chat_body(prompt, osl, chat_segments(isl, system, history))
         seen = self.seen.setdefault(d.tree, set())
         ids = req.hash_ids.tolist()
-        theo = min(isl, sum(1 for h in ids if h in seen) * self.prompts.block_tokens(session))
+        theo = min(isl, len(seen.intersection(ids)) * self.prompts.block_tokens(session))
         seen.update(ids)
         headers = {"X-Session-ID": f"{self.run_id}-{d.tree}", "X-Correlation-ID": f"{self.run_id}-{d.tree}-{d.node}"}
         start = clock()
@@ -246,6 +281,8 @@ class Run:
             tree = done[self.trees_written]
             self.trees_written += 1
             self.seen.pop(tree.uid, None)
+            for stream in range(len(tree.graph.streams)):
+                self.prompts.forget((tree.uid, stream))
             first_t = min(n.request.t for n in tree.graph.nodes)
             row = {
                 "tree": tree.uid, "lane": tree.lane, "session": tree.graph.session.id,
@@ -275,12 +312,13 @@ def run_async(coro):
         return asyncio.run(coro)
 
 
-def bench(settings: BenchSettings, sessions: list, command: str = "") -> dict:
-    """Replay `sessions` against the target; write the run folder; return the result point."""
+def bench(settings: BenchSettings, sessions: list, command: str = "", on_tick=None) -> dict:
+    """Replay `sessions` against the target; write the run folder; return the result point.
+    `on_tick(snapshot)` receives live figures twice a second (a progress display)."""
     if settings.model is None:
         settings.model = discover_model(settings.url)
     run = Run(settings, sessions, command)
-    run_async(run.execute())
+    run_async(run.execute(on_tick))
     records = read_records(run.folder)
     write_parquet(records, run.folder)
     return report(run.folder)
