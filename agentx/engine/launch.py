@@ -24,14 +24,19 @@ def sim_server(*args: str, startup_s: float = 60.0):
     try:
         yield _wait_listening(proc, log, startup_s)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         proc.stdout.close()
         log.close()
+
+
+def stop_process(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if it is still there after `grace_s`."""
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _wait_listening(proc: subprocess.Popen, log, startup_s: float) -> str:

@@ -122,7 +122,7 @@ class Client:
             async for data in resp.content.iter_any():
                 now = time.perf_counter()
                 buf = buf + data if buf else data
-                pos = 0
+                pos, handled = 0, 0
                 while True:  # walk the events by offset: no copy of the rest per event
                     cut = buf.find(b"\n\n", pos)
                     if cut < 0:
@@ -130,6 +130,9 @@ class Client:
                     if self._event(buf[pos:cut], now, res):
                         done = True
                     pos = cut + 2
+                    handled += 1
+                    if handled % 64 == 0:  # a big chunk must not hold up due dispatches
+                        await asyncio.sleep(0)
                 buf = buf[pos:] if pos else buf
             if not done and res.error is None:
                 res.error = "disconnect"

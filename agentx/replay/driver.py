@@ -34,7 +34,7 @@ from agentx.errors import AgentxError
 from agentx.metrics.scrape import Scraper, read_series
 from agentx.metrics.summary import summarize
 from agentx.replay.client import Client
-from agentx.replay.plan import DONE, PROFILE, Dispatch, PlanConfig, ReplayPlan
+from agentx.replay.plan import DONE, PROFILE, WARMUP2, Dispatch, PlanConfig, ReplayPlan
 from agentx.replay.records import Record, RecordWriter, read_records, write_parquet
 from agentx.traces.graph import build_graph
 from agentx.traces.load import gc_paused
@@ -68,6 +68,14 @@ class BenchSettings:
     cost_basis: str = "neocloud"
     scenario: str | None = None
     clock_scale: float = 1.0  # the target runs this much faster than what it models (sim --speed)
+
+
+PREPARE_S = 0.5  # render bodies of requests due within this many wall seconds
+PREPARE_MAX = 64  # bodies looked at per pass
+PREPARE_BYTES = 256 << 20  # bodies rendered ahead hold at most this much memory
+PREPARE_IDLE_S = 0.003  # only when the next dispatch is at least this far (wall seconds)
+PREPARE_OPEN_S = 0.002  # budget when only completions are awaited (their time is unknown)
+PREPARE_WARM_S = 0.02  # budget per pass while warmup drains (the first profiling requests)
 
 
 def discover_model(url: str) -> str:
@@ -104,6 +112,8 @@ class Run:
         self.seen: dict[int, set] = {}
         self.trees_written = 0
         self.done = {"warmup": 0, "profile": 0, "errors": 0}
+        self.prepared: dict = {}  # dispatch key -> (body, ISL, OSL) rendered ahead
+        self.prepared_bytes = 0
         self.recent: deque = deque(maxlen=500)  # (end, ttft, output tokens) of profile records
         self.clock = lambda: 0.0
         self.info = {
@@ -159,6 +169,12 @@ class Run:
         cpu0 = time.process_time()
         async with Client(self.s.url, self.s.request_timeout, self.s.keep_chunks) as client:
 
+            def launch(now: float) -> None:
+                for d in self.plan.due(now):
+                    task = loop.create_task(one(d))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+
             async def one(d: Dispatch) -> None:
                 try:
                     rec = await self._request(client, d, clock)
@@ -168,21 +184,26 @@ class Run:
                 self._count(rec)
                 self.plan.ended(d.key, rec.end)
                 self._write_trees(trees)
+                if self.plan.phase != DONE:
+                    launch(clock())  # what this completion made due goes out now, not a loop hop later
                 wake.set()
 
             ticker = loop.create_task(self._tick(on_tick)) if on_tick else None
             self.plan.start(clock())
             while True:
                 now = clock()
-                for d in self.plan.due(now):
-                    task = loop.create_task(one(d))
-                    tasks.add(task)
-                    task.add_done_callback(tasks.discard)
+                launch(now)
                 if self.plan.phase == DONE:
                     break
                 nt = self.plan.next_time(now)
                 if nt is None and self.plan.inflight == 0:
                     break
+                idle = (nt - clock()) / scale if nt is not None else PREPARE_IDLE_S + PREPARE_OPEN_S
+                if self.plan.phase == WARMUP2:
+                    idle = PREPARE_IDLE_S + PREPARE_WARM_S  # waiting for warmup to drain: prepare profiling
+                if idle > PREPARE_IDLE_S:
+                    self._prepare(clock(), idle - PREPARE_IDLE_S)
+                now = clock()
                 timeout = math.inf if nt is None else nt - now
                 if self.plan.phase == PROFILE:
                     timeout = min(timeout, self.plan.profile_end - now)
@@ -221,7 +242,25 @@ class Run:
     def _phase(self) -> str:
         return {"warmup1": "warmup", "warmup2": "warmup"}.get(self.plan.phase, self.plan.phase)
 
-    async def _request(self, client: Client, d: Dispatch, clock) -> Record:
+    def _prepare(self, now: float, wall_budget: float) -> None:
+        """While the loop would idle (for at most `wall_budget` seconds), render the bodies of
+        requests due within PREPARE_S (wall) and of the next turns of requests in flight, so
+        rendering does not delay their dispatch."""
+        stop = time.perf_counter() + wall_budget
+        soon = self.plan.upcoming(now + PREPARE_S * self.s.clock_scale, PREPARE_MAX)
+        for d in soon + self.plan.next_of_inflight(PREPARE_MAX):
+            if time.perf_counter() >= stop or self.prepared_bytes >= PREPARE_BYTES:
+                return
+            if d.key not in self.prepared:
+                self.prepared[d.key] = prepared = self._body(d)
+                self.prepared_bytes += len(prepared[0])
+
+    def _body(self, d: Dispatch) -> tuple[bytes, int, int]:
+        """(body, ISL, OSL) of a dispatch."""
+        if d.key in self.prepared:
+            prepared = self.prepared.pop(d.key)
+            self.prepared_bytes -= len(prepared[0])
+            return prepared
         session, req = d.session, d.request
         node = d.graph.nodes[d.node]
         tail_key = key64("tail", self.run_id, d.tree, d.node)
@@ -236,6 +275,12 @@ class Run:
             stream = d.graph.streams[node.stream]
             history = [(self.prompts.isl(session, r), self.prompts.osl(r)) for r in stream.requests[: node.position]]
             body = self.bodies.chat_body(prompt, osl, chat_segments(isl, system, history))
+        return body, isl, osl
+
+    async def _request(self, client: Client, d: Dispatch, clock) -> Record:
+        session, req = d.session, d.request
+        node = d.graph.nodes[d.node]
+        body, isl, osl = self._body(d)
         seen = self.seen.setdefault(d.tree, set())
         ids = req.hash_ids.tolist()
         theo = min(isl, len(seen.intersection(ids)) * self.prompts.block_tokens(session))

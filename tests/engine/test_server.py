@@ -158,7 +158,7 @@ def test_ttft_follows_the_timing_model(url):
     got_small, got_large = measured(small), measured(large)
     want_small, want_large = modeled(small), modeled(large)
     assert want_large > 0.1 and want_large > 50 * want_small  # prefill cost grows with uncached tokens
-    assert got_large - got_small == pytest.approx(want_large - want_small, rel=0.15)
+    assert got_large - got_small == pytest.approx(want_large - want_small, rel=0.25)
 
 
 def test_bad_input_gets_openai_errors_and_the_server_keeps_serving(url):

@@ -16,6 +16,8 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
+from agentx.engine.launch import stop_process
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -24,13 +26,10 @@ def free_port() -> int:
 
 
 @contextmanager
-def llamacpp_server(model: Path, ctx: int = 32768, slots: int = 4, threads: int = 2, startup_s: float = 120):
-    port = free_port()
+def server_process(cmd: list[str], url: str, env: dict | None = None, startup_s: float = 120):
+    """Run a server command until its /health answers 200; yield; always stop it."""
     log = tempfile.TemporaryFile()
-    cmd = [sys.executable, __file__, str(model), str(port), "--ctx", str(ctx), "--slots", str(slots),
-           "--threads", str(threads)]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         deadline = time.monotonic() + startup_s
         while True:
@@ -42,17 +41,19 @@ def llamacpp_server(model: Path, ctx: int = 32768, slots: int = 4, threads: int 
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
                 log.seek(0)
-                raise RuntimeError(f"llama.cpp server did not start: {log.read()[-2000:].decode(errors='replace')}")
+                raise RuntimeError(f"{cmd[2]} did not start: {log.read()[-3000:].decode(errors='replace')}")
             time.sleep(0.2)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 30)
         log.close()
+
+
+def llamacpp_server(model: Path, ctx: int = 32768, slots: int = 4, threads: int = 2):
+    port = free_port()
+    cmd = [sys.executable, __file__, str(model), str(port), "--ctx", str(ctx), "--slots", str(slots),
+           "--threads", str(threads)]
+    return server_process(cmd, f"http://127.0.0.1:{port}")
 
 
 def main() -> None:

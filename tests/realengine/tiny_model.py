@@ -95,10 +95,72 @@ def write_model(out: Path, dim: int = 256, layers: int = 4, heads: int = 8, kv_h
     return path
 
 
+def write_hf(out: Path, dim: int = 256, layers: int = 4, heads: int = 8, kv_heads: int = 4, ffn: int = 768,
+             vocab: int = 8192, context: int = 32768, seed: int = 0) -> Path:
+    """The same architecture as a Hugging Face folder (config.json, model.safetensors,
+    tokenizer.json, tokenizer_config.json) for vLLM. Random weights of its own: a load
+    benchmark needs the shapes, not the GGUF's exact numbers."""
+    out.mkdir(parents=True, exist_ok=True)
+    tok = train_tokenizer(vocab)
+    tok.save(str(out / "tokenizer.json"))
+    ids = json.loads(tok.to_str())["model"]["vocab"]
+    n_vocab = len(ids)
+    head_dim = dim // heads
+    rng = np.random.default_rng(seed)
+
+    def weight(*shape):
+        return (rng.standard_normal(shape) * 0.02).astype(np.float32)
+
+    tensors = {"model.embed_tokens.weight": weight(n_vocab, dim), "model.norm.weight": np.ones(dim, np.float32),
+               "lm_head.weight": weight(n_vocab, dim)}
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        tensors.update({
+            p + "input_layernorm.weight": np.ones(dim, np.float32),
+            p + "post_attention_layernorm.weight": np.ones(dim, np.float32),
+            p + "self_attn.q_proj.weight": weight(dim, dim),
+            p + "self_attn.k_proj.weight": weight(kv_heads * head_dim, dim),
+            p + "self_attn.v_proj.weight": weight(kv_heads * head_dim, dim),
+            p + "self_attn.o_proj.weight": weight(dim, dim),
+            p + "mlp.gate_proj.weight": weight(ffn, dim),
+            p + "mlp.up_proj.weight": weight(ffn, dim),
+            p + "mlp.down_proj.weight": weight(dim, ffn),
+        })
+    _write_safetensors(out / "model.safetensors", tensors)
+    config = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": dim, "intermediate_size": ffn,
+        "num_attention_heads": heads, "num_key_value_heads": kv_heads, "num_hidden_layers": layers,
+        "vocab_size": n_vocab, "max_position_embeddings": context, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+        "hidden_act": "silu", "tie_word_embeddings": False, "torch_dtype": "float32",
+        "bos_token_id": ids["<|endoftext|>"], "eos_token_id": ids["<|im_end|>"],
+    }
+    (out / "config.json").write_text(json.dumps(config, indent=1))
+    (out / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|endoftext|>", "eos_token": "<|im_end|>",
+        "pad_token": "<|endoftext|>", "add_bos_token": False, "chat_template": CHATML, "model_max_length": context,
+    }, indent=1))
+    return out
+
+
+def _write_safetensors(path: Path, tensors: dict[str, np.ndarray]) -> None:
+    header, offset = {}, 0
+    for name, a in tensors.items():
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text)
+        for a in tensors.values():
+            f.write(np.ascontiguousarray(a).tobytes())
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", type=Path)
     ap.add_argument("--dim", type=int, default=256)
     ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--hf", action="store_true", help="write the Hugging Face folder (for vLLM) instead")
     args = ap.parse_args()
-    print(write_model(args.out, dim=args.dim, layers=args.layers))
+    write = write_hf if args.hf else write_model
+    print(write(args.out, dim=args.dim, layers=args.layers))
