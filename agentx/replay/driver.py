@@ -207,11 +207,12 @@ class Run:
                 timeout = math.inf if nt is None else nt - now
                 if self.plan.phase == PROFILE:
                     timeout = min(timeout, self.plan.profile_end - now)
-                try:  # timeout is in run-clock seconds; the wait is in wall seconds
-                    await asyncio.wait_for(wake.wait(), None if timeout == math.inf else max(0.0, timeout) / scale)
-                except asyncio.TimeoutError:
-                    pass
+                # a timer that sets the same event a completion sets (timeout: run clock -> wall)
+                timer = None if timeout == math.inf else loop.call_later(max(0.0, timeout) / scale, wake.set)
+                await wake.wait()
                 wake.clear()
+                if timer:
+                    timer.cancel()
             profile_wall = (clock() - self.plan.profile_start) / scale if self.plan.profile_start < math.inf else 0
             cpu = time.process_time() - cpu0
             if tasks:
