@@ -214,7 +214,7 @@ class Run:
                 if timer:
                     timer.cancel()
             profile_wall = (clock() - self.plan.profile_start) / scale if self.plan.profile_start < math.inf else 0
-            cpu = time.process_time() - cpu0
+            cpu, cpu_wall = time.process_time() - cpu0, clock() / scale
             if tasks:
                 _, pending = await asyncio.wait(set(tasks), timeout=self.s.grace)
                 for task in pending:
@@ -228,7 +228,7 @@ class Run:
         trees.close()
         wall = clock() / scale
         self.info["client"] = {
-            "cpu_percent": 100.0 * cpu / wall if wall else None,
+            "cpu_percent": 100.0 * cpu / cpu_wall if cpu_wall else None,  # until the window closed
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "wall_s": wall, "profile_wall_s": profile_wall,
         }
