@@ -172,12 +172,6 @@ class PromptBuilder:
         table[:, w] = 44
         return table.view(f"V{w + 1}").ravel()  # one opaque item of w + 1 bytes per id
 
-    def random_prompt(self, key: int, n: int) -> np.ndarray:
-        """`n` random token ids (fixed-sequence scenarios)."""
-        width = 64
-        keys = mix64(np.uint64(key) + np.arange(-(-n // width), dtype=np.uint64))
-        return self._tokens(keys, width)[:n].astype(np.int64)
-
 
 def json_array(text: memoryview) -> bytes:
     """A JSON array from `prompt_text()` output."""

@@ -98,7 +98,6 @@ class EngineCore:
         self.sources = PromptSources()
         self.generation_tokens = 0
         self.preemptions = 0
-        self.busy_s = 0.0
 
     # ------------------------------------------------------------------ requests
 
@@ -156,7 +155,6 @@ class EngineCore:
             self._admit_waiting(work, scheduled, budget)
         duration = self.roofline.iteration_s(work)
         self.now += duration
-        self.busy_s += duration
         emitted, finished, decodes = [], [], 0
         bs, vocab = self.cfg.block_size, self.vocab
         for seq, n in scheduled:

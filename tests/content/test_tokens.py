@@ -1,0 +1,80 @@
+import json
+
+import numpy as np
+import pytest
+
+from agentx.content.tokens import MARKER_TOKENS, ContentConfig, PromptBuilder, json_array, parse_token_range
+from agentx.content.wire import chat_segments
+from agentx.errors import AgentxError
+from agentx.traces.load import load_sessions
+from tests.conftest import WEKA
+
+
+@pytest.fixture(scope="module")
+def sessions():
+    return load_sessions([WEKA], None)
+
+
+def test_equal_hash_ids_give_equal_blocks_and_isl_is_exact(sessions):
+    b = PromptBuilder(ContentConfig(seed=3))
+    s = sessions[0]
+    reqs = list(s.main.requests)
+    a, c = b.prompt(s, reqs[5], 1, 99), b.prompt(s, reqs[6], 2, 99)
+    shared = 0
+    while shared < min(len(reqs[5].hash_ids), len(reqs[6].hash_ids)) and \
+            reqs[5].hash_ids[shared] == reqs[6].hash_ids[shared]:
+        shared += 1
+    assert shared > 10
+    assert np.array_equal(a[: shared * 64], c[: shared * 64])
+    assert a[shared * 64: shared * 64 + 64].tolist() != c[shared * 64: shared * 64 + 64].tolist() or \
+        len(reqs[5].hash_ids) == shared
+    assert len(a) == s.replay_isl(reqs[5]) and a.min() >= 1000 and a.max() < 30000
+    # another marker changes only the leading tokens; another seed changes everything
+    other = b.prompt(s, reqs[5], 1, 100)
+    assert not np.array_equal(other[:MARKER_TOKENS], a[:MARKER_TOKENS])
+    assert np.array_equal(other[MARKER_TOKENS:], a[MARKER_TOKENS:])
+    assert not np.array_equal(PromptBuilder(ContentConfig(seed=4)).prompt(s, reqs[5], 1, 99)[64:128], a[64:128])
+
+
+@pytest.mark.parametrize("token_range,n_sessions", [((1000, 30000), 14), ((300, 8000), 3), ((0, 151936), 3)])
+def test_incremental_json_text_equals_the_tokens_on_every_real_request(sessions, token_range, n_sessions):
+    b = PromptBuilder(ContentConfig(seed=1, token_range=token_range))
+    for s in sessions[:n_sessions]:
+        for k, stream in enumerate(s.walk()):
+            for i, r in enumerate(stream.requests):
+                text, isl = b.prompt_text(s, r, 1000 + i, 42, stream_key=(s.id, k))
+                got = np.array(bytes(text[:-1]).split(b","), dtype=np.int64)  # fixed-width fields
+                assert np.array_equal(got, b.prompt(s, r, 1000 + i, 42))
+                assert isl == s.replay_isl(r)
+            b.forget((s.id, k))
+
+
+def test_json_array_is_valid_json(sessions):
+    b = PromptBuilder(ContentConfig())
+    s = sessions[0]
+    text, _ = b.prompt_text(s, s.main.requests[3], 7, 8)
+    assert json.loads(json_array(text)) == b.prompt(s, s.main.requests[3], 7, 8).tolist()
+
+
+def test_token_scale_keeps_structure_in_fewer_tokens(sessions):
+    s = sessions[0]
+    r = s.main.requests[10]
+    b = PromptBuilder(ContentConfig(token_scale=64))
+    p = b.prompt(s, r, 1, 2)
+    assert len(p) == max(1, round(s.replay_isl(r) / 64)) and b.block_tokens(s) == 1
+    assert b.osl(r) == max(1, round(r.osl / 64))
+
+
+def test_token_range_parsing():
+    assert parse_token_range("300:8000") == (300, 8000)
+    for bad in ("8000:300", "x", "1:2:3"):
+        with pytest.raises(AgentxError, match="--token-range"):
+            parse_token_range(bad)
+
+
+def test_chat_segments_follow_the_streams_turns():
+    segs = chat_segments(1000, 100, [(300, 50), (600, 80)])
+    assert [(g.role, g.start, g.end) for g in segs] == [
+        ("system", 0, 100), ("user", 100, 300), ("assistant", 300, 350), ("user", 350, 600),
+        ("assistant", 600, 680), ("user", 680, 1000)]
+    assert [g.role for g in chat_segments(50, 0, [])] == ["user"]
