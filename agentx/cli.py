@@ -297,6 +297,9 @@ def bench_cmd(
     server_metrics: str = typer.Option("", "--server-metrics", help="Prometheus URL (default: the target's /metrics; 'none': off)."),
     keep_chunks: bool = typer.Option(False, "--keep-chunks", help="Keep every chunk's arrival time in the records."),
     cost_basis: str = typer.Option("neocloud", "--cost-basis", help="hyperscaler, neocloud or rental_3y."),
+    mode: str = typer.Option("lanes", "--mode", help="lanes (closed loop) or schedule (open loop at recorded start times)."),
+    time_scale: float = typer.Option(1.0, "--time-scale", help="Schedule mode: divide recorded session start times by this."),
+    warmup_seconds: float = typer.Option(0.0, "--warmup-seconds", help="Schedule mode: this prefix counts as warmup."),
     clock_scale: float = typer.Option(1.0, "--clock-scale", help="Target runs X times faster than it models "
                                       "(agentx sim --speed X): delays shrink, times are reported modeled."),
 ):
@@ -309,15 +312,18 @@ def bench_cmd(
     levels = _concurrencies(concurrency)
     if cost_basis not in COST_BASES:
         raise AgentxError(f"--cost-basis: want one of {', '.join(COST_BASES)}, got {cost_basis!r}")
-    if duration <= 0 or clock_scale <= 0:
-        raise AgentxError("--duration and --clock-scale must be > 0")
+    if duration <= 0 or clock_scale <= 0 or time_scale <= 0 or warmup_seconds < 0:
+        raise AgentxError("--duration, --clock-scale and --time-scale must be > 0, --warmup-seconds >= 0")
+    if mode not in ("lanes", "schedule"):
+        raise AgentxError(f"--mode: want lanes or schedule, got {mode!r}")
     settings = BenchSettings(
         url=url, concurrency=levels[0], duration=duration, out="", model=model, wire=wire, seed=seed, gpus=gpus,
-        hardware=hardware, engine=engine, warmup=not no_warmup, warmup_requests_per_lane=warmup_requests_per_lane,
+        hardware=hardware, engine=engine, warmup_requests_per_lane=warmup_requests_per_lane,
         idle_cap=idle_cap, system_idle_cap=system_idle_cap, grace=grace, request_timeout=request_timeout,
         token_range=parse_token_range(token_range), token_scale=token_scale, tokenizer=tokenizer,
         server_metrics=None if server_metrics == "none" else server_metrics, keep_chunks=keep_chunks,
-        cost_basis=cost_basis, scenario=scenario, clock_scale=clock_scale,
+        cost_basis=cost_basis, scenario=scenario, clock_scale=clock_scale, mode=mode, time_scale=time_scale,
+        warmup_seconds=warmup_seconds, warmup=not no_warmup and mode == "lanes",
         dataset=scenario or (", ".join(map(str, traces)) if traces else "bundled WEKA sample"), variant=max_context)
     if scenario:
         sessions = scenario_sessions(scenario, max(levels))

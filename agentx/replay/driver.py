@@ -68,6 +68,9 @@ class BenchSettings:
     cost_basis: str = "neocloud"
     scenario: str | None = None
     clock_scale: float = 1.0  # the target runs this much faster than what it models (sim --speed)
+    mode: str = "lanes"  # or "schedule" (open loop at recorded session start times)
+    time_scale: float = 1.0  # schedule mode: recorded start times are divided by this
+    warmup_seconds: float = 0.0  # schedule mode: the schedule's first seconds count as warmup
 
 
 PREPARE_S = 0.5  # render bodies of requests due within this many wall seconds
@@ -105,7 +108,8 @@ class Run:
         self.plan = ReplayPlan(graphs, PlanConfig(
             concurrency=settings.concurrency, duration=settings.duration, seed=settings.seed, run_id=self.run_id,
             warmup=settings.warmup, warmup_requests_per_lane=settings.warmup_requests_per_lane,
-            idle_cap=settings.idle_cap, system_idle_cap=settings.system_idle_cap))
+            idle_cap=settings.idle_cap, system_idle_cap=settings.system_idle_cap, mode=settings.mode,
+            time_scale=settings.time_scale, warmup_seconds=settings.warmup_seconds))
         self.prompts = PromptBuilder(ContentConfig(settings.seed, settings.token_range, settings.token_scale))
         decoder = load_decoder(settings.tokenizer) if settings.wire == "chat" else None
         self.bodies = BodyBuilder(settings.model, settings.wire, decoder)
@@ -261,7 +265,8 @@ class Run:
         if d.key in self.prepared:
             prepared = self.prepared.pop(d.key)
             self.prepared_bytes -= len(prepared[0])
-            return prepared
+            if d.phase == "profile" or prepared[2] == 1:  # (prepared as profiling, sent as warmup: redo)
+                return prepared
         session, req = d.session, d.request
         node = d.graph.nodes[d.node]
         tail_key = key64("tail", self.run_id, d.tree, d.node)

@@ -44,6 +44,9 @@ class PlanConfig:
     warmup_requests_per_lane: int = 10
     idle_cap: float = 300.0
     system_idle_cap: float = 10.0
+    mode: str = "lanes"  # or "schedule": every session starts at its recorded start / time_scale
+    time_scale: float = 1.0  # schedule mode
+    warmup_seconds: float = 0.0  # schedule mode: this prefix of the schedule is recorded as warmup
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,9 @@ class ReplayPlan:
     # ----------------------------------------------------------------- public
 
     def start(self, now: float) -> None:
+        if self.cfg.mode == "schedule":
+            self._start_schedule(now)
+            return
         for lane in range(self.cfg.concurrency):
             tree = self._new_tree(lane)
             if self.cfg.warmup:
@@ -135,13 +141,31 @@ class ReplayPlan:
         else:
             self._begin_profile(now)
 
+    def _start_schedule(self, now: float) -> None:
+        """Open loop: a tree per session, its recorded t = 0 at its recorded start / time_scale;
+        no lanes refill. What starts in the first `warmup_seconds` is recorded as warmup."""
+        self.phase = PROFILE
+        self.profile_start = now + self.cfg.warmup_seconds
+        first = min(g.session.start for g in self.graphs)
+        self.lanes = []
+        for i, graph in enumerate(self.graphs):
+            tree = Tree(self._uid, i, 0, graph, key64("marker", self.cfg.run_id, i, 0, graph.session.id))
+            tree.origin = now + (graph.session.start - first) / self.cfg.time_scale
+            tree.started_in_profile = tree.origin >= self.profile_start
+            self._uid += 1
+            self.trees[tree.uid] = tree
+            self.lanes.append(tree)
+            self._init_tree(tree)
+
     @property
     def profile_end(self) -> float:
         return self.profile_start + self.cfg.duration
 
     def due(self, now: float) -> list[Dispatch]:
         """Requests to send at `now` (each exactly once)."""
-        if self.phase == PROFILE:
+        if self.phase == PROFILE and self.cfg.mode == "schedule" and self.profile_start > now:
+            self._pop_due(now)  # the schedule's warmup prefix
+        elif self.phase == PROFILE:
             if now >= self.profile_end:
                 self.phase = DONE
             else:
@@ -268,8 +292,9 @@ class ReplayPlan:
         tree.open_nodes = n
         skipped = [node.request.t < tree.t_star for node in g.nodes] if tree.t_star > 0 else [False] * n
         for e in g.roots:
-            tree.rel[e.dst] = max(tree.rel[e.dst], e.delay - tree.t_star)
-            if tree.origin is not None:
+            if tree.origin is None:  # an initial lane's tree: placed relative to the profile start
+                tree.rel[e.dst] = max(tree.rel[e.dst], e.delay - tree.t_star)
+            else:
                 tree.abs[e.dst] = max(tree.abs[e.dst], tree.origin + e.delay)
             tree.remaining[e.dst] -= 1
         self._primers_of(tree, skipped)
@@ -329,6 +354,8 @@ class ReplayPlan:
 
     def _drained(self, tree: Tree, now: float) -> None:
         self.finished_trees.append(tree)
+        if self.cfg.mode == "schedule":
+            return
         new = self._new_tree(tree.lane)
         new.origin = now + self.shift
         new.started_in_profile = True
@@ -387,4 +414,5 @@ class ReplayPlan:
             entry = heapq.heappop(self.heap)
             if self._live(entry):
                 tree = self.trees[entry[1]]
-                self._dispatch(tree, entry[2], "profile", entry[0] - self.shift)
+                planned = entry[0] - self.shift
+                self._dispatch(tree, entry[2], "profile" if planned >= self.profile_start else "warmup", planned)

@@ -122,3 +122,16 @@ def test_sigkill_mid_profile_then_report(sim, tmp_path):
     assert result["requests"]["profiled"] == sum(1 for r in lines if r["phase"] == "profile") >= 15
     assert not result["validity"]["valid"] and "did not finish" in result["validity"]["reasons"][0]
     assert "TTFT ms" in res.stdout
+
+
+def test_schedule_mode_on_a_timestamped_corpus(sim, tmp_path):
+    from tests.conftest import MOONCAKE
+
+    sessions = load_sessions([MOONCAKE], None)[:40]
+    result = bench(settings(sim, tmp_path / "sched", mode="schedule", time_scale=1.0, warmup_seconds=2.0,
+                            duration=20, warmup=False), sessions)
+    records = read_records(tmp_path / "sched")
+    assert {r.phase for r in records} == {"warmup", "profile"}
+    assert all(r.error is None and r.isl == r.isl_planned for r in records)
+    assert len({r.tree for r in records}) == len({r.session for r in records})  # a tree per session
+    assert result["requests"]["profiled"] == sum(r.phase == "profile" for r in records)

@@ -141,3 +141,21 @@ def test_lanes_refill_with_new_trees_inside_the_window(graphs):
     assert whole
     for t in whole:
         assert t.open_nodes == 0 and t.first_start >= plan.profile_start
+
+
+def test_schedule_mode_starts_sessions_at_recorded_times():
+    from tests.conftest import MOONCAKE
+
+    graphs = [build_graph(s) for s in load_sessions([MOONCAKE], None)[:60]]
+    cfg = PlanConfig(concurrency=1, duration=100_000, mode="schedule", time_scale=2.0, warmup_seconds=5.0)
+    plan, log, ends = drive(graphs, cfg)
+    first = min(g.session.start for g in graphs)
+    starts = {}
+    for t, d in log:
+        starts.setdefault(d.tree, (t, d))
+    assert len(starts) == len(graphs)  # one tree per session, no refill
+    for t, d in starts.values():  # each session's first request at its recorded start / time scale
+        want = (d.graph.session.start - first) / 2.0 + d.graph.nodes[d.node].request.t
+        assert t == pytest.approx(want, abs=1e-6)
+    assert all((d.phase == "warmup") == (t < 5.0) for t, d in log)
+    assert any(d.phase == "warmup" for _, d in log) and any(d.phase == "profile" for _, d in log)
