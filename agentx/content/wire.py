@@ -20,10 +20,8 @@ def load_decoder(path: str | None):
         from agentx.engine.tokenizer import Tokenizer
 
         return Tokenizer(1 << 31).decode
-    try:
-        from tokenizers import Tokenizer as HFTokenizer
-    except ImportError:
-        raise AgentxError("--tokenizer needs the `tokenizers` package (pip install tokenizers)") from None
+    from tokenizers import Tokenizer as HFTokenizer
+
     try:
         tok = HFTokenizer.from_file(path)
     except Exception as e:  # the library raises plain Exceptions for bad files

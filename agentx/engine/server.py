@@ -277,9 +277,9 @@ class SimServer:
 
     def _finish(self, request, seq: Sequence, arrival: float, first: float | None, fault) -> None:
         end = time.time()
-        reason = seq.finish_reason or "abort"
-        if reason == "abort" and not seq.finish_reason:
+        if not seq.finish_reason:  # left by an unexpected exit: free its blocks
             self.core.abort(seq)
+        reason = seq.finish_reason
         self.stats.success[reason] = self.stats.success.get(reason, 0) + 1
         if first is not None:
             self.stats.ttft.observe(first - arrival)

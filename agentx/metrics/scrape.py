@@ -44,7 +44,7 @@ class Scraper:
         try:
             async with session.get(self.url) as r:
                 text = await r.text()
-            samples = await asyncio.get_running_loop().run_in_executor(None, parse_samples, text)
+            samples = parse_samples(text)
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
             self.errors += 1
             return

@@ -78,16 +78,12 @@ def read_records(folder: Path) -> list[Record]:
     return out
 
 
-def write_parquet(records: list[Record], folder: Path) -> Path | None:
-    """records.parquet beside the JSONL (skipped when pyarrow is missing)."""
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        return None
-    rows = [msgspec.structs.asdict(r) for r in records]
-    fields = [f for f in Record.__struct_fields__]
-    table = pa.table({f: [row[f] for row in rows] for f in fields})
+def write_parquet(records: list[Record], folder: Path) -> Path:
+    """records.parquet beside the JSONL."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({f: [getattr(r, f) for r in records] for f in Record.__struct_fields__})
     path = folder / "records.parquet"
     pq.write_table(table, path)
     return path
