@@ -247,8 +247,8 @@ def _print_sweep(results: list[tuple[int, dict]]) -> None:
     from rich.table import Table
 
     t = Table(title="sweep", title_justify="left", show_edge=False)
-    for col in ("concurrency", "req ok", "total tok/s", "output tok/s", "TTFT p50 ms", "TTFT p90 ms",
-                "interactivity p50", "E2E-norm. p90", "server hit", "valid"):
+    for col in ("lanes", "ok", "total tok/s", "output tok/s", "TTFT p50 ms", "TTFT p90 ms",
+                "interact. p50", "E2E-norm. p90", "server hit", "valid"):
         t.add_column(col, justify="right")
     for n, r in results:
         rm, sm = r["request_metrics"], r["server_metrics"]
