@@ -17,6 +17,8 @@ trace_app = typer.Typer(no_args_is_help=True, help="Inspect, generate and conver
 app.add_typer(trace_app, name="trace")
 sim_app = typer.Typer(no_args_is_help=True, help="The simulated inference engine.")
 app.add_typer(sim_app, name="sim")
+capture_app = typer.Typer(no_args_is_help=True, help="Record agent traffic and export it as anonymized traces.")
+app.add_typer(capture_app, name="capture")
 
 console = Console()
 console.width = max(console.width, 112)  # tables of figures read badly when folded
@@ -161,6 +163,58 @@ def sim_serve_cmd(
                          stall_s=fault_stall_s, seed=seed)
     serve(ServeConfig(engine=engine, host=host, port=port, speed=speed, served_model_name=served_model_name,
                       faults=faults, truth_log=str(truth_log) if truth_log else None))
+
+
+@capture_app.command("proxy")
+def capture_proxy_cmd(
+    upstream: str = typer.Option(..., "--upstream", help="The real API: http(s)://host[:port][/prefix]."),
+    listen: str = typer.Option("127.0.0.1:8080", "--listen", help="HOST:PORT to listen on (port 0: any free)."),
+    store: Path = typer.Option(Path("capture.db"), "--store", help="The SQLite recording store."),
+    session_header: list[str] = typer.Option([], "--session-header", help="Header with the session id (repeat; "
+                                             "replaces the defaults Claude Code and Codex send)."),
+    agent_header: list[str] = typer.Option([], "--agent-header", help="Header with the subagent id (repeat)."),
+    request_header: list[str] = typer.Option([], "--request-header", help="Header with the request id (repeat)."),
+    deny_header: list[str] = typer.Option([], "--deny-header", help="Also drop headers matching this pattern."),
+    deny_field: list[str] = typer.Option([], "--deny-field", help="Also drop JSON body fields matching this."),
+):
+    """Record agent traffic: a transparent proxy for the Anthropic Messages and OpenAI APIs."""
+    from agentx.capture.privacy import DENY_FIELDS, DENY_HEADERS, Privacy
+    from agentx.capture.proxy import Identity, ProxyConfig, run_proxy
+
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit():
+        raise AgentxError(f"--listen: want HOST:PORT, got {listen!r}")
+    defaults = Identity()
+    identity = Identity(tuple(session_header) or defaults.session_headers,
+                        tuple(agent_header) or defaults.agent_headers,
+                        tuple(request_header) or defaults.request_headers)
+    privacy = Privacy(DENY_HEADERS + tuple(deny_header), DENY_FIELDS + tuple(deny_field))
+    run_proxy(ProxyConfig(upstream=upstream, store=str(store), host=host, port=int(port), identity=identity,
+                          privacy=privacy))
+
+
+@capture_app.command("export")
+def capture_export_cmd(
+    store: Path = typer.Option(..., "--store", help="The SQLite recording store."),
+    tokenizer: Path = typer.Option(..., "--tokenizer", help="A local tokenizer.json (Hugging Face tokenizers)."),
+    out: Path = typer.Option(..., "--out", help="Folder for traces/ (WEKA files) and export_report.json."),
+    block_size: int = typer.Option(64, "--block-size", help="Tokens per hash block."),
+    scope: str = typer.Option("local", "--scope", help="Hash ids per session (local) or across the export (global)."),
+    classifier_max_tokens: int = typer.Option(64, "--classifier-max-tokens",
+                                              help="Drop requests without tools and max_tokens <= this."),
+    max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
+):
+    """Anonymize recordings into WEKA traces: content becomes chained 64-token block hashes."""
+    from agentx.capture.export import ExportConfig, export, report_lines
+
+    report = export(ExportConfig(store=str(store), tokenizer=str(tokenizer), out=str(out), block_size=block_size,
+                                 scope=scope, classifier_max_tokens=classifier_max_tokens,
+                                 max_context=_max_context(max_context)))
+    for line in report_lines(report):
+        console.print(line, highlight=False)
+    console.print(f"wrote {len(report.files)} trace files to {out / 'traces'} and the report to "
+                  f"{out / 'export_report.json'}; replay them with: agentx bench --traces {out / 'traces'}",
+                  highlight=False, soft_wrap=True)
 
 
 @sim_app.command("presets")

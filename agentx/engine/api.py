@@ -37,9 +37,29 @@ class ChatRequest(_Common, kw_only=True):
     messages: Annotated[list[ChatMessage], msgspec.Meta(min_length=1)]
     max_completion_tokens: PositiveInt | None = None
     tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
 
 
-_decoders = {cls: msgspec.json.Decoder(cls) for cls in (CompletionRequest, ChatRequest)}
+class AnthropicMessage(msgspec.Struct, kw_only=True):
+    role: str
+    content: str | list[dict[str, Any]]
+
+
+class MessagesRequest(msgspec.Struct, kw_only=True):
+    """Anthropic Messages API; `min_tokens` and `ignore_eos` are the sim's extensions."""
+
+    model: str | None = None
+    max_tokens: PositiveInt
+    messages: Annotated[list[AnthropicMessage], msgspec.Meta(min_length=1)]
+    system: str | list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: dict[str, Any] | None = None
+    stream: bool = False
+    min_tokens: NonNegativeInt = 0
+    ignore_eos: bool = False
+
+
+_decoders = {cls: msgspec.json.Decoder(cls) for cls in (CompletionRequest, ChatRequest, MessagesRequest)}
 encode = msgspec.json.encode
 
 
@@ -56,6 +76,14 @@ class BadRequest(Exception):
 
 def error_body(message: str, kind: str, code: int, param: str | None = None) -> bytes:
     return encode({"error": {"message": message, "type": kind, "param": param, "code": code}})
+
+
+ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 404: "not_found_error", 500: "api_error"}
+
+
+def anthropic_error_body(message: str, code: int) -> bytes:
+    kind = ANTHROPIC_ERROR_TYPES.get(code, "api_error")
+    return encode({"type": "error", "error": {"type": kind, "message": message}})
 
 
 def parse(cls, body: bytes):
@@ -76,55 +104,162 @@ def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dic
     }
 
 
-class ResponseShape:
-    """Bodies and SSE frames of one response; `chat` picks the chat.completion formats."""
+def forced_tool(tools: list[dict] | None, choice) -> str | None:
+    """The tool the request forces (OpenAI or Anthropic `tool_choice`), else None."""
+    if not tools or not choice:
+        return None
+    if isinstance(choice, str):
+        choice = {"type": choice}
+    kind = choice.get("type")
+    if kind == "function":  # OpenAI {"type": "function", "function": {"name": ...}}
+        return (choice.get("function") or {}).get("name")
+    if kind == "tool":  # Anthropic {"type": "tool", "name": ...}
+        return choice.get("name")
+    if kind in ("any", "required"):
+        first = tools[0]
+        return first.get("name") or (first.get("function") or {}).get("name")
+    return None
 
-    def __init__(self, rid: str, model: str, created: int, chat: bool):
-        self.rid, self.model, self.created, self.chat = rid, model, created, chat
+
+# A forced tool call's arguments are {"text": "<the answer's words>"}, streamed as fragments.
+ARGS_OPEN, ARGS_CLOSE = '{"text": "', '"}'
+
+
+def _frame(obj) -> bytes:
+    return b"data: " + encode(obj) + b"\n\n"
+
+
+class OpenAIShape:
+    """Bodies and SSE frames of one completions or chat.completions response.
+
+    Every token frame is prefix + JSON string + suffix, built once per response. With a forced
+    `tool`, chat answers are one tool call whose arguments are streamed token by token.
+    """
+
+    def __init__(self, rid: str, model: str, created: int, chat: bool, tool: str | None = None):
+        self.rid, self.chat, self.tool = rid, chat, tool if chat else None
         head = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
                 "created": created, "model": model}
-        # every token frame is prefix + JSON string + suffix, built once per response
+        self._head = head
         encoded = encode(head)[:-1]
-        if chat:
+        if self.tool:
+            self._prefix = b"data: " + encoded + b',"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":'
+            self._suffix = b'}}]},"logprobs":null,"finish_reason":null}]}\n\n'
+        elif chat:
             self._prefix = b"data: " + encoded + b',"choices":[{"index":0,"delta":{"content":'
             self._suffix = b'},"logprobs":null,"finish_reason":null}]}\n\n'
         else:
             self._prefix = b"data: " + encoded + b',"choices":[{"index":0,"text":'
             self._suffix = b',"logprobs":null,"finish_reason":null}]}\n\n'
-        self._head = head
+
+    usage = staticmethod(usage)
+
+    def _reason(self, reason: str) -> str:
+        return "tool_calls" if self.tool and reason == "stop" else reason
+
+    def _call(self, arguments: str) -> dict:
+        return {"id": f"call_{self._head['id']}", "type": "function",
+                "function": {"name": self.tool, "arguments": arguments}}
 
     def token_frame(self, json_text: bytes) -> bytes:
         """The frame of one token whose text is already JSON-encoded."""
         return self._prefix + json_text + self._suffix
 
-    def first_frame(self) -> bytes:
+    def open(self, prompt_tokens: int, cached: int) -> bytes:
         """Chat streams open with the assistant role, as OpenAI's and vLLM's do."""
         if not self.chat:
             return b""
-        choice = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
-        return self._frame({**self._head, "choices": [choice]})
+        delta = {"role": "assistant", "content": ""}
+        if self.tool:
+            delta = {"role": "assistant", "content": None, "tool_calls": [{"index": 0, **self._call(ARGS_OPEN)}]}
+        return _frame({**self._head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}]})
 
-    def finish_frame(self, reason: str) -> bytes:
-        choice = {"index": 0, "logprobs": None, "finish_reason": reason}
+    def close(self, reason: str, u: dict, include_usage: bool) -> bytes:
+        frames = []
+        if self.tool:
+            frames.append(self.token_frame(encode(ARGS_CLOSE)))
+        choice = {"index": 0, "logprobs": None, "finish_reason": self._reason(reason)}
         choice.update({"delta": {}} if self.chat else {"text": ""})
-        return self._frame({**self._head, "choices": [choice]})
-
-    def usage_frame(self, u: dict) -> bytes:
-        return self._frame({**self._head, "choices": [], "usage": u})
-
-    @staticmethod
-    def _frame(obj) -> bytes:
-        return b"data: " + encode(obj) + b"\n\n"
+        frames.append(_frame({**self._head, "choices": [choice]}))
+        if include_usage:
+            frames.append(_frame({**self._head, "choices": [], "usage": u}))
+        frames.append(DONE)
+        return b"".join(frames)
 
     def full_body(self, text: str, reason: str, u: dict) -> bytes:
         if self.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text},
-                      "logprobs": None, "finish_reason": reason}
+            message = {"role": "assistant", "content": text}
+            if self.tool:
+                message = {"role": "assistant", "content": None, "tool_calls": [self._call(ARGS_OPEN + text + ARGS_CLOSE)]}
+            choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": self._reason(reason)}
             obj = "chat.completion"
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason}
             obj = "text_completion"
         return encode({**self._head, "object": obj, "choices": [choice], "usage": u})
+
+
+def _event(name: str, obj) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + encode(obj) + b"\n\n"
+
+
+class AnthropicShape:
+    """Bodies and SSE events of one Anthropic Messages response (text, or one forced tool call)."""
+
+    def __init__(self, rid: str, model: str, tool: str | None = None):
+        self.rid, self.model, self.tool = rid, model, tool
+        if tool:
+            self._prefix = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":'
+        else:
+            self._prefix = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":'
+        self._suffix = b"}}\n\n"
+
+    def _reason(self, reason: str) -> str:
+        if reason == "length":
+            return "max_tokens"
+        return "tool_use" if self.tool else "end_turn"
+
+    def _block(self, text: str) -> dict:
+        if self.tool:
+            return {"type": "tool_use", "id": f"toolu_{self.rid}", "name": self.tool,
+                    "input": msgspec.json.decode(text) if text else {}}
+        return {"type": "text", "text": text}
+
+    @staticmethod
+    def usage(prompt_tokens: int, completion_tokens: int, cached: int) -> dict:
+        return {"input_tokens": prompt_tokens - cached, "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": cached, "output_tokens": completion_tokens}
+
+    def token_frame(self, json_text: bytes) -> bytes:
+        return self._prefix + json_text + self._suffix
+
+    def open(self, prompt_tokens: int, cached: int) -> bytes:
+        message = {"id": self.rid, "type": "message", "role": "assistant", "model": self.model, "content": [],
+                   "stop_reason": None, "stop_sequence": None, "usage": self.usage(prompt_tokens, 1, cached)}
+        block = self._block("")
+        frames = [_event("message_start", {"type": "message_start", "message": message}),
+                  _event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block})]
+        if self.tool:
+            frames.append(self.token_frame(encode(ARGS_OPEN)))
+        return b"".join(frames)
+
+    def close(self, reason: str, u: dict, include_usage: bool) -> bytes:
+        frames = [self.token_frame(encode(ARGS_CLOSE))] if self.tool else []
+        frames += [
+            _event("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            _event("message_delta", {"type": "message_delta",
+                                     "delta": {"stop_reason": self._reason(reason), "stop_sequence": None},
+                                     "usage": {"output_tokens": u["output_tokens"]}}),
+            _event("message_stop", {"type": "message_stop"}),
+        ]
+        return b"".join(frames)
+
+    def full_body(self, text: str, reason: str, u: dict) -> bytes:
+        if self.tool:
+            text = ARGS_OPEN + text + ARGS_CLOSE
+        return encode({"id": self.rid, "type": "message", "role": "assistant", "model": self.model,
+                       "content": [self._block(text)], "stop_reason": self._reason(reason),
+                       "stop_sequence": None, "usage": u})
 
 
 DONE = b"data: [DONE]\n\n"

@@ -1,4 +1,4 @@
-"""Start `agentx sim serve` in a process of its own on a free loopback port, and stop it."""
+"""Start an agentx server (the simulated engine, the capture proxy) in a process of its own, and stop it."""
 
 from __future__ import annotations
 
@@ -18,11 +18,17 @@ _LISTENING = re.compile(r"listening on (http://\S+)")
 @contextmanager
 def sim_server(*args: str, startup_s: float = 60.0):
     """Yield the base URL of a simulated engine started with `args` (flags of `sim serve`)."""
+    with agentx_server("sim", "serve", "--host", "127.0.0.1", "--port", "0", *args, startup_s=startup_s) as url:
+        yield url
+
+
+@contextmanager
+def agentx_server(*args: str, startup_s: float = 60.0):
+    """Run `agentx ARGS` (a server that prints "listening on URL") and yield the URL; stop it after."""
     log = tempfile.TemporaryFile(mode="w+")
-    cmd = [sys.executable, "-m", "agentx.cli", "sim", "serve", "--host", "127.0.0.1", "--port", "0", *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "agentx.cli", *args], stdout=subprocess.PIPE, stderr=log, text=True)
     try:
-        yield _wait_listening(proc, log, startup_s)
+        yield _wait_listening(proc, log, startup_s, args[0])
     finally:
         stop_process(proc)
         proc.stdout.close()
@@ -39,7 +45,7 @@ def stop_process(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
         proc.wait()
 
 
-def _wait_listening(proc: subprocess.Popen, log, startup_s: float) -> str:
+def _wait_listening(proc: subprocess.Popen, log, startup_s: float, what: str) -> str:
     deadline = time.monotonic() + startup_s
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ)
@@ -51,4 +57,4 @@ def _wait_listening(proc: subprocess.Popen, log, startup_s: float) -> str:
                 if not line and proc.poll() is not None:
                     break
     log.seek(0)
-    raise AgentxError(f"the simulated engine did not start: {log.read().strip() or 'no output'}")
+    raise AgentxError(f"agentx {what} did not start: {log.read().strip() or 'no output'}")

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from agentx.engine import api
-from agentx.engine.api import DONE, BadRequest, ChatRequest, CompletionRequest, ResponseShape
+from agentx.engine.api import (AnthropicShape, BadRequest, ChatRequest, CompletionRequest, MessagesRequest,
+                               OpenAIShape, forced_tool)
 from agentx.engine.config import EngineConfig
 from agentx.engine.core import EngineCore, Sequence
 from agentx.engine.faults import FaultConfig
@@ -121,6 +122,7 @@ class SimServer:
         app.on_cleanup.append(self._stop_engine)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
+        app.router.add_post("/v1/messages", self.messages)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics)
@@ -141,29 +143,39 @@ class SimServer:
         return web.json_response({"object": "list", "data": [card]})
 
     async def completions(self, request):
-        return await self._serve(request, chat=False)
+        return await self._serve(request, "completion")
 
     async def chat_completions(self, request):
-        return await self._serve(request, chat=True)
+        return await self._serve(request, "chat")
 
-    async def _serve(self, request: web.Request, chat: bool):
+    async def messages(self, request):
+        return await self._serve(request, "messages")
+
+    async def _serve(self, request: web.Request, style: str):
+        """Serve one request; `style` is completion, chat (OpenAI) or messages (Anthropic)."""
         arrival = time.time()
+        anthropic = style == "messages"
         try:
-            req, prompt, max_tokens = self._prompt(await request.read(), chat)
+            req, prompt, max_tokens, tool = self._prompt(await request.read(), style)
         except BadRequest as e:
             self._count_error("bad_request")
-            return web.Response(status=e.status, body=e.body(), content_type=JSON)
+            body = api.anthropic_error_body(str(e), e.status) if anthropic else e.body()
+            return web.Response(status=e.status, body=body, content_type=JSON)
         fault = self.cfg.faults.fault_for(self.accepted)
         self.accepted += 1
-        rid = f"{'chatcmpl' if chat else 'cmpl'}-{next(self.ids)}"
+        rid = f"{ {'completion': 'cmpl', 'chat': 'chatcmpl', 'messages': 'msg'}[style]}-{next(self.ids)}"
         if fault in ("http500", "overflow"):
-            return self._fault_response(request, rid, fault, prompt, arrival)
+            return self._fault_response(request, rid, fault, prompt, arrival, anthropic)
         seq = self.core.new_sequence(rid, prompt, max_tokens, req.min_tokens, req.ignore_eos)
         seq.waiter = asyncio.Event()
         self.core.add(seq, self.modeled_now())
         self._wake.set()
-        shape = ResponseShape(rid, self.model_name, int(arrival), chat)
-        include_usage = bool(req.stream_options and req.stream_options.include_usage)
+        if anthropic:
+            shape = AnthropicShape(rid, self.model_name, tool)
+            include_usage = True
+        else:
+            shape = OpenAIShape(rid, self.model_name, int(arrival), style == "chat", tool)
+            include_usage = bool(req.stream_options and req.stream_options.include_usage)
         timing = {"first": None}
         try:
             if req.stream:
@@ -178,12 +190,20 @@ class SimServer:
         finally:
             self._finish(request, seq, arrival, timing["first"], fault)
 
-    def _prompt(self, body: bytes, chat: bool):
-        if chat:
+    def _prompt(self, body: bytes, style: str):
+        tool = None
+        if style == "chat":
             req = api.parse(ChatRequest, body)
             messages = [{"role": m.role, "content": m.content, "tool_calls": m.tool_calls} for m in req.messages]
             prompt = self.tokenizer.encode(render_chat(messages, req.tools))
             max_tokens = req.max_completion_tokens or req.max_tokens
+            tool = forced_tool(req.tools, req.tool_choice)
+        elif style == "messages":
+            req = api.parse(MessagesRequest, body)
+            messages = [{"role": m.role, "content": m.content} for m in req.messages]
+            prompt = self.tokenizer.encode(render_chat(messages, req.tools, req.system))
+            max_tokens = req.max_tokens
+            tool = forced_tool(req.tools, req.tool_choice)
         else:
             req = api.parse(CompletionRequest, body)
             if isinstance(req.prompt, str):
@@ -202,23 +222,24 @@ class SimServer:
             raise BadRequest("The prompt is empty.", param="prompt")
         problem = self.core.context_error(len(prompt), max_tokens or 1)
         if problem:
-            raise BadRequest(problem, param="messages" if chat else "prompt")
-        return req, prompt, max_tokens
+            raise BadRequest(problem, param="prompt" if style == "completion" else "messages")
+        return req, prompt, max_tokens, tool
 
-    def _fault_response(self, request, rid: str, fault: str, prompt: list[int], arrival: float):
+    def _fault_response(self, request, rid: str, fault: str, prompt: list[int], arrival: float, anthropic: bool):
         self._count_error(fault)
         self._log(request, rid, arrival, None, len(prompt), 0, 0, fault)
         if fault == "http500":
-            body = api.error_body("simulated internal server error", "InternalServerError", 500)
-            return web.Response(status=500, body=body, content_type=JSON)
-        message = self.core.context_error(len(prompt), self.core.max_model_len - len(prompt) + 1)
-        return web.Response(status=400, body=api.error_body(message, "BadRequestError", 400, "prompt"),
-                            content_type=JSON)
+            message, status, kind = "simulated internal server error", 500, "InternalServerError"
+        else:
+            message = self.core.context_error(len(prompt), self.core.max_model_len - len(prompt) + 1)
+            status, kind = 400, "BadRequestError"
+        body = api.anthropic_error_body(message, status) if anthropic else api.error_body(message, kind, status)
+        return web.Response(status=status, body=body, content_type=JSON)
 
-    async def _stream(self, request, seq: Sequence, shape: ResponseShape, include_usage: bool, fault, timing):
+    async def _stream(self, request, seq: Sequence, shape, include_usage: bool, fault, timing):
         resp = web.StreamResponse(headers=SSE_HEADERS)
         await resp.prepare(request)
-        head, sent, json_word = shape.first_frame(), 0, self.tokenizer.json_word
+        head, sent, json_word = None, 0, self.tokenizer.json_word
         disconnect_at = max(1, seq.stop_len // 2) if seq.stop_len > 1 else 0
         while True:
             await seq.waiter.wait()
@@ -232,6 +253,8 @@ class SimServer:
                 new = new[: disconnect_at - sent]
             if timing["first"] is None:
                 timing["first"] = time.time()
+            if head is None:
+                head = shape.open(len(seq.prompt), max(seq.cached_tokens, 0))
             frames = [head] + [shape.token_frame(json_word(t)) for t in new]
             head = b""
             if fault == "malformed" and sent == 0:
@@ -239,10 +262,8 @@ class SimServer:
             sent += len(new)
             done = seq.finish_reason is not None and upto == len(seq.output) and not cut
             if done:
-                frames.append(shape.finish_frame(seq.finish_reason))
-                if include_usage:
-                    frames.append(shape.usage_frame(api.usage(len(seq.prompt), len(seq.output), seq.cached_tokens)))
-                frames.append(DONE)
+                u = shape.usage(len(seq.prompt), len(seq.output), seq.cached_tokens)
+                frames.append(shape.close(seq.finish_reason, u, include_usage))
             await resp.write(b"".join(frames))
             if done:
                 return resp
@@ -253,7 +274,7 @@ class SimServer:
             if fault == "stall" and sent == len(new):  # right after the first token(s)
                 await asyncio.sleep(self.cfg.faults.stall_s)
 
-    async def _complete(self, request, seq: Sequence, shape: ResponseShape, fault, timing):
+    async def _complete(self, request, seq: Sequence, shape, fault, timing):
         while not (seq.finish_reason and seq.delivered == len(seq.output)):
             await seq.waiter.wait()
             seq.waiter.clear()
@@ -265,7 +286,7 @@ class SimServer:
             request.transport.close()
             return web.Response(status=499)
         text = self.tokenizer.decode(seq.output)
-        body = shape.full_body(text, seq.finish_reason, api.usage(len(seq.prompt), len(seq.output), seq.cached_tokens))
+        body = shape.full_body(text, seq.finish_reason, shape.usage(len(seq.prompt), len(seq.output), seq.cached_tokens))
         if fault == "malformed":
             body = body[: len(body) // 2]
         return web.Response(body=body, content_type=JSON)

@@ -79,17 +79,28 @@ class Tokenizer:
 
 
 def message_text(content) -> str:
-    """The text of a chat message's content: a string, or the text parts of a list."""
+    """The text of a message's content: a string, or its parts (text as is, others as JSON)."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return "".join(_part_text(part) for part in content if isinstance(part, dict))
 
 
-def render_chat(messages: list[dict], tools: list | None = None) -> str:
-    """A ChatML rendering of a conversation, ending with the assistant's turn opening."""
+def _part_text(part: dict) -> str:
+    if part.get("type", "text") == "text":
+        return part.get("text", "")
+    return json.dumps(part, sort_keys=True)
+
+
+def render_chat(messages: list[dict], tools: list | None = None, system=None) -> str:
+    """A ChatML rendering of a conversation, ending with the assistant's turn opening.
+
+    `system` is the Anthropic-style top-level system prompt (a string or text blocks).
+    """
     parts = []
+    if system:
+        messages = [{"role": "system", "content": system}, *messages]
     if tools:
         parts.append("<|im_start|>system\n# Tools\n" + json.dumps(tools, sort_keys=True) + "<|im_end|>\n")
     for m in messages:

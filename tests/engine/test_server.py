@@ -5,6 +5,7 @@ import json
 import time
 
 import aiohttp
+import anthropic
 import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -95,6 +96,48 @@ def test_openai_client_in_every_mode(url):
     chat = c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "q"}],
                                      max_completion_tokens=6, extra_body={"ignore_eos": True})
     assert chat.usage.completion_tokens == 6 and chat.choices[0].message.role == "assistant"
+
+
+def test_anthropic_messages_api(url):
+    """/v1/messages through the official anthropic package: bodies, events, usage, tools, errors."""
+    c = anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0)
+    system = [{"type": "text", "text": "You are terse. " * 200, "cache_control": {"type": "ephemeral"}}]
+    messages = [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]
+    m = c.messages.create(model=MODEL, max_tokens=6, system=system, messages=messages, extra_body={"ignore_eos": True})
+    assert m.type == "message" and m.role == "assistant" and m.stop_reason == "max_tokens"
+    assert len(m.content[0].text.split()) == 6 and m.usage.output_tokens == 6
+    assert m.usage.cache_read_input_tokens == 0 and m.usage.input_tokens > 400
+    with c.messages.stream(model=MODEL, max_tokens=6, system=system, messages=messages,
+                           extra_body={"ignore_eos": True}) as s:
+        kinds = [event.type for event in s]
+        final = s.get_final_message()
+    assert kinds[:2] == ["message_start", "content_block_start"] and kinds[-2:] == ["message_delta", "message_stop"]
+    assert kinds.count("text") == 6 and final.usage.output_tokens == 6
+    # the repeat hits the prompt's full blocks: Anthropic counts them apart from input_tokens
+    total = m.usage.input_tokens
+    assert final.usage.cache_read_input_tokens == total // 16 * 16 - (16 if total % 16 == 0 else 0)
+    assert final.usage.input_tokens + final.usage.cache_read_input_tokens == total
+    tools = [{"name": "Read", "description": "read a file", "input_schema": {"type": "object"}}]
+    with c.messages.stream(model=MODEL, max_tokens=5, messages=messages, tools=tools,
+                           tool_choice={"type": "tool", "name": "Read"}) as s:
+        call = s.get_final_message()
+    block = call.content[0]
+    assert block.type == "tool_use" and block.name == "Read" and isinstance(block.input["text"], str)
+    assert call.stop_reason in ("tool_use", "max_tokens")
+    with pytest.raises(anthropic.NotFoundError) as e:
+        c.messages.create(model="nope", max_tokens=5, messages=messages)
+    assert e.value.body["type"] == "error" and e.value.body["error"]["type"] == "not_found_error"
+    status, body = post(url, "/v1/messages", {"messages": messages})  # max_tokens is required
+    assert status == 400 and body["error"]["type"] == "invalid_request_error" and "max_tokens" in body["error"]["message"]
+
+
+def test_openai_forced_tool_call(url):
+    tools = [{"type": "function", "function": {"name": "Bash", "parameters": {"type": "object"}}}]
+    r = client(url).chat.completions.create(model=MODEL, max_tokens=4, messages=[{"role": "user", "content": "q"}],
+                                            tools=tools, tool_choice="required", extra_body={"ignore_eos": True})
+    call = r.choices[0].message.tool_calls[0]
+    assert call.function.name == "Bash" and len(json.loads(call.function.arguments)["text"].split()) == 4
+    assert r.choices[0].finish_reason == "length" and r.choices[0].message.content is None
 
 
 def test_repeated_and_shared_prompts_hit_exactly_the_shared_blocks(url):

@@ -1,0 +1,1 @@
+"""Capture: a recording proxy for agent traffic and an anonymizer to WEKA traces."""

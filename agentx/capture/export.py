@@ -1,0 +1,269 @@
+"""`agentx capture export`: raw recordings -> anonymized WEKA traces (SPEC §7).
+
+Per request: the canonical prompt text (`canonical.py`) is tokenized with the given tokenizer
+(incrementally per stream, `incremental.py`), cut into blocks, and every full block becomes
+`H(salt, previous hash, position, block tokens)` (keyed BLAKE2b with a fresh secret salt that is
+never written). Hashes become small integers, per session (`local`) or across the export
+(`global`), counted from a random per-export base so that two exports of the same recordings
+share no ids. Nothing else of the content leaves: token counts, timing, types and stop reasons.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from agentx.capture.answers import Answer
+from agentx.capture.canonical import Prompt, prompt_of
+from agentx.capture.incremental import IncrementalTokenizer, load_tokenizer
+from agentx.capture.store import Row, read_rows
+from agentx.errors import AgentxError
+from agentx.traces.model import Request, Session, Stream, ids_array, make_session
+from agentx.traces.variants import limit_corpus
+from agentx.traces.weka import write_weka
+
+DROP_REASONS = ("failed", "duplicate", "classifier", "over_max_input", "over_max_context")
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    store: str
+    tokenizer: str
+    out: str
+    block_size: int = 64
+    scope: str = "local"  # hash ids per session (local) or one id space (global)
+    classifier_max_tokens: int = 64  # a request with max_tokens <= this and no tools is a classifier call
+    max_input_tokens: int = 990_000
+    max_context: int | None = None  # the 256k variant: drop requests with in + out over this
+
+    def __post_init__(self):
+        if self.scope not in ("local", "global"):
+            raise AgentxError(f"--scope: want local or global, got {self.scope!r}")
+        if self.block_size < 1:
+            raise AgentxError(f"--block-size: want >= 1, got {self.block_size}")
+
+
+@dataclass
+class ExportReport:
+    recorded: int = 0
+    exported: int = 0
+    sessions: int = 0
+    subagents: int = 0
+    dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DROP_REASONS, 0))
+    files: list[str] = field(default_factory=list)
+    tokenized_share: float = 1.0  # characters tokenized / characters of all prompts (incremental gain)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+
+@dataclass
+class _Item:
+    """One kept request on its way to the trace."""
+
+    row: Row
+    body: dict
+    prompt: Prompt
+    answer: Answer
+    stream: str = ""
+    tokens: np.ndarray | None = None
+    hashes: list[bytes] = field(default_factory=list)
+
+
+class _Hasher:
+    """Chained block hashes, reusing the previous prompt's hashes of each stream."""
+
+    def __init__(self, block_size: int):
+        self.block, self.salt = block_size, secrets.token_bytes(32)
+        self._last: dict[str, tuple[np.ndarray, list[bytes]]] = {}
+
+    def hashes(self, stream: str, tokens: np.ndarray) -> list[bytes]:
+        n_blocks = len(tokens) // self.block
+        prev_tokens, prev_hashes = self._last.get(stream, (tokens[:0], []))
+        m = min(len(prev_tokens), n_blocks * self.block)
+        differ = np.flatnonzero(prev_tokens[:m] != tokens[:m])
+        same_blocks = (int(differ[0]) if len(differ) else m) // self.block
+        out = prev_hashes[:same_blocks]
+        prev = out[-1] if out else b""
+        for i in range(same_blocks, n_blocks):
+            h = hashlib.blake2b(key=self.salt, digest_size=16)
+            h.update(prev)
+            h.update(i.to_bytes(8, "little"))
+            h.update(tokens[i * self.block:(i + 1) * self.block].astype("<u4").tobytes())
+            prev = h.digest()
+            out.append(prev)
+        self._last[stream] = (tokens, out)
+        return out
+
+
+def _load(rows: list[Row], report: ExportReport, cfg: ExportConfig) -> list[_Item]:
+    """Parse the rows and apply the clean-up filters (each drop counted by reason)."""
+    last_of_body = {}
+    for row in rows:
+        last_of_body[(row.session_id, hashlib.sha256(row.request_body).digest())] = row.id
+    items = []
+    for row in rows:
+        if last_of_body[(row.session_id, hashlib.sha256(row.request_body).digest())] != row.id:
+            report.dropped["duplicate"] += 1  # the same body sent again later: a retry
+            continue
+        answer = Answer.from_json(row.response) if row.response else None
+        if row.status != 200 or row.error or answer is None or not answer.complete:
+            report.dropped["failed"] += 1
+            continue
+        try:
+            body = json.loads(row.request_body)
+        except ValueError:
+            report.dropped["failed"] += 1
+            continue
+        limit = body.get("max_tokens") or body.get("max_completion_tokens")
+        if not body.get("tools") and limit is not None and limit <= cfg.classifier_max_tokens:
+            report.dropped["classifier"] += 1
+            continue
+        items.append(_Item(row, body, prompt_of(row.api, body), answer))
+    return items
+
+
+def _osl(item: _Item, tok: IncrementalTokenizer) -> int:
+    if item.answer.output_tokens is not None:
+        return item.answer.output_tokens
+    text = item.answer.thinking + item.answer.text + "".join(c["arguments"] for c in item.answer.tool_calls)
+    return len(tok.full(text)) if text else 0
+
+
+def _streams(items: list[_Item]) -> dict[str, list[_Item]]:
+    """Requests of one session by stream: the agent id where the agent sends one, else the
+    conversation (system prompt and first message)."""
+    streams: dict[str, list[_Item]] = defaultdict(list)
+    for item in items:
+        key = f"agent:{item.row.agent_id}" if item.row.agent_id else "conv:" + item.prompt.conversation
+        item.stream = key
+        streams[key].append(item)
+    return streams
+
+
+class _Exporter:
+    def __init__(self, cfg: ExportConfig):
+        self.cfg = cfg
+        self.tok = IncrementalTokenizer(load_tokenizer(cfg.tokenizer))
+        self.hasher = _Hasher(cfg.block_size)
+        self.base = secrets.randbelow(1 << 24) + 1
+        self.global_ids: dict[bytes, int] = {}
+        self._counts: dict[str, int] = {}
+
+    def count(self, text: str) -> int:
+        """Tokens of a tools or system text (the same few texts recur: cached)."""
+        n = self._counts.get(text)
+        if n is None:
+            n = self._counts[text] = len(self.tok.full(text)) if text not in ("", "[]", '""') else 0
+        return n
+
+    def tokenize(self, item: _Item) -> None:
+        p = item.prompt
+        if p.token_ids is not None:
+            item.tokens = np.asarray(p.token_ids, dtype=np.uint32)
+        else:
+            item.tokens = self.tok.encode(item.stream, p.canonical())
+        item.hashes = self.hasher.hashes(item.stream, item.tokens)
+
+    def session(self, number: int, items: list[_Item], report: ExportReport) -> Session | None:
+        for item in items:
+            self.tokenize(item)
+        kept = [i for i in items if len(i.tokens) <= self.cfg.max_input_tokens]
+        report.dropped["over_max_input"] += len(items) - len(kept)
+        if not kept:
+            return None
+        ids = self.global_ids if self.cfg.scope == "global" else {}
+        t0 = min(i.row.start for i in kept)
+        streams = _streams(kept)
+        main_key = max((k for k in streams if not k.startswith("agent:")),
+                       key=lambda k: sum(len(i.tokens) for i in streams[k]), default=None)
+        main_system = streams[main_key][0].prompt.system if main_key else None
+        top, subagents = [], []
+        for key, chain in streams.items():
+            requests = self._requests(chain, ids, t0)
+            is_sub = key.startswith("agent:") or (key != main_key and chain[0].prompt.system != main_system
+                                                   and any(i.body.get("tools") for i in chain))
+            if is_sub:
+                subagents.append(self._subagent(chain, requests, len(subagents) + 1))
+            else:
+                top.extend(requests)
+        first = streams[main_key][0] if main_key else kept[0]
+        return make_session(
+            top, subagents, id=f"session_{number:04d}", block_size=self.cfg.block_size,
+            hash_id_scope=self.cfg.scope, models=tuple(sorted({r.model for r in top} or {""})),
+            tool_tokens=self.count(first.prompt.tools), system_tokens=self.count(first.prompt.system))
+
+    def _requests(self, chain: list[_Item], ids: dict[bytes, int], t0: float) -> list[Request]:
+        out, prev_end = [], None
+        for item in chain:
+            row, answer = item.row, item.answer
+            hash_ids = ids_array([ids.setdefault(h, self.base + len(ids)) for h in item.hashes])
+            t = row.start - t0
+            api_time = max(0.0, row.end - row.start)
+            out.append(Request(
+                t=round(t, 6), model=item.body.get("model") or answer.model or "", isl=len(item.tokens),
+                osl=_osl(item, self.tok), hash_ids=hash_ids, type="s" if row.stream else "n",
+                ttft=round(row.first_token - row.start, 6) if row.stream and row.first_token else None,
+                think_time=round(max(0.0, t - prev_end), 6) if prev_end is not None else 0.0,
+                api_time=round(api_time, 6), stop=answer.stop, input_types=item.prompt.input_types,
+                output_types=tuple(answer.output_types)))
+            prev_end = t + api_time
+        return out
+
+    def _subagent(self, chain: list[_Item], requests: list[Request], number: int) -> Stream:
+        spawn = requests[0].t
+        end = max(r.end for r in requests)
+        return Stream(
+            kind="subagent", requests=tuple(requests), spawn=spawn, agent_id=f"agent_{number:03d}",
+            status="completed", duration_ms=round((end - spawn) * 1000, 3),
+            total_tokens=sum(r.isl + r.osl for r in requests),
+            tool_use_count=sum(len(i.answer.tool_calls) for i in chain),
+            models=tuple(sorted({r.model for r in requests})),
+            tool_tokens=self.count(chain[0].prompt.tools), system_tokens=self.count(chain[0].prompt.system))
+
+
+def export(cfg: ExportConfig) -> ExportReport:
+    """Write one WEKA file per recorded session to `OUT/traces/`, and `OUT/export_report.json`."""
+    report = ExportReport()
+    rows = list(read_rows(cfg.store))
+    report.recorded = len(rows)
+    items = _load(rows, report, cfg)
+    by_session: dict[str, list[_Item]] = defaultdict(list)
+    for item in items:
+        by_session[item.row.session_id or "conv:" + item.prompt.conversation].append(item)
+    exporter = _Exporter(cfg)
+    sessions = []
+    for number, session_items in enumerate(by_session.values(), 1):
+        session = exporter.session(number, session_items, report)
+        if session is not None:
+            sessions.append(session)
+    before = sum(s.n_requests for s in sessions)
+    sessions = limit_corpus(sessions, cfg.max_context)
+    report.exported = sum(s.n_requests for s in sessions)
+    report.dropped["over_max_context"] = before - report.exported
+    report.sessions = len(sessions)
+    report.subagents = sum(1 for s in sessions for st in s.walk() if st.kind in ("subagent", "background"))
+    if exporter.tok.chars_total:
+        report.tokenized_share = round(exporter.tok.chars_tokenized / exporter.tok.chars_total, 4)
+    out = Path(cfg.out)
+    (out / "traces").mkdir(parents=True, exist_ok=True)
+    for session in sessions:
+        path = out / "traces" / f"{session.id}.json"
+        write_weka([session], path)
+        report.files.append(f"traces/{path.name}")
+    (out / "export_report.json").write_text(report.to_json() + "\n")
+    return report
+
+
+def report_lines(report: ExportReport) -> list[str]:
+    lines = [f"recorded requests        {report.recorded:,}", f"exported requests        {report.exported:,}"]
+    lines += [f"  dropped {reason:<16}{n:,}" for reason, n in report.dropped.items()]
+    lines += [f"sessions                 {report.sessions:,}", f"subagents                {report.subagents:,}",
+              f"tokenized                {report.tokenized_share:.1%} of the prompt text (the rest reused)"]
+    return lines
