@@ -25,7 +25,7 @@ from agentx.capture.incremental import IncrementalTokenizer, load_tokenizer
 from agentx.capture.store import Row, read_rows
 from agentx.errors import AgentxError
 from agentx.traces.model import Request, Session, Stream, ids_array, make_session
-from agentx.traces.variants import limit_corpus
+from agentx.traces.variants import limit_context
 from agentx.traces.weka import write_weka
 
 DROP_REASONS = ("failed", "duplicate", "classifier", "over_max_input", "over_max_context")
@@ -83,6 +83,9 @@ class _Hasher:
         self.block, self.salt = block_size, secrets.token_bytes(32)
         self._last: dict[str, tuple[np.ndarray, list[bytes]]] = {}
 
+    def forget(self) -> None:
+        self._last.clear()
+
     def hashes(self, stream: str, tokens: np.ndarray) -> list[bytes]:
         n_blocks = len(tokens) // self.block
         prev_tokens, prev_hashes = self._last.get(stream, (tokens[:0], []))
@@ -102,30 +105,49 @@ class _Hasher:
         return out
 
 
-def _load(rows: list[Row], report: ExportReport, cfg: ExportConfig) -> list[_Item]:
-    """Parse the rows and apply the clean-up filters (each drop counted by reason)."""
-    last_of_body = {}
-    for row in rows:
-        last_of_body[(row.session_id, hashlib.sha256(row.request_body).digest())] = row.id
-    items = []
-    for row in rows:
-        if last_of_body[(row.session_id, hashlib.sha256(row.request_body).digest())] != row.id:
+def _select(cfg: ExportConfig, report: ExportReport) -> dict[str, list[int]]:
+    """First pass over the store, one row at a time: apply the clean-up filters (each drop
+    counted) and group the kept row ids by session."""
+    seen = []  # (row id, session id, body digest, kept session key or None)
+    last_of_body: dict[tuple, int] = {}
+    for row in read_rows(cfg.store):
+        digest = hashlib.sha256(row.request_body).digest()
+        last_of_body[(row.session_id, digest)] = row.id
+        seen.append((row.id, row.session_id, digest, _session_key(row, cfg, report)))
+    report.recorded = len(seen)
+    sessions: dict[str, list[int]] = defaultdict(list)
+    for rid, session_id, digest, key in seen:
+        if last_of_body[(session_id, digest)] != rid:
             report.dropped["duplicate"] += 1  # the same body sent again later: a retry
-            continue
-        answer = Answer.from_json(row.response) if row.response else None
-        if row.status != 200 or row.error or answer is None or not answer.complete:
-            report.dropped["failed"] += 1
-            continue
-        try:
-            body = json.loads(row.request_body)
-        except ValueError:
-            report.dropped["failed"] += 1
-            continue
-        limit = body.get("max_tokens") or body.get("max_completion_tokens")
-        if not body.get("tools") and limit is not None and limit <= cfg.classifier_max_tokens:
-            report.dropped["classifier"] += 1
-            continue
-        items.append(_Item(row, body, prompt_of(row.api, body), answer))
+        elif isinstance(key, str):
+            sessions[key].append(rid)
+        else:
+            report.dropped[key[0]] += 1
+    return sessions
+
+
+def _session_key(row: Row, cfg: ExportConfig, report: ExportReport) -> str | tuple[str]:
+    """The session a row belongs to, or (the reason it is dropped,)."""
+    answer = Answer.from_json(row.response) if row.response else None
+    if row.status != 200 or row.error or answer is None or not answer.complete:
+        return ("failed",)
+    try:
+        body = json.loads(row.request_body)
+    except ValueError:
+        return ("failed",)
+    limit = body.get("max_tokens") or body.get("max_completion_tokens")
+    if not body.get("tools") and limit is not None and limit <= cfg.classifier_max_tokens:
+        return ("classifier",)
+    if row.session_id:
+        return "id:" + row.session_id
+    return "conv:" + hashlib.sha256(prompt_of(row.api, body).conversation.encode()).hexdigest()
+
+
+def _items(cfg: ExportConfig, ids: list[int]) -> list[_Item]:
+    items = []
+    for row in read_rows(cfg.store, ids):
+        body = json.loads(row.request_body)
+        items.append(_Item(row, body, prompt_of(row.api, body), Answer.from_json(row.response)))
     return items
 
 
@@ -174,6 +196,8 @@ class _Exporter:
     def session(self, number: int, items: list[_Item], report: ExportReport) -> Session | None:
         for item in items:
             self.tokenize(item)
+        self.tok.forget()  # streams do not cross sessions: hold one session's state at a time
+        self.hasher.forget()
         kept = [i for i in items if len(i.tokens) <= self.cfg.max_input_tokens]
         report.dropped["over_max_input"] += len(items) - len(kept)
         if not kept:
@@ -229,34 +253,30 @@ class _Exporter:
 
 
 def export(cfg: ExportConfig) -> ExportReport:
-    """Write one WEKA file per recorded session to `OUT/traces/`, and `OUT/export_report.json`."""
+    """Write one WEKA file per recorded session to `OUT/traces/`, and `OUT/export_report.json`.
+
+    Memory holds one session's rows at a time (a second pass reads them back by id)."""
     report = ExportReport()
-    rows = list(read_rows(cfg.store))
-    report.recorded = len(rows)
-    items = _load(rows, report, cfg)
-    by_session: dict[str, list[_Item]] = defaultdict(list)
-    for item in items:
-        by_session[item.row.session_id or "conv:" + item.prompt.conversation].append(item)
-    exporter = _Exporter(cfg)
-    sessions = []
-    for number, session_items in enumerate(by_session.values(), 1):
-        session = exporter.session(number, session_items, report)
-        if session is not None:
-            sessions.append(session)
-    before = sum(s.n_requests for s in sessions)
-    sessions = limit_corpus(sessions, cfg.max_context)
-    report.exported = sum(s.n_requests for s in sessions)
-    report.dropped["over_max_context"] = before - report.exported
-    report.sessions = len(sessions)
-    report.subagents = sum(1 for s in sessions for st in s.walk() if st.kind in ("subagent", "background"))
-    if exporter.tok.chars_total:
-        report.tokenized_share = round(exporter.tok.chars_tokenized / exporter.tok.chars_total, 4)
     out = Path(cfg.out)
     (out / "traces").mkdir(parents=True, exist_ok=True)
-    for session in sessions:
+    exporter = _Exporter(cfg)
+    for number, ids in enumerate(_select(cfg, report).values(), 1):
+        session = exporter.session(number, _items(cfg, ids), report)
+        if session is None:
+            continue
+        n = session.n_requests
+        session = limit_context(session, cfg.max_context) if cfg.max_context else session
+        report.dropped["over_max_context"] += n - (session.n_requests if session else 0)
+        if session is None:
+            continue
         path = out / "traces" / f"{session.id}.json"
         write_weka([session], path)
         report.files.append(f"traces/{path.name}")
+        report.exported += session.n_requests
+        report.sessions += 1
+        report.subagents += sum(1 for s in session.walk() if s.kind in ("subagent", "background"))
+    if exporter.tok.chars_total:
+        report.tokenized_share = round(exporter.tok.chars_tokenized / exporter.tok.chars_total, 4)
     (out / "export_report.json").write_text(report.to_json() + "\n")
     return report
 

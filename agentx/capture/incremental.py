@@ -67,6 +67,10 @@ class IncrementalTokenizer:
         self.chars_tokenized += len(text)
         return _Tokens(text, np.asarray(enc.ids, dtype=np.uint32), offsets[:, 0], offsets[:, 1])
 
+    def forget(self) -> None:
+        """Drop every stream's last prompt."""
+        self._last.clear()
+
     def full(self, text: str) -> np.ndarray:
         return self._encode(text).ids
 

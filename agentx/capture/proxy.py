@@ -163,25 +163,27 @@ class CaptureProxy:
                 size += len(chunk)
                 await resp.write(chunk)
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, asyncio.TimeoutError) as e:
-            # a write to a client that left raises ConnectionResetError, which is not an aiohttp error
+            # a write to a client that left raises ClientConnectionResetError, a ConnectionResetError too
             error = "client_disconnected" if isinstance(e, ConnectionResetError) else "upstream_disconnected"
         except ConnectionResetError:
             error = "client_disconnected"
-        except asyncio.CancelledError:
-            error = "client_disconnected"
-        end = time.time()
-        if row:
-            encoding = upstream.headers.get("Content-Encoding")
-            streamed = upstream.headers.get("Content-Type", "").startswith("text/event-stream")
-            await self._finish(row, api, {"first_byte": first_byte, "end": end, "status": upstream.status,
-                                          "error": error}, parts, times, streamed, encoding,
-                               dict(upstream.headers))
+        except asyncio.CancelledError:  # the server is shutting down: record, then go
+            await asyncio.shield(self._record(row, api, upstream, first_byte, "client_disconnected", parts, times))
+            raise
+        await self._record(row, api, upstream, first_byte, error, parts, times)
         if error:  # cut the client's stream as upstream cut ours (or the client already left)
             if request.transport:
                 request.transport.close()
             return resp
         await resp.write_eof()
         return resp
+
+    async def _record(self, row, api, upstream, first_byte, error, parts, times) -> None:
+        if row:
+            encoding = upstream.headers.get("Content-Encoding")
+            streamed = upstream.headers.get("Content-Type", "").startswith("text/event-stream")
+            fields = {"first_byte": first_byte, "end": time.time(), "status": upstream.status, "error": error}
+            await self._finish(row, api, fields, parts, times, streamed, encoding, dict(upstream.headers))
 
     async def _finish(self, row, api, fields, parts=(), times=(), streamed=False, encoding=None, headers=None):
         """Complete the row; a store failure is reported, never passed to the agent."""

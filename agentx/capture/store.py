@@ -117,13 +117,22 @@ class StoreWriter:
         self._db.close()
 
 
-def read_rows(path: str | Path) -> Iterator[Row]:
-    """Every recorded request, in arrival order."""
+def read_rows(path: str | Path, ids: list[int] | None = None) -> Iterator[Row]:
+    """Recorded requests in arrival order: all of them, or those with the given row ids."""
     if not Path(path).is_file():
         raise AgentxError(f"{path}: no such capture store")
     db = connect(path)
+    select = f"SELECT {', '.join(COLUMNS)} FROM requests"
     try:
-        for values in db.execute(f"SELECT {', '.join(COLUMNS)} FROM requests ORDER BY start, id"):
+        if ids is None:
+            rows = db.execute(select + " ORDER BY start, id")
+        else:
+            rows = []
+            for i in range(0, len(ids), 500):
+                chunk = ids[i:i + 500]
+                rows += db.execute(f"{select} WHERE id IN ({', '.join('?' * len(chunk))})", chunk).fetchall()
+            rows.sort(key=lambda values: (values[6], values[0]))
+        for values in rows:
             values = list(values)
             values[12] = bool(values[12])
             yield Row(*values)
