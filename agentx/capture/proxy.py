@@ -15,7 +15,6 @@ import gzip
 import hashlib
 import json
 import re
-import signal
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from agentx.capture.answers import reassemble
 from agentx.capture.privacy import Privacy
 from agentx.capture.store import StoreWriter
 from agentx.errors import AgentxError
+from agentx.serving import serve_app
 
 # Claude Code sends X-Claude-Code-Session-Id, Codex `session_id` / `conversation_id`.
 SESSION_HEADERS = ("x-claude-code-session-id", "session_id", "session-id", "conversation_id", "x-session-id",
@@ -219,25 +219,8 @@ class CaptureProxy:
         return out
 
 
-async def _run(proxy: CaptureProxy) -> None:
-    cfg = proxy.cfg
-    runner = web.AppRunner(proxy.app(), access_log=None, handle_signals=False)
-    await runner.setup()
-    site = web.TCPSite(runner, cfg.host, cfg.port)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    print(f"agentx capture: listening on http://{cfg.host}:{port} -> {proxy.upstream}, recording to {cfg.store}",
-          flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    await runner.cleanup()
-
-
 def run_proxy(cfg: ProxyConfig) -> None:
     """Serve until SIGINT or SIGTERM."""
-    import uvloop
-
-    uvloop.run(_run(CaptureProxy(cfg)))
+    proxy = CaptureProxy(cfg)
+    serve_app(proxy.app(), cfg.host, cfg.port, lambda port: f"agentx capture: listening on http://{cfg.host}:{port} "
+              f"-> {proxy.upstream}, recording to {cfg.store}")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from agentx.engine.faults import FaultConfig
 from agentx.engine.metrics import ServerStats, exposition
 from agentx.engine.tokenizer import Tokenizer, render_chat
 from agentx.errors import AgentxError
+from agentx.serving import serve_app
 
 JSON = "application/json"
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -324,22 +324,6 @@ class SimServer:
         self.truth.write(json.dumps(record) + "\n")
 
 
-async def _run(server: SimServer) -> None:
-    cfg = server.cfg
-    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
-    await runner.setup()
-    site = web.TCPSite(runner, cfg.host, cfg.port)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    print(f"agentx sim: listening on http://{cfg.host}:{port} (model {server.model_name!r})", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    await runner.cleanup()
-
-
 def serve(cfg: ServeConfig) -> None:
     """Run the server until SIGINT or SIGTERM."""
     server = SimServer(cfg)
@@ -351,10 +335,6 @@ def serve(cfg: ServeConfig) -> None:
     if cfg.faults.rate:
         print(f"agentx sim: injecting faults {','.join(cfg.faults.kinds)} at rate {cfg.faults.rate:g} "
               f"(seed {cfg.faults.seed})", flush=True)
-    try:
-        import uvloop
-
-        uvloop.run(_run(server))
-    except ImportError:
-        asyncio.run(_run(server))
+    serve_app(server.app(), cfg.host, cfg.port,
+              lambda port: f"agentx sim: listening on http://{cfg.host}:{port} (model {server.model_name!r})")
     sys.stdout.flush()

@@ -10,7 +10,7 @@ def _f(value, scale: float = 1.0, fmt: str = "{:,.1f}") -> str:
 
 
 def result_table(result: dict, title: str) -> Table:
-    rm, req = result["request_metrics"], result["requests"]
+    rm = result["request_metrics"]
     table = Table(title=title, title_justify="left", show_edge=False)
     table.add_column("metric")
     for col in ("p50", "p90", "p99", "mean"):

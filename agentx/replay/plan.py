@@ -27,7 +27,7 @@ import random
 from dataclasses import dataclass, field
 
 from agentx.content.tokens import key64
-from agentx.traces.graph import START, SessionGraph
+from agentx.traces.graph import SessionGraph
 
 WARMUP1, WARMUP2, PROFILE, DONE = "warmup1", "warmup2", "profile", "done"
 # node states

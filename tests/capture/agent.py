@@ -71,8 +71,7 @@ class _Agent:
         task = self.secret_text("task", 40)
         await self.title(task)
         await self.missing_model(task)
-        messages = [self.user(task)]
-        tools = list(TOOLS)
+        messages, tools, call = [self.user(task)], list(TOOLS), None
         for turn, tool in enumerate(["ReadFileTool", "RunShellTool", "SpawnAgentTool", "ReadFileTool", None, None]):
             if turn == 3:  # join: the two subagents' results come back as the spawn call's result
                 results = await asyncio.gather(self.subagent("sub-a"), self.subagent("sub-b"))
@@ -92,7 +91,7 @@ class _Agent:
     async def subagent(self, name: str) -> str:
         system = self.secret_text(f"{self.style}-sub-system", 120)
         messages = [self.user(self.secret_text(f"{name}-task", 30))]
-        tools = ["ReadFileTool", "RunShellTool"]
+        tools, call = ["ReadFileTool", "RunShellTool"], None
         for turn, tool in enumerate(["ReadFileTool", "RunShellTool", None]):
             if turn:
                 messages.append(self.tool_result(call, self.secret_text(f"{name}-output", 600)))

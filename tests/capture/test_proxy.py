@@ -3,8 +3,10 @@
 import asyncio
 import hashlib
 import json
+import signal
 
 import aiohttp
+import psutil
 
 from agentx.capture.answers import Answer
 from agentx.capture.store import read_rows
@@ -133,3 +135,32 @@ def test_client_that_leaves_mid_stream_is_recorded(model, tmp_path):
         asyncio.run(leave(url))
     (row,) = read_rows(store)
     assert row.error == "client_disconnected" and row.end is not None
+
+
+def test_sigkill_loses_nothing_already_answered(model, tmp_path):
+    store = tmp_path / "killed.db"
+
+    async def answered_then_in_flight(url):
+        async with aiohttp.ClientSession() as http:
+            for i in range(5):
+                _, body = _body(i, model)
+                async with http.post(url + "/v1/chat/completions", json=body, headers={"X-Request-Id": f"a{i}"}) as r:
+                    await r.read()
+            _, body = _body(9, model)
+            body["max_tokens"] = 5000
+            resp = await http.post(url + "/v1/chat/completions", json=body, headers={"X-Request-Id": "flying"})
+            await resp.content.readany()
+            proxy_process(url).send_signal(signal.SIGKILL)
+            await asyncio.sleep(0.5)
+
+    with sim_server("--speed", "5") as slow, proxy(slow, store) as url:
+        asyncio.run(answered_then_in_flight(url))
+    rows = {r.request_id: r for r in read_rows(store)}
+    assert all(rows[f"a{i}"].status == 200 and Answer.from_json(rows[f"a{i}"].response).complete for i in range(5))
+    assert rows["flying"].status is None and rows["flying"].end is None  # begun, never answered
+
+
+def proxy_process(url: str) -> psutil.Process:
+    port = int(url.rsplit(":", 1)[1])
+    return next(p for p in psutil.Process().children() if "capture" in p.cmdline() and
+                any(c.laddr.port == port for c in p.net_connections(kind="tcp") if c.status == "LISTEN"))

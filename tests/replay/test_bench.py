@@ -10,7 +10,7 @@ import time
 import pytest
 
 from agentx.engine.launch import sim_server
-from agentx.replay.driver import BenchSettings, bench, report
+from agentx.replay.driver import BenchSettings, bench
 from agentx.replay.records import read_records
 from agentx.replay.scenarios import scenario_sessions
 from agentx.traces.load import load_sessions
