@@ -13,6 +13,7 @@ Lanes share nothing but the plan's phase barriers, so they can be sharded across
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from collections import deque
 import math
@@ -156,6 +157,10 @@ class Run:
 
     async def execute(self, on_tick=None) -> None:
         """Run the plan; `on_tick(snapshot)` is called twice a second when given."""
+        # The traces, graphs and plan live for the whole run: keep them out of the cyclic
+        # collector's sight, or every full collection walks them.
+        gc.collect()
+        gc.freeze()
         loop = asyncio.get_running_loop()
         t0, scale = time.perf_counter(), self.s.clock_scale
         self.t0 = t0
@@ -186,7 +191,9 @@ class Run:
                     rec = self._failed(d, clock, f"{type(e).__name__}: {e}")
                 writer.write(rec)
                 self._count(rec)
-                self.plan.ended(d.key, rec.end)
+                # the agent can act once the response is complete (its last bytes may come after
+                # the last token): that, not the record's `end`, starts the end-to-start delays
+                self.plan.ended(d.key, max(rec.end, clock()))
                 self._write_trees(trees)
                 if self.plan.phase != DONE:
                     launch(clock())  # what this completion made due goes out now, not a loop hop later
