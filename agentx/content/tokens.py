@@ -98,20 +98,26 @@ class PromptBuilder:
         raw = mix64(keys[:, None] ^ cols[None, :])
         return (raw % self.span + self.lo).ravel()
 
-    def prompt(self, session: Session, request: Request, request_key: int, marker: int) -> np.ndarray:
+    def prompt(self, session: Session, request: Request, request_key: int, marker: int, start: int = 0,
+               end: int | None = None) -> np.ndarray:
         """Token ids (int64) of the request: hash blocks, then an unshared tail, with the tree's
-        marker over the leading tokens; exactly `isl()` long."""
+        marker over the leading tokens; exactly `isl()` long. With `start` / `end`, only the
+        tokens of those positions (the blocks outside them are not generated)."""
         isl, width = self.isl(session, request), self.block_tokens(session)
-        ids = request.hash_ids.astype(np.uint64)
-        blocks = self._tokens(mix64(ids ^ self._scope_key(session)), width)[:isl]
-        tail = isl - len(blocks)
-        if tail > 0:
+        end = isl if end is None else min(end, isl)
+        n_ids = len(request.hash_ids)
+        first, last = min(start // width, n_ids), min(-(-end // width), n_ids)
+        ids = request.hash_ids[first:last].astype(np.uint64)
+        out = self._tokens(mix64(ids ^ self._scope_key(session)), width)[: max(0, end - first * width)]
+        tail = isl - n_ids * width
+        if tail > 0 and end > n_ids * width:
             tail_keys = np.uint64(request_key) + np.arange(-(-tail // width), dtype=np.uint64)
-            blocks = np.concatenate([blocks, self._tokens(mix64(tail_keys), width)[:tail]])
-        out = blocks.astype(np.int64)
-        m = min(MARKER_TOKENS, isl)
-        out[:m] = self._tokens(mix64(np.array([marker], dtype=np.uint64)), MARKER_TOKENS)[:m]
-        return out
+            out = np.concatenate([out, self._tokens(mix64(tail_keys), width)[: end - n_ids * width]])
+        out = out.astype(np.int64)
+        if first == 0:
+            m = min(MARKER_TOKENS, len(out))
+            out[:m] = self._tokens(mix64(np.array([marker], dtype=np.uint64)), MARKER_TOKENS)[:m]
+        return out[start - first * width:]
 
     def prompt_text(self, session: Session, request: Request, request_key: int, marker: int,
                     stream_key=None) -> tuple[memoryview, int]:

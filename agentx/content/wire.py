@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Callable
 
 import msgspec
 import numpy as np
@@ -77,8 +79,61 @@ class BodyBuilder:
         comma-terminated fixed-width ids), in one copy."""
         return b"".join((self._start(max_tokens), b',"prompt":[', prompt_text[:-1], b"]}"))
 
-    def chat_body(self, prompt: np.ndarray, max_tokens: int, segments: list[Segment] | None = None) -> bytes:
-        start = self._start(max_tokens)
-        segments = segments or [Segment("user", 0, len(prompt))]
-        messages = [{"role": s.role, "content": self.decoder(prompt[s.start:s.end].tolist())} for s in segments]
-        return start + b',"messages":' + msgspec.json.encode(messages) + b"}"
+    def chat_body(self, segments: list[Segment], texts: list[str], max_tokens: int) -> bytes:
+        messages = [{"role": s.role, "content": text} for s, text in zip(segments, texts)]
+        return self._start(max_tokens) + b',"messages":' + msgspec.json.encode(messages) + b"}"
+
+
+class ChatText:
+    """Chat message text, block by block: the text of each full hash block (64 tokens in the
+    trace) is decoded once and cached (least recently used blocks go past the byte budget), so
+    a turn that resends its history decodes only the blocks it has not rendered before, plus
+    the pieces of blocks that segment boundaries cut (at most one block at each end). A message
+    is the concatenation of its blocks' texts (SPEC §2)."""
+
+    def __init__(self, prompts, decoder, budget_bytes: int = 256 << 20):
+        self.prompts, self.decoder, self.budget = prompts, decoder, budget_bytes
+        self._texts: OrderedDict = OrderedDict()  # (scope, hash id, marker) -> text
+        self.size = 0
+        self.decoded_tokens = 0
+
+    def _decode(self, tokens: np.ndarray) -> str:
+        self.decoded_tokens += len(tokens)
+        return self.decoder(tokens.tolist())
+
+    def _block(self, key, tokens_of: Callable[[], np.ndarray]) -> str:
+        text = self._texts.get(key)
+        if text is None:
+            text = self._texts[key] = self._decode(tokens_of())
+            self.size += len(text)
+            while self.size > self.budget and len(self._texts) > 1:
+                self.size -= len(self._texts.popitem(last=False)[1])
+        else:
+            self._texts.move_to_end(key)
+        return text
+
+    def messages(self, session, request, request_key: int, marker: int, segments: list[Segment]) -> list[str]:
+        """The text of each segment of the request's prompt."""
+        p = self.prompts
+        width, isl, ids = p.block_tokens(session), p.isl(session, request), request.hash_ids
+        scope = session.id if session.hash_id_scope == "local" else ""
+
+        def tokens(a: int, b: int) -> np.ndarray:
+            return p.prompt(session, request, request_key, marker, a, b)
+
+        out = []
+        for seg in segments:
+            parts, pos = [], seg.start
+            while pos < seg.end:
+                i = pos // width
+                block_end = (i + 1) * width
+                if pos == i * width and block_end <= min(seg.end, isl) and i < len(ids):
+                    key = (scope, int(ids[i]), marker if i == 0 else 0)  # block 0 carries the marker
+                    parts.append(self._block(key, lambda a=pos, b=block_end: tokens(a, b)))
+                    pos = block_end
+                else:  # a piece of a block (a segment boundary) or the request's own tail
+                    stop = min(seg.end, block_end if i < len(ids) else seg.end)
+                    parts.append(self._decode(tokens(pos, stop)))
+                    pos = stop
+            out.append("".join(parts))
+        return out

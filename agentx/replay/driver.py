@@ -30,7 +30,7 @@ from pathlib import Path
 import aiohttp
 
 from agentx.content.tokens import DEFAULT_TOKEN_RANGE, ContentConfig, PromptBuilder, key64
-from agentx.content.wire import BodyBuilder, chat_segments, load_decoder
+from agentx.content.wire import BodyBuilder, ChatText, chat_segments, load_decoder
 from agentx.errors import AgentxError
 from agentx.metrics.scrape import Scraper, read_series
 from agentx.metrics.summary import summarize
@@ -114,6 +114,7 @@ class Run:
         self.prompts = PromptBuilder(ContentConfig(settings.seed, settings.token_range, settings.token_scale))
         decoder = load_decoder(settings.tokenizer) if settings.wire == "chat" else None
         self.bodies = BodyBuilder(settings.model, settings.wire, decoder)
+        self.chat_text = ChatText(self.prompts, decoder) if decoder else None
         self.seen: dict[int, set] = {}
         self.trees_written = 0
         self.done = {"warmup": 0, "profile": 0, "errors": 0}
@@ -282,12 +283,13 @@ class Run:
             text, isl = self.prompts.prompt_text(session, req, tail_key, d.marker, (d.tree, node.stream))
             body = self.bodies.tokens_body(text, osl)
         else:
-            prompt = self.prompts.prompt(session, req, tail_key, d.marker)
-            isl = len(prompt)
+            isl = self.prompts.isl(session, req)
             system = round(((session.system_tokens or 0) + (session.tool_tokens or 0)) / self.s.token_scale)
             stream = d.graph.streams[node.stream]
             history = [(self.prompts.isl(session, r), self.prompts.osl(r)) for r in stream.requests[: node.position]]
-            body = self.bodies.chat_body(prompt, osl, chat_segments(isl, system, history))
+            segments = chat_segments(isl, system, history)
+            texts = self.chat_text.messages(session, req, tail_key, d.marker, segments)
+            body = self.bodies.chat_body(segments, texts, osl)
         return body, isl, osl
 
     async def _request(self, client: Client, d: Dispatch, clock) -> Record:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from agentx.content.tokens import MARKER_TOKENS, ContentConfig, PromptBuilder, json_array, parse_token_range
-from agentx.content.wire import chat_segments
+from agentx.content.wire import BodyBuilder, ChatText, chat_segments, load_decoder
 from agentx.errors import AgentxError
 from agentx.traces.load import load_sessions
 from tests.conftest import WEKA
@@ -78,3 +78,38 @@ def test_chat_segments_follow_the_streams_turns():
         ("system", 0, 100), ("user", 100, 300), ("assistant", 300, 350), ("user", 350, 600),
         ("assistant", 600, 680), ("user", 680, 1000)]
     assert [g.role for g in chat_segments(50, 0, [])] == ["user"]
+
+
+def test_prompt_from_a_position_is_the_prompts_tail(sessions):
+    b = PromptBuilder(ContentConfig(seed=2, token_scale=4))
+    s = sessions[1]
+    for r in list(s.main.requests)[:20]:
+        full = b.prompt(s, r, 5, 6)
+        for start in (0, 1, 3, 15, 16, 17, len(full) // 2, len(full) - 1, len(full)):
+            assert np.array_equal(b.prompt(s, r, 5, 6, start), full[start:])
+
+
+def test_chat_text_decodes_each_block_once(sessions):
+    """Chat mode renders a message from cached block texts: with the sim's tokenizer (one word
+    per token) that equals decoding the whole segment, turn after turn, while only blocks not
+    seen before (and the pieces segment boundaries cut) are decoded."""
+    b = PromptBuilder(ContentConfig(seed=1))
+    decoder = load_decoder(None)
+    chat, total = ChatText(b, decoder), 0
+    for s in sessions[:4]:
+        for stream in s.walk():
+            for i, r in enumerate(stream.requests):
+                isl = b.isl(s, r)
+                history = [(b.isl(s, q), b.osl(q)) for q in stream.requests[:i]]
+                segments = chat_segments(isl, 500, history)
+                prompt = b.prompt(s, r, 100 + i, 9)
+                assert chat.messages(s, r, 100 + i, 9, segments) == [decoder(prompt[g.start:g.end].tolist())
+                                                                      for g in segments]
+                total += isl
+    assert chat.decoded_tokens < total / 10
+    body = json.loads(BodyBuilder("m", "chat", decoder).chat_body(segments, ["a", "b"], 5))
+    assert [m["role"] for m in body["messages"]] == [g.role for g in segments[:2]] and body["max_tokens"] == 5
+    tiny = ChatText(b, decoder, budget_bytes=1)  # past the budget, old blocks go
+    r = sessions[0].main.requests[3]
+    tiny.messages(sessions[0], r, 1, 9, chat_segments(b.isl(sessions[0], r), 0, []))
+    assert len(tiny._texts) == 1
