@@ -108,39 +108,39 @@ class _Hasher:
 def _select(cfg: ExportConfig, report: ExportReport) -> dict[str, list[int]]:
     """First pass over the store, one row at a time: apply the clean-up filters (each drop
     counted) and group the kept row ids by session."""
-    seen = []  # (row id, session id, body digest, kept session key or None)
+    seen = []  # (row id, session id, body digest, session key, drop reason)
     last_of_body: dict[tuple, int] = {}
     for row in read_rows(cfg.store):
         digest = hashlib.sha256(row.request_body).digest()
         last_of_body[(row.session_id, digest)] = row.id
-        seen.append((row.id, row.session_id, digest, _session_key(row, cfg, report)))
+        seen.append((row.id, row.session_id, digest, *_classify(row, cfg)))
     report.recorded = len(seen)
     sessions: dict[str, list[int]] = defaultdict(list)
-    for rid, session_id, digest, key in seen:
+    for rid, session_id, digest, key, reason in seen:
         if last_of_body[(session_id, digest)] != rid:
             report.dropped["duplicate"] += 1  # the same body sent again later: a retry
-        elif isinstance(key, str):
-            sessions[key].append(rid)
+        elif reason:
+            report.dropped[reason] += 1
         else:
-            report.dropped[key[0]] += 1
+            sessions[key].append(rid)
     return sessions
 
 
-def _session_key(row: Row, cfg: ExportConfig, report: ExportReport) -> str | tuple[str]:
-    """The session a row belongs to, or (the reason it is dropped,)."""
+def _classify(row: Row, cfg: ExportConfig) -> tuple[str | None, str | None]:
+    """(the session the row belongs to, or None and the reason it is dropped)."""
     answer = Answer.from_json(row.response) if row.response else None
     if row.status != 200 or row.error or answer is None or not answer.complete:
-        return ("failed",)
+        return None, "failed"
     try:
         body = json.loads(row.request_body)
     except ValueError:
-        return ("failed",)
+        return None, "failed"
     limit = body.get("max_tokens") or body.get("max_completion_tokens")
     if not body.get("tools") and limit is not None and limit <= cfg.classifier_max_tokens:
-        return ("classifier",)
+        return None, "classifier"
     if row.session_id:
-        return "id:" + row.session_id
-    return "conv:" + hashlib.sha256(prompt_of(row.api, body).conversation.encode()).hexdigest()
+        return "id:" + row.session_id, None
+    return "conv:" + hashlib.sha256(prompt_of(row.api, body).conversation.encode()).hexdigest(), None
 
 
 def _items(cfg: ExportConfig, ids: list[int]) -> list[_Item]:
