@@ -246,6 +246,7 @@ class Run:
         }
         self.info["finished"] = True
         self._write_info()
+        gc.unfreeze()  # a sweep runs again in this process: let this run's objects be collected
 
     async def _tick(self, on_tick) -> None:
         while True:
