@@ -158,14 +158,16 @@ def _osl(item: _Item, tok: IncrementalTokenizer) -> int:
     return len(tok.full(text)) if text else 0
 
 
+def _stream_key(item: _Item) -> str:
+    """A request's stream: its agent id where the agent sends one, else its conversation
+    (system prompt and first message)."""
+    return f"agent:{item.row.agent_id}" if item.row.agent_id else "conv:" + item.prompt.conversation
+
+
 def _streams(items: list[_Item]) -> dict[str, list[_Item]]:
-    """Requests of one session by stream: the agent id where the agent sends one, else the
-    conversation (system prompt and first message)."""
     streams: dict[str, list[_Item]] = defaultdict(list)
     for item in items:
-        key = f"agent:{item.row.agent_id}" if item.row.agent_id else "conv:" + item.prompt.conversation
-        item.stream = key
-        streams[key].append(item)
+        streams[item.stream].append(item)
     return streams
 
 
@@ -194,7 +196,8 @@ class _Exporter:
         item.hashes = self.hasher.hashes(item.stream, item.tokens)
 
     def session(self, number: int, items: list[_Item], report: ExportReport) -> Session | None:
-        for item in items:
+        for item in items:  # in time order; each stream reuses its own previous prompt
+            item.stream = _stream_key(item)
             self.tokenize(item)
         self.tok.forget()  # streams do not cross sessions: hold one session's state at a time
         self.hasher.forget()
