@@ -1,4 +1,5 @@
-"""Serve an aiohttp app on uvloop until SIGINT or SIGTERM (the sim and the capture proxy)."""
+"""Run asyncio on uvloop where it exists, and serve an aiohttp app until SIGINT or SIGTERM (the
+sim and the capture proxy)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,17 @@ import asyncio
 import signal
 from typing import Callable
 
-import uvloop
 from aiohttp import web
+
+try:
+    import uvloop
+except ImportError:  # not built for Windows (a platform-conditional dependency)
+    uvloop = None
+
+
+def run_async(coro):
+    """Run a coroutine to completion on uvloop where available, else on asyncio's loop."""
+    return uvloop.run(coro) if uvloop else asyncio.run(coro)
 
 
 async def _serve(app: web.Application, host: str, port: int, banner: Callable[[int], str]) -> None:
@@ -26,4 +36,4 @@ async def _serve(app: web.Application, host: str, port: int, banner: Callable[[i
 
 def serve_app(app: web.Application, host: str, port: int, banner: Callable[[int], str]) -> None:
     """Serve `app`; `banner(port)` is printed once listening (launchers wait for "listening on")."""
-    uvloop.run(_serve(app, host, port, banner))
+    run_async(_serve(app, host, port, banner))

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from agentx.replay.driver import run_async  # uvloop where available, as `agentx bench` runs
+from agentx.serving import run_async  # uvloop where available, as `agentx bench` runs
 
 MAX_TOKENS = re.compile(rb'"max_tokens":\s*(\d+)')
 FRAME = b'data: {"id":"x","object":"text_completion","choices":[{"index":0,"text":" tok","finish_reason":null}]}\n\n'

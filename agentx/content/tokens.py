@@ -86,7 +86,8 @@ class PromptBuilder:
     def osl(self, request: Request) -> int:
         return max(1, round(request.osl / self.cfg.token_scale))
 
-    def _scope_key(self, session: Session) -> np.uint64:
+    def scope_key(self, session: Session) -> np.uint64:
+        """The key of the session's hash-id space (per session, or one for global ids)."""
         scope = session.id if session.hash_id_scope == "local" else "<global>"
         key = self._scope_keys.get(scope)
         if key is None:
@@ -108,7 +109,7 @@ class PromptBuilder:
         n_ids = len(request.hash_ids)
         first, last = min(start // width, n_ids), min(-(-end // width), n_ids)
         ids = request.hash_ids[first:last].astype(np.uint64)
-        out = self._tokens(mix64(ids ^ self._scope_key(session)), width)[: max(0, end - first * width)]
+        out = self._tokens(mix64(ids ^ self.scope_key(session)), width)[: max(0, end - first * width)]
         tail = isl - n_ids * width
         if tail > 0 and end > n_ids * width:
             tail_keys = np.uint64(request_key) + np.arange(-(-tail // width), dtype=np.uint64)
@@ -141,7 +142,7 @@ class PromptBuilder:
             m = min(len(prev_ids), n_full)
             same = prev_ids[:m] == ids[:m]
             k = m if same.all() else int(np.argmin(same))
-        new = self._tokens(mix64(ids[k:n_full].astype(np.uint64) ^ self._scope_key(session)), width)
+        new = self._tokens(mix64(ids[k:n_full].astype(np.uint64) ^ self.scope_key(session)), width)
         if k == 0:
             new[:MARKER_TOKENS] = self._tokens(mix64(np.array([marker], dtype=np.uint64)), MARKER_TOKENS)
         parts = [prev[1][: k * width], new.astype(self._dtype)] if k else [new.astype(self._dtype)]
@@ -150,7 +151,7 @@ class PromptBuilder:
             self._streams[stream_key] = (ids[:n_full], full)
         rest = isl - n_full * width
         if rest > 0 and len(ids) > n_full:  # the start of one more (partial) block
-            key = mix64(ids[n_full:n_full + 1].astype(np.uint64) ^ self._scope_key(session))
+            key = mix64(ids[n_full:n_full + 1].astype(np.uint64) ^ self.scope_key(session))
             full = np.concatenate([full, self._tokens(key, width)[:rest].astype(self._dtype)])
         elif rest > 0:  # the request's own tail, as prompt() renders it
             tail_keys = np.uint64(request_key) + np.arange(-(-rest // width), dtype=np.uint64)

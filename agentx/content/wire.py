@@ -116,7 +116,7 @@ class ChatText:
         """The text of each segment of the request's prompt."""
         p = self.prompts
         width, isl, ids = p.block_tokens(session), p.isl(session, request), request.hash_ids
-        scope = session.id if session.hash_id_scope == "local" else ""
+        scope = int(p.scope_key(session))
 
         def tokens(a: int, b: int) -> np.ndarray:
             return p.prompt(session, request, request_key, marker, a, b)

@@ -33,6 +33,7 @@ JSON = "application/json"
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 RESYNC_S = 0.05  # behind the modeled schedule by more than this: restart it from now
 SLICE_S = 0.01  # while behind, run iterations back to back for this long between deliveries
+ID_PREFIX = {"completion": "cmpl", "chat": "chatcmpl", "messages": "msg"}  # response ids, as the APIs write them
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,7 @@ class SimServer:
             return web.Response(status=e.status, body=body, content_type=JSON)
         fault = self.cfg.faults.fault_for(self.accepted)
         self.accepted += 1
-        rid = f"{ {'completion': 'cmpl', 'chat': 'chatcmpl', 'messages': 'msg'}[style]}-{next(self.ids)}"
+        rid = f"{ID_PREFIX[style]}-{next(self.ids)}"
         if fault in ("http500", "overflow"):
             return self._fault_response(request, rid, fault, prompt, arrival, anthropic)
         seq = self.core.new_sequence(rid, prompt, max_tokens, req.min_tokens, req.ignore_eos)

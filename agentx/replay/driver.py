@@ -37,6 +37,7 @@ from agentx.metrics.summary import summarize
 from agentx.replay.client import Client
 from agentx.replay.plan import DONE, PROFILE, WARMUP2, Dispatch, PlanConfig, ReplayPlan
 from agentx.replay.records import Record, RecordWriter, read_records, write_parquet
+from agentx.serving import run_async
 from agentx.traces.graph import build_graph
 from agentx.traces.load import gc_paused
 
@@ -362,15 +363,6 @@ def _version() -> str:
         return version("agentx")
     except PackageNotFoundError:
         return "dev"
-
-
-def run_async(coro):
-    try:
-        import uvloop
-
-        return uvloop.run(coro)
-    except ImportError:
-        return asyncio.run(coro)
 
 
 def bench(settings: BenchSettings, sessions: list, command: str = "", on_tick=None) -> dict:
