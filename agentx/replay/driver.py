@@ -195,7 +195,7 @@ class Run:
                 self._count(rec)
                 # the agent can act once the response is complete (its last bytes may come after
                 # the last token): that, not the record's `end`, starts the end-to-start delays
-                self.plan.ended(d.key, max(rec.end, clock()))
+                self.plan.ended(d.key, clock())
                 self._write_trees(trees)
                 if self.plan.phase != DONE:
                     launch(clock())  # what this completion made due goes out now, not a loop hop later
