@@ -72,10 +72,8 @@ class PromptBuilder:
         self.lo = np.uint64(cfg.token_range[0])
         self.span = np.uint64(cfg.token_range[1] - cfg.token_range[0])
         self._scope_keys: dict[str, np.uint64] = {}
-        self._field = len(str(cfg.token_range[1] - 1)) + 1  # digits of the largest id, and a comma
-        self._streams: dict = {}  # stream key -> (hash ids, text of their full blocks)
+        self.field = len(str(cfg.token_range[1] - 1)) + 1  # bytes per token in text(): a comma, digits
         self._table = self._text_table()  # fixed-width text of every id in the range
-        self._dtype = np.uint16 if cfg.token_range[1] <= 1 << 16 else np.uint32
 
     def block_tokens(self, session: Session) -> int:
         return max(1, session.block_size // self.cfg.token_scale)
@@ -120,66 +118,26 @@ class PromptBuilder:
             out[:m] = self._tokens(mix64(np.array([marker], dtype=np.uint64)), MARKER_TOKENS)[:m]
         return out[start - first * width:]
 
-    def prompt_text(self, session: Session, request: Request, request_key: int, marker: int,
-                    stream_key=None) -> tuple[memoryview, int]:
-        """The same tokens as `prompt()` as the inside of a JSON array with a trailing comma
-        (the hot path of the `tokens` wire mode; `json_array()` closes it); returns (text, ISL).
-
-        Ids are written as fixed-width fields (space-padded, valid JSON) by one gather from a
-        table of every id's text. Per `stream_key` the token ids of the previous request's full
-        blocks are kept (compactly), and a request that extends them (the usual next turn)
-        generates only its new blocks. `forget(stream_key)` drops a stream's ids.
-        """
-        isl, width = self.isl(session, request), self.block_tokens(session)
-        ids = request.hash_ids
-        n_full = min(len(ids), isl // width)
-        if n_full == 0:
-            return self._fixed(self.prompt(session, request, request_key, marker)), isl
-        prev = self._streams.get(stream_key) if stream_key is not None else None
-        k = 0
-        if prev is not None:
-            prev_ids = prev[0]
-            m = min(len(prev_ids), n_full)
-            same = prev_ids[:m] == ids[:m]
-            k = m if same.all() else int(np.argmin(same))
-        new = self._tokens(mix64(ids[k:n_full].astype(np.uint64) ^ self.scope_key(session)), width)
-        if k == 0:
-            new[:MARKER_TOKENS] = self._tokens(mix64(np.array([marker], dtype=np.uint64)), MARKER_TOKENS)
-        parts = [prev[1][: k * width], new.astype(self._dtype)] if k else [new.astype(self._dtype)]
-        full = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        if stream_key is not None:
-            self._streams[stream_key] = (ids[:n_full], full)
-        rest = isl - n_full * width
-        if rest > 0 and len(ids) > n_full:  # the start of one more (partial) block
-            key = mix64(ids[n_full:n_full + 1].astype(np.uint64) ^ self.scope_key(session))
-            full = np.concatenate([full, self._tokens(key, width)[:rest].astype(self._dtype)])
-        elif rest > 0:  # the request's own tail, as prompt() renders it
-            tail_keys = np.uint64(request_key) + np.arange(-(-rest // width), dtype=np.uint64)
-            full = np.concatenate([full, self._tokens(mix64(tail_keys), width)[:rest].astype(self._dtype)])
-        return self._fixed(full), isl
-
-    def forget(self, stream_key) -> None:
-        self._streams.pop(stream_key, None)
-
-    def _fixed(self, tokens: np.ndarray) -> memoryview:
-        """'  123,45678,' : every id right-aligned in `_field - 1` characters, then a comma
-        (one gather from a table of every id's text)."""
+    def text(self, tokens: np.ndarray) -> memoryview:
+        """Token ids as JSON array items, each a comma and the id right-aligned in a fixed
+        width (',  123,45678'; drop the first byte and bracket it for an array): one gather from
+        a table of every id's text, and fixed widths let a text be cut at any token."""
         lo = self.cfg.token_range[0]
         return memoryview(np.take(self._table, tokens - lo if lo else tokens).view(np.uint8))
 
     def _text_table(self) -> np.ndarray:
         lo, hi = self.cfg.token_range
-        w = self._field - 1
+        w = self.field - 1
         ids = np.arange(lo, hi, dtype=np.int64)
         powers = 10 ** np.arange(w - 1, -1, -1, dtype=np.int64)
         chars = ((ids[:, None] // powers[None, :]) % 10 + 48).astype(np.uint8)
         chars[(ids[:, None] < powers[None, :]) & (powers[None, :] > 1)] = 32  # leading zeros -> spaces
         table = np.empty((hi - lo, w + 1), dtype=np.uint8)
-        table[:, :w] = chars
-        table[:, w] = 44
+        table[:, 0] = 44
+        table[:, 1:] = chars
         return table.view(f"V{w + 1}").ravel()  # one opaque item of w + 1 bytes per id
 
 
 def json_array(text: memoryview) -> bytes:
-    """A JSON array from `prompt_text()` output."""
-    return b"".join((b"[", text[:-1], b"]"))
+    """A JSON array from `PromptBuilder.text()` output."""
+    return b"".join((b"[", text[1:], b"]"))

@@ -13,6 +13,7 @@ import numpy as np
 from agentx.errors import AgentxError
 
 WIRE_MODES = ("tokens", "chat")
+_WIDE = 9_876_543_210  # a 10-digit stand-in for max_tokens in a head template
 
 
 def load_decoder(path: str | None):
@@ -74,14 +75,72 @@ class BodyBuilder:
             head.update(ignore_eos=True, min_tokens=max_tokens)
         return msgspec.json.encode(head)[:-1]
 
-    def tokens_body(self, prompt_text: memoryview, max_tokens: int) -> bytes:
-        """/v1/completions with the prompt as token ids (`PromptBuilder.prompt_text` output:
-        comma-terminated fixed-width ids), in one copy."""
-        return b"".join((self._start(max_tokens), b',"prompt":[', prompt_text[:-1], b"]}"))
+    def tokens_head(self, max_tokens: int) -> bytes:
+        """/v1/completions up to its prompt: `{..., "prompt":`, of one length for any
+        `max_tokens` (numbers space-padded: valid JSON) so bodies can be rewritten in place."""
+        return self._start(_WIDE).replace(b"%d" % _WIDE, b"%10d" % max_tokens) + b',"prompt":'
 
     def chat_body(self, segments: list[Segment], texts: list[str], max_tokens: int) -> bytes:
         messages = [{"role": s.role, "content": text} for s, text in zip(segments, texts)]
         return self._start(max_tokens) + b',"messages":' + msgspec.json.encode(messages) + b"}"
+
+
+class TokensText:
+    """`tokens` wire bodies, rewritten in place per stream. A stream's next request usually
+    extends its previous one, so its body is the previous body's buffer with the head and the
+    new blocks written over it: no generation of the shared blocks and no copy of them, and no
+    fresh memory (on a VM, first touches of fresh pages cost more than the copy itself). A buffer
+    still referenced elsewhere (a body being sent) is never rewritten: the body goes to a new
+    one. `forget(stream_key)` drops a stream's buffer."""
+
+    def __init__(self, prompts, bodies: BodyBuilder):
+        self.prompts, self.bodies = prompts, bodies
+        self._streams: dict = {}  # stream key -> (hash ids of its full blocks, buffer of its last body)
+
+    def body(self, session, request, request_key: int, marker: int, max_tokens: int,
+             stream_key=None) -> tuple[memoryview, int]:
+        """(body, ISL) of a request: the same tokens as `PromptBuilder.prompt()`. The body is
+        valid until the stream's next `body()` call."""
+        p = self.prompts
+        isl, width = p.isl(session, request), p.block_tokens(session)
+        ids = request.hash_ids
+        n_full = min(len(ids), isl // width)
+        head = self.bodies.tokens_head(max_tokens)
+        size = len(head) + isl * p.field + 2  # head, the items (the first one's comma is '['), ']}'
+        prev_ids, buf = self._streams.get(stream_key, (None, None)) if stream_key is not None else (None, None)
+        k = shared_prefix(prev_ids, ids[:n_full]) if prev_ids is not None else 0
+        keep = len(head) + k * width * p.field
+        if buf is None or len(buf) < size or _exported(buf):
+            grown = bytearray(size + size // 4)  # room for the next turns
+            grown[:keep] = buf[:keep] if k else b""
+            buf = grown
+        new = p.text(p.prompt(session, request, request_key, marker, start=k * width))
+        buf[: len(head)] = head
+        buf[keep: keep + len(new)] = new
+        buf[len(head)] = 91  # '[' over the first item's comma
+        buf[size - 2: size] = b"]}"
+        if stream_key is not None:
+            self._streams[stream_key] = (ids[:n_full], buf)
+        return memoryview(buf)[:size], isl
+
+    def forget(self, stream_key) -> None:
+        self._streams.pop(stream_key, None)
+
+
+def _exported(buf: bytearray) -> bool:
+    """Whether a view of `buf` is alive (a bytearray with views cannot be resized)."""
+    try:
+        buf.append(buf.pop())  # within its allocation: no copy
+    except BufferError:
+        return True
+    return False
+
+
+def shared_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    """How many leading items two arrays share."""
+    m = min(len(a), len(b))
+    same = a[:m] == b[:m]
+    return m if same.all() else int(np.argmin(same))
 
 
 class ChatText:

@@ -30,12 +30,12 @@ from pathlib import Path
 import aiohttp
 
 from agentx.content.tokens import DEFAULT_TOKEN_RANGE, ContentConfig, PromptBuilder, key64
-from agentx.content.wire import BodyBuilder, ChatText, chat_segments, load_decoder
+from agentx.content.wire import BodyBuilder, ChatText, TokensText, chat_segments, load_decoder, shared_prefix
 from agentx.errors import AgentxError
 from agentx.metrics.scrape import Scraper, read_series
 from agentx.metrics.summary import summarize
-from agentx.replay.client import Client
-from agentx.replay.plan import DONE, PROFILE, WARMUP2, Dispatch, PlanConfig, ReplayPlan
+from agentx.replay.client import Client, Exchange
+from agentx.replay.plan import DONE, PROFILE, Dispatch, PlanConfig, ReplayPlan
 from agentx.replay.records import Record, RecordWriter, read_records, write_parquet
 from agentx.serving import run_async
 from agentx.traces.graph import build_graph
@@ -75,12 +75,9 @@ class BenchSettings:
     warmup_seconds: float = 0.0  # schedule mode: the schedule's first seconds count as warmup
 
 
-PREPARE_S = 0.5  # render bodies of requests due within this many wall seconds
-PREPARE_MAX = 64  # bodies looked at per pass
-PREPARE_BYTES = 256 << 20  # bodies rendered ahead hold at most this much memory
-PREPARE_IDLE_S = 0.003  # only when the next dispatch is at least this far (wall seconds)
-PREPARE_OPEN_S = 0.002  # budget when only completions are awaited (their time is unknown)
-PREPARE_WARM_S = 0.02  # budget per pass while warmup drains (the first profiling requests)
+# Event-loop timers fire up to ~1.5 ms off (libuv and epoll count whole milliseconds): the driver
+# wakes this much early and spins (yielding to I/O) until a request is due.
+TIMER_SLACK_S = 0.002
 
 
 def discover_model(url: str) -> str:
@@ -116,11 +113,12 @@ class Run:
         decoder = load_decoder(settings.tokenizer) if settings.wire == "chat" else None
         self.bodies = BodyBuilder(settings.model, settings.wire, decoder)
         self.chat_text = ChatText(self.prompts, decoder) if decoder else None
-        self.seen: dict[int, set] = {}
+        self.tokens_text = TokensText(self.prompts, self.bodies)
+        self.ahead: dict = {}  # dispatch key -> (phase, (body, ISL, OSL)) rendered before it was due
+        self.seen: dict[int, set] = {}  # tree -> hash ids sent
+        self.last_ids: dict = {}  # (tree, stream) -> hash ids of the stream's last request
         self.trees_written = 0
         self.done = {"warmup": 0, "profile": 0, "errors": 0}
-        self.prepared: dict = {}  # dispatch key -> (body, ISL, OSL) rendered ahead
-        self.prepared_bytes = 0
         self.recent: deque = deque(maxlen=500)  # (end, ttft, output tokens) of profile records
         self.clock = lambda: 0.0
         self.info = {
@@ -181,16 +179,24 @@ class Run:
         async with Client(self.s.url, self.s.request_timeout, self.s.keep_chunks) as client:
 
             def launch(now: float) -> None:
+                """Send what is due: each request is written here, its answer awaited by a task."""
                 for d in self.plan.due(now):
-                    task = loop.create_task(one(d))
+                    try:
+                        sent = self._begin(client, d)
+                    except Exception as e:  # a bug must not stall the plan: record it and go on
+                        sent = e
+                    task = loop.create_task(one(d, sent))
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
 
-            async def one(d: Dispatch) -> None:
+            async def one(d: Dispatch, sent) -> None:
                 try:
-                    rec = await self._request(client, d, clock)
+                    if isinstance(sent, Exception):
+                        raise sent
+                    rec = await self._record(client, d, *sent)
                 except Exception as e:  # a bug must not stall the plan: record it and go on
                     rec = self._failed(d, clock, f"{type(e).__name__}: {e}")
+                sent = None  # the body: its stream's next request may reuse the buffer
                 writer.write(rec)
                 self._count(rec)
                 # the agent can act once the response is complete (its last bytes may come after
@@ -211,17 +217,20 @@ class Run:
                 nt = self.plan.next_time(now)
                 if nt is None and self.plan.inflight == 0:
                     break
-                idle = (nt - clock()) / scale if nt is not None else PREPARE_IDLE_S + PREPARE_OPEN_S
-                if self.plan.phase == WARMUP2:
-                    idle = PREPARE_IDLE_S + PREPARE_WARM_S  # waiting for warmup to drain: prepare profiling
-                if idle > PREPARE_IDLE_S:
-                    self._prepare(clock(), idle - PREPARE_IDLE_S)
                 now = clock()
                 timeout = math.inf if nt is None else nt - now
                 if self.plan.phase == PROFILE:
                     timeout = min(timeout, self.plan.profile_end - now)
-                # a timer that sets the same event a completion sets (timeout: run clock -> wall)
-                timer = None if timeout == math.inf else loop.call_later(max(0.0, timeout) / scale, wake.set)
+                wall = timeout / scale
+                if wall > TIMER_SLACK_S and nt is not None:
+                    self._render_ahead()
+                    wall = (min(nt, self.plan.profile_end) - clock()) / scale
+                if wall <= TIMER_SLACK_S:  # the last stretch before a due time: spin, letting I/O run
+                    await asyncio.sleep(0)
+                    wake.clear()
+                    continue
+                # a timer, early by the slack, that sets the same event a completion sets
+                timer = None if timeout == math.inf else loop.call_later(wall - TIMER_SLACK_S, wake.set)
                 await wake.wait()
                 wake.clear()
                 if timer:
@@ -257,33 +266,25 @@ class Run:
     def _phase(self) -> str:
         return {"warmup1": "warmup", "warmup2": "warmup"}.get(self.plan.phase, self.plan.phase)
 
-    def _prepare(self, now: float, wall_budget: float) -> None:
-        """While the loop would idle (for at most `wall_budget` seconds), render the bodies of
-        requests due within PREPARE_S (wall) and of the next turns of requests in flight, so
-        rendering does not delay their dispatch."""
-        stop = time.perf_counter() + wall_budget
-        soon = self.plan.upcoming(now + PREPARE_S * self.s.clock_scale, PREPARE_MAX)
-        for d in soon + self.plan.next_of_inflight(PREPARE_MAX):
-            if time.perf_counter() >= stop or self.prepared_bytes >= PREPARE_BYTES:
-                return
-            if d.key not in self.prepared:
-                self.prepared[d.key] = prepared = self._body(d)
-                self.prepared_bytes += len(prepared[0])
+    def _render_ahead(self) -> None:
+        """Render the body of the next request due while the loop would wait for it."""
+        d = self.plan.next_dispatch()
+        if d is not None and d.key not in self.ahead:
+            self.ahead[d.key] = (d.phase, self._body(d))
 
     def _body(self, d: Dispatch) -> tuple[bytes, int, int]:
         """(body, ISL, OSL) of a dispatch."""
-        if d.key in self.prepared:
-            prepared = self.prepared.pop(d.key)
-            self.prepared_bytes -= len(prepared[0])
-            if d.phase == "profile" or prepared[2] == 1:  # (prepared as profiling, sent as warmup: redo)
-                return prepared
+        ahead = self.ahead.pop(d.key, None)
+        if ahead is not None:
+            if ahead[0] == d.phase:
+                return ahead[1]
+            del ahead  # (its stream's buffer is free again)
         session, req = d.session, d.request
         node = d.graph.nodes[d.node]
         tail_key = key64("tail", self.run_id, d.tree, d.node)
         osl = self.prompts.osl(req) if d.phase == "profile" else 1
         if self.bodies.wire == "tokens":
-            text, isl = self.prompts.prompt_text(session, req, tail_key, d.marker, (d.tree, node.stream))
-            body = self.bodies.tokens_body(text, osl)
+            body, isl = self.tokens_text.body(session, req, tail_key, d.marker, osl, (d.tree, node.stream))
         else:
             isl = self.prompts.isl(session, req)
             system = round(((session.system_tokens or 0) + (session.tool_tokens or 0)) / self.s.token_scale)
@@ -294,27 +295,37 @@ class Run:
             body = self.bodies.chat_body(segments, texts, osl)
         return body, isl, osl
 
-    async def _request(self, client: Client, d: Dispatch, clock) -> Record:
-        session, req = d.session, d.request
-        node = d.graph.nodes[d.node]
-        body, isl, osl = self._body(d)
+    def _sent_blocks(self, d: Dispatch) -> int:
+        """How many of the request's hash blocks this tree has sent before. The blocks its
+        stream's last request also had were sent with it: only the rest are looked up."""
+        ids, stream = d.request.hash_ids, (d.tree, d.graph.nodes[d.node].stream)
+        last = self.last_ids.get(stream)
+        k = shared_prefix(last, ids) if last is not None else 0
+        self.last_ids[stream] = ids
         seen = self.seen.setdefault(d.tree, set())
-        ids = req.hash_ids.tolist()
-        theo = min(isl, len(seen.intersection(ids)) * self.prompts.block_tokens(session))
-        seen.update(ids)
+        new = ids[k:].tolist()
+        hits = k + sum(1 for i in new if i in seen)
+        seen.update(new)
+        return hits
+
+    def _begin(self, client: Client, d: Dispatch) -> tuple[Exchange, int, int, int]:
+        """Render and start the request of a dispatch: (exchange, ISL, OSL, theoretical cached)."""
+        body, isl, osl = self._body(d)
+        theo = min(isl, self._sent_blocks(d) * self.prompts.block_tokens(d.session))
         headers = {"X-Session-ID": f"{self.run_id}-{d.tree}", "X-Correlation-ID": f"{self.run_id}-{d.tree}-{d.node}"}
-        start = clock()
-        try:
-            res = await client.send(self.bodies.path, body, headers)
-        except asyncio.CancelledError:
-            res = None
+        return client.begin(self.bodies.path, body, headers), isl, osl, theo
+
+    async def _record(self, client: Client, d: Dispatch, ex: Exchange, isl: int, osl: int, theo: int) -> Record:
         base, scale = self.t0, self.s.clock_scale
+        node = d.graph.nodes[d.node]
         rec = Record(
-            run=self.run_id, lane=d.lane, tree=d.tree, replay=d.replay, session=session.id, stream=node.stream,
-            stream_kind=d.graph.kind(d.node), node=d.node, phase=d.phase, planned=d.planned, start=start,
-            end=clock(), isl_planned=isl, osl_planned=osl, theo_cached=theo)
-        if res is None:
-            rec.error = "cancelled"
+            run=self.run_id, lane=d.lane, tree=d.tree, replay=d.replay, session=d.session.id, stream=node.stream,
+            stream_kind=d.graph.kind(d.node), node=d.node, phase=d.phase, planned=d.planned,
+            start=(ex.res.start - base) * scale, end=0.0, isl_planned=isl, osl_planned=osl, theo_cached=theo)
+        try:
+            res = await client.finish(ex)
+        except asyncio.CancelledError:
+            rec.end, rec.error = self.clock(), "cancelled"
             return rec
         rec.start, rec.end = (res.start - base) * scale, (res.end - base) * scale
         rec.ttft = (res.first - res.start) * scale if res.first is not None else None
@@ -344,7 +355,8 @@ class Run:
             self.trees_written += 1
             self.seen.pop(tree.uid, None)
             for stream in range(len(tree.graph.streams)):
-                self.prompts.forget((tree.uid, stream))
+                self.tokens_text.forget((tree.uid, stream))
+                self.last_ids.pop((tree.uid, stream), None)
             first_t = min(n.request.t for n in tree.graph.nodes)
             row = {
                 "tree": tree.uid, "lane": tree.lane, "session": tree.graph.session.id,

@@ -116,7 +116,6 @@ class ReplayPlan:
         self.profile_start = math.inf
         self.shift = 0.0  # system idle cap: timers move earlier by this much
         self.inflight = 0
-        self.flight: dict[tuple[int, int], None] = {}  # keys in flight, in dispatch order
         self.finished_trees: list[Tree] = []  # trees that drained, for session metrics
         self._uid = 0
         self._out: list[Dispatch] = []
@@ -187,53 +186,20 @@ class ReplayPlan:
             t = now + self.cfg.system_idle_cap
         return t if t < self.profile_end else None
 
-    def upcoming(self, until: float, limit: int) -> list[Dispatch]:
-        """Up to `limit` requests that will be due by `until` unless something changes (for
-        preparing their bodies ahead); changes nothing. During warmup stage 2: the requests
-        already held back for profiling (their lane sent its warmup quota)."""
-        if self.phase == WARMUP2:
-            out = []
-            for tree in self.lanes:
-                if tree.warm_sent >= self.cfg.warmup_requests_per_lane:
-                    for _, node in sorted(tree.warm_ready):
-                        out.append(Dispatch((tree.uid, node), tree.lane, tree.uid, tree.replay, tree.graph, node,
-                                            "profile", tree.marker, math.nan))
-                        if len(out) >= limit:
-                            return out
-            return out
-        if self.phase != PROFILE:
-            return []
-        out = []
-        for entry in heapq.nsmallest(limit * 2, self.heap):
-            if entry[0] - self.shift > until or len(out) >= limit:
-                break
-            if self._live(entry):
-                tree = self.trees[entry[1]]
-                out.append(Dispatch((tree.uid, entry[2]), tree.lane, tree.uid, tree.replay, tree.graph, entry[2],
-                                    "profile", tree.marker, entry[0] - self.shift))
-        return out
-
-    def next_of_inflight(self, limit: int) -> list[Dispatch]:
-        """Requests that wait only on one request now in flight (the usual next turn): their
-        bodies can be prepared while it runs. Changes nothing; `planned` is not known yet."""
-        if self.phase != PROFILE:
-            return []
-        out = []
-        for uid, node in self.flight:
-            tree = self.trees[uid]
-            for e in tree.graph.out_edges[node]:
-                if tree.state[e.dst] == PENDING and tree.remaining[e.dst] == 1:
-                    out.append(Dispatch((uid, e.dst), tree.lane, uid, tree.replay, tree.graph, e.dst, "profile",
-                                        tree.marker, math.nan))
-                    if len(out) >= limit:
-                        return out
-        return out
+    def next_dispatch(self) -> Dispatch | None:
+        """The request `next_time()` is for, as `due()` will hand it out unless something
+        changes first (to render its body ahead); changes nothing."""
+        if self.phase != PROFILE or not self.heap or not self._live(self.heap[0]):
+            return None
+        t, uid, node = self.heap[0]
+        tree, planned = self.trees[uid], t - self.shift
+        return Dispatch((uid, node), tree.lane, uid, tree.replay, tree.graph, node,
+                        "profile" if planned >= self.profile_start else "warmup", tree.marker, planned)
 
     def ended(self, key: tuple[int, int], now: float) -> None:
         """Request `key` finished (successfully or not) at `now`."""
         tree = self.trees[key[0]]
         node = key[1]
-        self.flight.pop(key, None)
         tree.state[node] = ENDED
         tree.inflight -= 1
         tree.open_nodes -= 1
@@ -366,7 +332,6 @@ class ReplayPlan:
 
     def _dispatch(self, tree: Tree, node: int, phase: str, planned: float) -> None:
         tree.state[node] = FLIGHT
-        self.flight[(tree.uid, node)] = None
         tree.due_at.pop(node, None)
         tree.inflight += 1
         self.inflight += 1

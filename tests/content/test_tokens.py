@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from agentx.content.tokens import MARKER_TOKENS, ContentConfig, PromptBuilder, json_array, parse_token_range
-from agentx.content.wire import BodyBuilder, ChatText, chat_segments, load_decoder
+from agentx.content.wire import BodyBuilder, ChatText, TokensText, chat_segments, load_decoder
 from agentx.errors import AgentxError
 from agentx.traces.load import load_sessions
 from tests.conftest import WEKA
@@ -37,23 +37,42 @@ def test_equal_hash_ids_give_equal_blocks_and_isl_is_exact(sessions):
 
 
 @pytest.mark.parametrize("token_range,n_sessions", [((1000, 30000), 14), ((300, 8000), 3), ((0, 151936), 3)])
-def test_incremental_json_text_equals_the_tokens_on_every_real_request(sessions, token_range, n_sessions):
+def test_incremental_tokens_bodies_equal_the_tokens_on_every_real_request(sessions, token_range, n_sessions):
     b = PromptBuilder(ContentConfig(seed=1, token_range=token_range))
+    builder = BodyBuilder("m", "tokens")
+    bodies, head = TokensText(b, builder), builder.tokens_head(7) + b"["
     for s in sessions[:n_sessions]:
         for k, stream in enumerate(s.walk()):
             for i, r in enumerate(stream.requests):
-                text, isl = b.prompt_text(s, r, 1000 + i, 42, stream_key=(s.id, k))
-                got = np.array(bytes(text[:-1]).split(b","), dtype=np.int64)  # fixed-width fields
+                view, isl = bodies.body(s, r, 1000 + i, 42, 7, stream_key=(s.id, k))
+                body = bytes(view)
+                del view  # released: the stream's next body is written over this one
+                assert body.startswith(head) and body.endswith(b"]}") and isl == s.replay_isl(r)
+                got = np.array(body[len(head):-2].split(b","), dtype=np.int64)  # fixed-width items
                 assert np.array_equal(got, b.prompt(s, r, 1000 + i, 42))
-                assert isl == s.replay_isl(r)
-            b.forget((s.id, k))
+            doc = json.loads(body)  # (valid JSON: checked on each stream's last body)
+            assert doc["prompt"] == got.tolist() and doc["max_tokens"] == 7 and doc["model"] == "m"
+            bodies.forget((s.id, k))
+
+
+def test_a_body_still_in_use_is_never_rewritten(sessions):
+    b = PromptBuilder(ContentConfig())
+    bodies, s = TokensText(b, BodyBuilder("m", "tokens")), sessions[0]
+    r1, r2, r3 = s.main.requests[4:7]
+    first, _ = bodies.body(s, r1, 1, 2, 9, stream_key="main")
+    kept = bytes(first)
+    second, _ = bodies.body(s, r2, 1, 2, 1, stream_key="main")  # `first` is still being sent
+    assert bytes(first) == kept and json.loads(bytes(second))["max_tokens"] == 1
+    del first, second
+    third, _ = bodies.body(s, r3, 1, 2, 9, stream_key="main")
+    assert json.loads(bytes(third))["prompt"] == b.prompt(s, r3, 1, 2).tolist()
 
 
 def test_json_array_is_valid_json(sessions):
     b = PromptBuilder(ContentConfig())
     s = sessions[0]
-    text, _ = b.prompt_text(s, s.main.requests[3], 7, 8)
-    assert json.loads(json_array(text)) == b.prompt(s, s.main.requests[3], 7, 8).tolist()
+    tokens = b.prompt(s, s.main.requests[3], 7, 8)
+    assert json.loads(json_array(b.text(tokens))) == tokens.tolist()
 
 
 def test_token_scale_keeps_structure_in_fewer_tokens(sessions):
