@@ -234,7 +234,7 @@ class _Connection(asyncio.Protocol):
     def begin(self, head: bytes, body, res: Result, done: asyncio.Future) -> None:
         self.res, self.done = res, done
         self.state, self.buf, self.left, self.keep_alive, self.sent = _HEAD, b"", 0, True, False
-        self.sse, self.sse_pos, self.events, self.got_done, self.ended = b"", 0, 0, False, False
+        self.sse, self.sse_pos, self.got_done, self.ended = b"", 0, False, False
         self.error_text, self.paused = b"", False
         body = memoryview(body)  # (slices without copies)
         self.transport.writelines((head, body[:FIRST_WRITE]))
@@ -285,28 +285,23 @@ class _Connection(asyncio.Protocol):
                     self._ended()
                 elif self.left == 0:
                     self.state = _CHUNK_END
-            elif self.state == _CHUNK_SIZE:
+            elif self.state in (_CHUNK_SIZE, _TRAILER):  # a line to come
                 cut = buf.find(b"\r\n")
                 if cut < 0:
                     self.buf = buf
                     return
-                self.left = int(buf[:cut].split(b";")[0], 16)
-                buf = buf[cut + 2:]
-                self.state = _CHUNK_DATA if self.left else _TRAILER
+                line, buf = buf[:cut], buf[cut + 2:]
+                if self.state == _CHUNK_SIZE:
+                    self.left = int(line.split(b";")[0], 16)
+                    self.state = _CHUNK_DATA if self.left else _TRAILER
+                elif not line:  # the empty line after the last chunk (and any trailers)
+                    self._ended()
             elif self.state == _CHUNK_END:
                 if len(buf) < 2:
                     self.buf = buf
                     return
                 buf = buf[2:]
                 self.state = _CHUNK_SIZE
-            elif self.state == _TRAILER:
-                cut = buf.find(b"\r\n")
-                if cut < 0:
-                    self.buf = buf
-                    return
-                buf = buf[cut + 2:]
-                if cut == 0:
-                    self._ended()
             elif self.state == _UNTIL_CLOSE:
                 self._payload(buf, now)
                 return
