@@ -235,7 +235,7 @@ class _Connection(asyncio.Protocol):
         self.res, self.done = res, done
         self.state, self.buf, self.left, self.keep_alive, self.sent = _HEAD, b"", 0, True, False
         self.sse, self.sse_pos, self.got_done, self.ended = b"", 0, False, False
-        self.error_text, self.paused = b"", False
+        self.error_text, self.paused, self.cr = b"", False, False
         body = memoryview(body)  # (slices without copies)
         self.transport.writelines((head, body[:FIRST_WRITE]))
         self._write_rest(body, FIRST_WRITE, res)
@@ -342,7 +342,11 @@ class _Connection(asyncio.Protocol):
             if len(self.error_text) < ERROR_BODY_BYTES:
                 self.error_text += data[: ERROR_BODY_BYTES - len(self.error_text)]
             return
+        if self.cr:  # a CR held back from the last piece
+            data, self.cr = b"\r" + data, False
         if b"\r" in data:  # CRLF line ends (allowed in SSE): one parser for both
+            if data.endswith(b"\r"):  # its LF may be in the next piece
+                data, self.cr = data[:-1], True
             data = data.replace(b"\r\n", b"\n")
         self.sse = self.sse[self.sse_pos:] + data if self.sse_pos < len(self.sse) else data
         self.sse_pos = 0

@@ -82,14 +82,16 @@ def run(answers: list, bodies: list, timeout: float = 10.0):
 
 def test_framings_all_give_the_same_stream():
     length = sse(5, crlf=True)
+    split = length.rindex(b"[DONE]") + 7  # a chunk ending between the CR and LF after [DONE]
     answers = [
         OK + b"Content-Length: %d\r\n\r\n" % len(length) + length,  # length-framed, CRLF events
         OK + b"Transfer-Encoding: chunked\r\n\r\n" + chunked(sse(5), 11),  # chunked, with extensions
-        b"SLOW" + OK + b"Transfer-Encoding: chunked\r\n\r\n" + chunked(sse(5), 50),  # arriving 7 bytes at a time
+        OK + b"Transfer-Encoding: chunked\r\n\r\n" + chunked(length, split),  # a CRLF cut in two
+        b"SLOW" + OK + b"Transfer-Encoding: chunked\r\n\r\n" + chunked(sse(5, crlf=True), 50),  # 7 bytes at a time
         b"HTTP/1.1 100 Continue\r\n\r\n" + OK + b"Transfer-Encoding: chunked\r\n\r\n" + chunked(sse(5), 64),
         b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + sse(5),  # delimited by closing
     ]
-    results, seen = run(answers, [b'{"prompt":[1,2,3]}'] * 5)
+    results, seen = run(answers, [b'{"prompt":[1,2,3]}'] * len(answers))
     for r in results:
         assert r.error is None and r.status == 200, (r.error, r.detail)
         assert (r.chunks, r.prompt_tokens, r.completion_tokens, r.cached_tokens) == (5, 7, 5, 3)
