@@ -136,8 +136,3 @@ class PromptBuilder:
         table[:, 0] = 44
         table[:, 1:] = chars
         return table.view(f"V{w + 1}").ravel()  # one opaque item of w + 1 bytes per id
-
-
-def json_array(text: memoryview) -> bytes:
-    """A JSON array from `PromptBuilder.text()` output."""
-    return b"".join((b"[", text[1:], b"]"))

@@ -195,7 +195,7 @@ class Run:
                         raise sent
                     rec = await self._record(client, d, *sent)
                 except Exception as e:  # a bug must not stall the plan: record it and go on
-                    rec = self._failed(d, clock, f"{type(e).__name__}: {e}")
+                    rec = self._failed(d, f"{type(e).__name__}: {e}")
                 sent = None  # the body: its stream's next request may reuse the buffer
                 writer.write(rec)
                 self._count(rec)
@@ -217,20 +217,18 @@ class Run:
                 nt = self.plan.next_time(now)
                 if nt is None and self.plan.inflight == 0:
                     break
-                now = clock()
-                timeout = math.inf if nt is None else nt - now
+                deadline = math.inf if nt is None else nt  # run clock; the window's end counts too
                 if self.plan.phase == PROFILE:
-                    timeout = min(timeout, self.plan.profile_end - now)
-                wall = timeout / scale
-                if wall > TIMER_SLACK_S and nt is not None:
+                    deadline = min(deadline, self.plan.profile_end)
+                if (deadline - clock()) / scale > TIMER_SLACK_S:
                     self._render_ahead()
-                    wall = (min(nt, self.plan.profile_end) - clock()) / scale
+                wall = (deadline - clock()) / scale
                 if wall <= TIMER_SLACK_S:  # the last stretch before a due time: spin, letting I/O run
                     await asyncio.sleep(0)
                     wake.clear()
                     continue
                 # a timer, early by the slack, that sets the same event a completion sets
-                timer = None if timeout == math.inf else loop.call_later(wall - TIMER_SLACK_S, wake.set)
+                timer = None if wall == math.inf else loop.call_later(wall - TIMER_SLACK_S, wake.set)
                 await wake.wait()
                 wake.clear()
                 if timer:
@@ -340,9 +338,9 @@ class Run:
             rec.chunk_times = [(t - res.start) * scale for t in res.chunk_times]
         return rec
 
-    def _failed(self, d: Dispatch, clock, detail: str) -> Record:
+    def _failed(self, d: Dispatch, detail: str) -> Record:
         node = d.graph.nodes[d.node]
-        now = clock()
+        now = self.clock()
         return Record(run=self.run_id, lane=d.lane, tree=d.tree, replay=d.replay, session=d.session.id,
                       stream=node.stream, stream_kind=d.graph.kind(d.node), node=d.node, phase=d.phase,
                       planned=d.planned, start=now, end=now, isl_planned=0, osl_planned=0, theo_cached=0,
