@@ -23,6 +23,7 @@ from agentx.capture.answers import Answer
 from agentx.capture.canonical import Prompt, prompt_of
 from agentx.capture.incremental import IncrementalTokenizer, load_tokenizer
 from agentx.capture.store import Row, read_rows
+from agentx.content.tokens import shared_prefix
 from agentx.errors import AgentxError
 from agentx.traces.model import Request, Session, Stream, ids_array, make_session
 from agentx.traces.variants import limit_context
@@ -89,9 +90,7 @@ class _Hasher:
     def hashes(self, stream: str, tokens: np.ndarray) -> list[bytes]:
         n_blocks = len(tokens) // self.block
         prev_tokens, prev_hashes = self._last.get(stream, (tokens[:0], []))
-        m = min(len(prev_tokens), n_blocks * self.block)
-        differ = np.flatnonzero(prev_tokens[:m] != tokens[:m])
-        same_blocks = (int(differ[0]) if len(differ) else m) // self.block
+        same_blocks = shared_prefix(prev_tokens, tokens[: n_blocks * self.block]) // self.block
         out = prev_hashes[:same_blocks]
         prev = out[-1] if out else b""
         for i in range(same_blocks, n_blocks):

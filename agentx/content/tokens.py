@@ -43,6 +43,13 @@ def key64(*parts) -> int:
     return int.from_bytes(digest, "little")
 
 
+def shared_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    """How many leading items two arrays share."""
+    m = min(len(a), len(b))
+    same = a[:m] == b[:m]
+    return m if same.all() else int(np.argmin(same))
+
+
 def parse_token_range(text: str) -> tuple[int, int]:
     try:
         lo, hi = (int(x) for x in text.split(":"))

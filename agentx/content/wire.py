@@ -10,6 +10,7 @@ from typing import Callable
 import msgspec
 import numpy as np
 
+from agentx.content.tokens import shared_prefix
 from agentx.errors import AgentxError
 
 WIRE_MODES = ("tokens", "chat")
@@ -134,13 +135,6 @@ def _exported(buf: bytearray) -> bool:
     except BufferError:
         return True
     return False
-
-
-def shared_prefix(a: np.ndarray, b: np.ndarray) -> int:
-    """How many leading items two arrays share."""
-    m = min(len(a), len(b))
-    same = a[:m] == b[:m]
-    return m if same.all() else int(np.argmin(same))
 
 
 class ChatText:

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import aiohttp
 
-from agentx.content.tokens import DEFAULT_TOKEN_RANGE, ContentConfig, PromptBuilder, key64
-from agentx.content.wire import BodyBuilder, ChatText, TokensText, chat_segments, load_decoder, shared_prefix
+from agentx.content.tokens import DEFAULT_TOKEN_RANGE, ContentConfig, PromptBuilder, key64, shared_prefix
+from agentx.content.wire import BodyBuilder, ChatText, TokensText, chat_segments, load_decoder
 from agentx.errors import AgentxError
 from agentx.metrics.scrape import Scraper, read_series
 from agentx.metrics.summary import summarize
