@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 
+from cores import pin
 from agentx.serving import run_async  # uvloop where available, as `agentx bench` runs
 
 MAX_TOKENS = re.compile(rb'"max_tokens":\s*(\d+)')
@@ -87,11 +88,6 @@ def start_server(stream_pace: float = 0.0) -> tuple[subprocess.Popen, str]:
     assert proc.stdout.readline().strip() == "ready"
     pin(proc.pid, 0)
     return proc, f"http://127.0.0.1:{port}"
-
-
-def pin(pid: int, cpu: int) -> None:
-    if hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) > 1:
-        os.sched_setaffinity(pid, {cpu})
 
 
 async def streaming(url: str, concurrency: int, seconds: float, total_rate: float = 0.0, server_pid: int = 0) -> dict:

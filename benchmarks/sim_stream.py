@@ -26,6 +26,7 @@ import aiohttp
 import numpy as np
 import psutil
 
+from cores import pin
 from agentx.engine.config import EngineConfig
 from agentx.engine.core import EngineCore
 from agentx.engine.launch import sim_server
@@ -57,11 +58,6 @@ async def run_streams(url: str, prompts: list[list[int]], max_tokens: int) -> li
 def distinct_prompt(i: int, n: int) -> list[int]:
     """Token ids in the vocabulary of every preset; prompts of different i share no block."""
     return [(i * 7919 + j) % 120_000 for j in range(n)]
-
-
-def pin(pid: int, cpu: int) -> None:
-    if hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) > 1:
-        os.sched_setaffinity(pid, {cpu})
 
 
 def server_pid() -> int:

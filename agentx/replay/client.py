@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -53,10 +54,11 @@ class _Chunk(msgspec.Struct):
 _decode_chunk = msgspec.json.Decoder(_Chunk).decode
 CONTEXT_WORDS = (b"context length", b"context_length", b"maximum context", b"exceeds the available context",
                  b"context size")
-EVENTS_PER_CALLBACK = 64  # a big read is parsed in slices, so due dispatches are not held up
+EVENTS_PER_TURN = 128  # payload pieces framed plus SSE events parsed per loop turn, all connections
 ERROR_BODY_BYTES = 1 << 16  # kept of a non-200 answer
-FIRST_WRITE = 64 << 10  # body bytes written with the head
-WRITE_SLICE = 256 << 10  # then this much per loop turn
+FIRST_WRITE = 16 << 10  # body bytes written with the head
+WRITE_PIECE = 64 << 10  # then a piece at a time per connection,
+WRITE_TURN = 256 << 10  # at most this much per loop turn over all connections
 
 
 @dataclass
@@ -102,6 +104,10 @@ class Client:
         self.keep_chunks = keep_chunks
         self.idle: list[_Connection] = []
         self.open: set[_Connection] = set()
+        self.writing: deque[_Connection] = deque()  # connections with body bytes left to write
+        self.parsing: deque[_Connection] = deque()  # connections with events left to parse
+        self.events_left = EVENTS_PER_TURN  # in this loop turn
+        self.turn_pending = False
 
     async def __aenter__(self):
         return self
@@ -177,6 +183,43 @@ class Client:
         self.open.add(conn)
         return conn
 
+    def _want_write(self, conn: _Connection) -> None:
+        if not self.writing:
+            asyncio.get_running_loop().call_soon(self._write_turn)
+        self.writing.append(conn)
+
+    def _write_turn(self) -> None:
+        """Write the rest of big bodies, a piece per connection in turn, WRITE_TURN bytes per
+        loop turn at most: copying megabytes into sockets at once holds the loop for
+        milliseconds (tens on a VM, where the kernel's first touches of pages are slow), which
+        due requests should not wait for. A connection whose socket has not taken what it was
+        given leaves the round until it has (`resume_writing`), so nothing piles up in user
+        space for the event loop to copy in one go."""
+        budget = WRITE_TURN
+        for _ in range(len(self.writing)):
+            if budget <= 0:
+                break
+            conn = self.writing.popleft()
+            if conn.body is None or conn.closed or conn.blocked:
+                continue
+            budget -= conn.write_piece()
+            if conn.body is not None and not conn.blocked:
+                self.writing.append(conn)
+        if self.writing:
+            asyncio.get_running_loop().call_soon(self._write_turn)
+
+    def _parse_turn(self) -> None:
+        """A new loop turn: a new share of work, first for the connections left waiting.
+        Many sockets can be readable in one turn; framing and parsing all they bring there
+        would hold the loop for milliseconds at hundreds of streams (and the due requests
+        with it)."""
+        self.turn_pending = False
+        self.events_left = EVENTS_PER_TURN
+        while self.parsing and self.events_left > 0:
+            conn = self.parsing.popleft()
+            if conn.res is not None:
+                conn._work()
+
     def _event(self, event: bytes, now: float, res: Result) -> bool:
         """Handle one SSE event; True at [DONE]."""
         if event.startswith(b"data: ") and b"\n" not in event:  # the usual one-line event
@@ -227,87 +270,123 @@ class _Connection(asyncio.Protocol):
         self.state = _IDLE
         self.res: Result | None = None
         self.done: asyncio.Future | None = None
+        self.body: memoryview | None = None  # while some of it is left to write
+        self.blocked = False  # the socket has not taken all that was written
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        transport.set_write_buffer_limits(high=0)  # pause_writing as soon as anything is held
+
+    def pause_writing(self) -> None:
+        self.blocked = True
+
+    def resume_writing(self) -> None:
+        self.blocked = False
+        if self.body is not None:
+            self.client._want_write(self)
 
     def begin(self, head: bytes, body, res: Result, done: asyncio.Future) -> None:
         self.res, self.done = res, done
         self.state, self.buf, self.left, self.keep_alive, self.sent = _HEAD, b"", 0, True, False
         self.sse, self.sse_pos, self.got_done, self.ended = b"", 0, False, False
-        self.error_text, self.paused, self.cr = b"", False, False
+        self.pieces: list[bytes] = []  # payload not yet added to `sse` (joined once per read)
+        self.error_text, self.paused, self.cr, self.held_at = b"", False, False, res.start
         body = memoryview(body)  # (slices without copies)
         self.transport.writelines((head, body[:FIRST_WRITE]))
-        self._write_rest(body, FIRST_WRITE, res)
+        self.body, self.pos = body, FIRST_WRITE
+        if self.pos >= len(body):
+            self.body, self.sent = None, True
+        elif not self.blocked:
+            self.client._want_write(self)
 
-    def _write_rest(self, body, pos: int, res: Result) -> None:
-        """The rest of a big body, a slice per loop turn: copying megabytes into a socket at
-        once holds the loop for milliseconds (tens on a VM, where the kernel's first touches
-        of pages are slow), which the other requests should not wait for."""
-        if self.res is not res or self.closed:
-            return
-        if pos < len(body):
-            self.transport.write(body[pos: pos + WRITE_SLICE])
-            asyncio.get_running_loop().call_soon(self._write_rest, body, pos + WRITE_SLICE, res)
-        else:
-            self.sent = True
+    def write_piece(self) -> int:
+        piece = self.body[self.pos: self.pos + WRITE_PIECE]
+        self.transport.write(piece)
+        self.pos += len(piece)
+        if self.pos >= len(self.body):
+            self.body, self.sent = None, True
+        return len(piece)
 
     # ---------------------------------------------------------------- framing
 
     def data_received(self, data: bytes) -> None:
-        now = time.perf_counter()
         if self.res is None or self.state == _IDLE:
             self.transport.abort()  # bytes nobody asked for
             return
+        self.buf = self.buf + data if self.buf else data
+        self.held_at = time.perf_counter()  # the time of every event in these bytes
+        self._work()
+
+    def _work(self) -> None:
+        """Undo the framing of the bytes held and parse their events, as far as this loop
+        turn's share allows; what is left waits for a later turn with reading paused."""
+        client = self.client
+        if not client.turn_pending:
+            client.turn_pending = True
+            asyncio.get_running_loop().call_soon(client._parse_turn)
         try:
-            self._frame(data, now)
+            self._frame()
         except ValueError as e:
             self._fail("malformed", f"not an HTTP/1.1 response: {e}")
             self.transport.abort()
+            return
+        if self.res is None:
+            return
+        if not self._events(self.held_at):
+            if not self.paused and not self.closed:
+                self.paused = True
+                self.transport.pause_reading()
+            client.parsing.append(self)
+        elif self.paused:
+            self.paused = False
+            if not self.closed:
+                self.transport.resume_reading()
 
-    def _frame(self, data: bytes, now: float) -> None:
-        buf = self.buf + data if self.buf else data
-        self.buf = b""
-        while buf:
-            if self.state == _HEAD:
-                cut = buf.find(b"\r\n\r\n")
-                if cut < 0:
-                    self.buf = buf
-                    return
-                self._head(buf[:cut])
-                buf = buf[cut + 4:]
-            elif self.state in (_LENGTH, _CHUNK_DATA):  # `left` bytes of payload to come
-                take = buf[: self.left]
-                self.left -= len(take)
-                buf = buf[len(take):]
-                self._payload(take, now)
-                if self.left == 0 and self.state == _LENGTH:
-                    self._ended()
-                elif self.left == 0:
-                    self.state = _CHUNK_END
-            elif self.state in (_CHUNK_SIZE, _TRAILER):  # a line to come
-                cut = buf.find(b"\r\n")
-                if cut < 0:
-                    self.buf = buf
-                    return
-                line, buf = buf[:cut], buf[cut + 2:]
-                if self.state == _CHUNK_SIZE:
-                    self.left = int(line.split(b";")[0], 16)
-                    self.state = _CHUNK_DATA if self.left else _TRAILER
-                elif not line:  # the empty line after the last chunk (and any trailers)
-                    self._ended()
-            elif self.state == _CHUNK_END:
-                if len(buf) < 2:
-                    self.buf = buf
-                    return
-                buf = buf[2:]
-                self.state = _CHUNK_SIZE
-            elif self.state == _UNTIL_CLOSE:
-                self._payload(buf, now)
-                return
-            else:  # bytes after the response: not a connection to reuse
-                self.transport.close()
-                return
+    def _frame(self) -> None:
+        """Turn the bytes held into payload pieces (a unit of the turn's share each)."""
+        buf, i, client = self.buf, 0, self.client
+        try:
+            while i < len(buf) and client.events_left > 0:
+                if self.state == _HEAD:
+                    cut = buf.find(b"\r\n\r\n", i)
+                    if cut < 0:
+                        break
+                    self._head(buf[i:cut])
+                    i = cut + 4
+                elif self.state in (_LENGTH, _CHUNK_DATA):  # `left` bytes of payload to come
+                    take = buf[i: i + self.left]
+                    self.left -= len(take)
+                    i += len(take)
+                    self._payload(take)
+                    client.events_left -= 1
+                    if self.left == 0 and self.state == _LENGTH:
+                        self._ended()
+                    elif self.left == 0:
+                        self.state = _CHUNK_END
+                elif self.state in (_CHUNK_SIZE, _TRAILER):  # a line to come
+                    cut = buf.find(b"\r\n", i)
+                    if cut < 0:
+                        break
+                    line, i = buf[i:cut], cut + 2
+                    if self.state == _CHUNK_SIZE:
+                        self.left = int(line.split(b";")[0], 16)
+                        self.state = _CHUNK_DATA if self.left else _TRAILER
+                    elif not line:  # the empty line after the last chunk (and any trailers)
+                        self._ended()
+                elif self.state == _CHUNK_END:
+                    if len(buf) - i < 2:
+                        break
+                    i += 2
+                    self.state = _CHUNK_SIZE
+                elif self.state == _UNTIL_CLOSE:
+                    self._payload(buf[i:] if i else buf)
+                    i = len(buf)
+                else:  # bytes after the response: not a connection to reuse
+                    self.keep_alive = False
+                    self.transport.close()
+                    i = len(buf)
+        finally:
+            self.buf = buf[i:] if i else buf
 
     def _head(self, head: bytes) -> None:
         lines = head.split(b"\r\n")
@@ -337,7 +416,7 @@ class _Connection(asyncio.Protocol):
 
     # ---------------------------------------------------------------- payload
 
-    def _payload(self, data: bytes, now: float) -> None:
+    def _payload(self, data: bytes) -> None:
         if self.res.status != 200:
             if len(self.error_text) < ERROR_BODY_BYTES:
                 self.error_text += data[: ERROR_BODY_BYTES - len(self.error_text)]
@@ -348,51 +427,41 @@ class _Connection(asyncio.Protocol):
             if data.endswith(b"\r"):  # its LF may be in the next piece
                 data, self.cr = data[:-1], True
             data = data.replace(b"\r\n", b"\n")
-        self.sse = self.sse[self.sse_pos:] + data if self.sse_pos < len(self.sse) else data
-        self.sse_pos = 0
-        if not self.paused:
-            self._events(now)
+        self.pieces.append(data)
 
-    def _events(self, now: float) -> None:
-        """Parse the complete SSE events held; after EVENTS_PER_CALLBACK of them, pause reading
-        and go on in a later callback (events keep the time their bytes arrived)."""
+    def _events(self, now: float) -> bool:
+        """Parse the complete SSE events held while this turn's share lasts; True when all
+        the bytes held are done with (the response is finished if it ended)."""
+        if self.pieces:
+            rest = self.sse[self.sse_pos:] if self.sse_pos < len(self.sse) else b""
+            self.sse, self.sse_pos, self.pieces = rest + b"".join(self.pieces), 0, []
         sse, pos, client, res = self.sse, self.sse_pos, self.client, self.res
-        handled = 0
         while True:
             cut = sse.find(b"\n\n", pos)
             if cut < 0:
                 break
+            if client.events_left <= 0:
+                self.sse_pos = pos
+                return False
+            client.events_left -= 1
             if client._event(sse[pos:cut], now, res):
                 self.got_done = True
             pos = cut + 2
-            handled += 1
-            if handled == EVENTS_PER_CALLBACK and sse.find(b"\n\n", pos) >= 0:
-                self.sse_pos = pos
-                if not self.paused:
-                    self.paused = True
-                    self.transport.pause_reading()
-                asyncio.get_running_loop().call_soon(self._resume, now)
-                return
         self.sse, self.sse_pos = sse[pos:], 0
-        if self.paused:
-            self.paused = False
-            if not self.closed:
-                self.transport.resume_reading()
+        if self.buf and client.events_left <= 0:
+            return False  # framing stopped for the share
         if self.ended:
             self._finish()
-
-    def _resume(self, now: float) -> None:
-        if self.res is not None:
-            self._events(now)
+        elif self.closed:
+            self._lost()
+        return True
 
     # ---------------------------------------------------------------- the end
 
     def _ended(self) -> None:
-        """The response's last byte arrived."""
+        """The response's last byte arrived: it is finished once its events are parsed."""
         self.state = _IDLE
         self.ended = True
-        if not self.paused:
-            self._finish()
 
     def _finish(self) -> None:
         res = self.res
@@ -414,7 +483,7 @@ class _Connection(asyncio.Protocol):
             self._release()
 
     def _release(self) -> None:
-        done, self.res, self.done = self.done, None, None
+        done, self.res, self.done, self.body = self.done, None, None, None
         self.state, self.sse, self.buf = _IDLE, b"", b""
         if self.keep_alive and self.sent and not self.closed:
             self.client.idle.append(self)
@@ -432,10 +501,15 @@ class _Connection(asyncio.Protocol):
         self.client.open.discard(self)
         if self.res is None:
             return
+        self.lost = str(exc) if exc else "connection closed mid-response"
         if self.state == _UNTIL_CLOSE:  # the end of a response framed by closing
-            self.ended, self.paused = True, False
-            self._events(time.perf_counter())
-        elif self.res.status == 0 and self.state == _HEAD and not self.buf:
+            self.ended = True
+        if not self.paused:  # (a paused one is waiting for its turn: the rest happens there)
+            self._work()
+
+    def _lost(self) -> None:
+        """The connection closed, and all it brought is parsed, without the response's end."""
+        if self.res.status == 0 and self.state == _HEAD and not self.buf:
             self._fail("disconnect", _STALE)
         else:
-            self._fail("disconnect", str(exc) if exc else "connection closed mid-response")
+            self._fail("disconnect", self.lost)

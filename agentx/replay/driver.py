@@ -78,6 +78,19 @@ class BenchSettings:
 # Event-loop timers fire up to ~1.5 ms off (libuv and epoll count whole milliseconds): the driver
 # wakes this much early and spins (yielding to I/O) until a request is due.
 TIMER_SLACK_S = 0.002
+# While the loop would wait, the driver prepares the bodies of the requests due within AHEAD_S, one
+# per loop turn and not within AHEAD_GUARD_S of a due time (a render can take milliseconds), so a
+# due request is only written; bodies held ahead own at most AHEAD_BYTES.
+AHEAD_S = 1.0
+AHEAD_GUARD_S = 0.005
+AHEAD_BYTES = 256 << 20
+# Profiling starts this long (wall) after the warmup drains: time to prepare every lane's first body.
+LEAD_S = 0.5
+
+
+def _held(body) -> int:
+    """Memory a body built ahead holds (a view of a stream's buffer holds none of its own)."""
+    return 0 if isinstance(body, memoryview) else len(body)
 
 
 def discover_model(url: str) -> str:
@@ -108,13 +121,15 @@ class Run:
             concurrency=settings.concurrency, duration=settings.duration, seed=settings.seed, run_id=self.run_id,
             warmup=settings.warmup, warmup_requests_per_lane=settings.warmup_requests_per_lane,
             idle_cap=settings.idle_cap, system_idle_cap=settings.system_idle_cap, mode=settings.mode,
-            time_scale=settings.time_scale, warmup_seconds=settings.warmup_seconds))
+            time_scale=settings.time_scale, warmup_seconds=settings.warmup_seconds,
+            lead=LEAD_S * settings.clock_scale))
         self.prompts = PromptBuilder(ContentConfig(settings.seed, settings.token_range, settings.token_scale))
         decoder = load_decoder(settings.tokenizer) if settings.wire == "chat" else None
         self.bodies = BodyBuilder(settings.model, settings.wire, decoder)
         self.chat_text = ChatText(self.prompts, decoder) if decoder else None
         self.tokens_text = TokensText(self.prompts, self.bodies)
-        self.ahead: dict = {}  # dispatch key -> (phase, (body, ISL, OSL)) rendered before it was due
+        self.ahead: dict = {}  # dispatch key -> (phase, `_prepare()`'s answer) before it was due
+        self.ahead_bytes = 0  # of bodies in `ahead` (`_held`)
         self.seen: dict[int, set] = {}  # tree -> hash ids sent
         self.last_ids: dict = {}  # (tree, stream) -> hash ids of the stream's last request
         self.trees_written = 0
@@ -161,6 +176,12 @@ class Run:
         # collector's sight, or every full collection walks them.
         gc.collect()
         gc.freeze()
+        try:
+            await self._execute(on_tick)
+        finally:
+            gc.unfreeze()  # a sweep runs again in this process: let this run's objects be collected
+
+    async def _execute(self, on_tick) -> None:
         loop = asyncio.get_running_loop()
         t0, scale = time.perf_counter(), self.s.clock_scale
         self.t0 = t0
@@ -220,8 +241,9 @@ class Run:
                 deadline = math.inf if nt is None else nt  # run clock; the window's end counts too
                 if self.plan.phase == PROFILE:
                     deadline = min(deadline, self.plan.profile_end)
-                if (deadline - clock()) / scale > TIMER_SLACK_S:
-                    self._render_ahead()
+                if (deadline - clock()) / scale > AHEAD_GUARD_S and self._render_ahead(clock()):
+                    await asyncio.sleep(0)  # a body per loop turn: answers are read in between
+                    continue
                 wall = (deadline - clock()) / scale
                 if wall <= TIMER_SLACK_S:  # the last stretch before a due time: spin, letting I/O run
                     await asyncio.sleep(0)
@@ -254,7 +276,6 @@ class Run:
         }
         self.info["finished"] = True
         self._write_info()
-        gc.unfreeze()  # a sweep runs again in this process: let this run's objects be collected
 
     async def _tick(self, on_tick) -> None:
         while True:
@@ -262,21 +283,43 @@ class Run:
             await asyncio.sleep(0.5)
 
     def _phase(self) -> str:
+        if self.plan.phase == PROFILE and self.clock() < self.plan.profile_start:
+            return "warmup"  # the lead before profiling
         return {"warmup1": "warmup", "warmup2": "warmup"}.get(self.plan.phase, self.plan.phase)
 
-    def _render_ahead(self) -> None:
-        """Render the body of the next request due while the loop would wait for it."""
-        d = self.plan.next_dispatch()
-        if d is not None and d.key not in self.ahead:
-            self.ahead[d.key] = (d.phase, self._body(d))
+    def _render_ahead(self, now: float) -> bool:
+        """Prepare the next request due within AHEAD_S that is not prepared yet; False when there
+        is none (or the bodies held ahead are too big already)."""
+        if self.ahead_bytes > AHEAD_BYTES:
+            return False
+        for d in self.plan.upcoming(now, AHEAD_S * self.s.clock_scale):
+            if d.key not in self.ahead:
+                prepared = self._prepare(d)
+                self.ahead[d.key] = (d.phase, prepared)
+                self.ahead_bytes += _held(prepared[0])
+                return True
+        return False
+
+    def _prepared(self, d: Dispatch) -> tuple:
+        """`_prepare(d)`, done ahead or now."""
+        ahead = self.ahead.pop(d.key, None)
+        if ahead is not None:
+            phase, prepared = ahead
+            self.ahead_bytes -= _held(prepared[0])
+            if phase == d.phase:
+                return prepared
+            del ahead, prepared  # (its stream's buffer is free again)
+        return self._prepare(d)
+
+    def _prepare(self, d: Dispatch) -> tuple:
+        """(body, ISL, OSL, hash ids shared with its stream's last request) of a dispatch. Its
+        stream's last request was sent before this one is due, so this can be done ahead."""
+        body, isl, osl = self._body(d)
+        last = self.last_ids.get((d.tree, d.graph.nodes[d.node].stream))
+        return body, isl, osl, shared_prefix(last, d.request.hash_ids) if last is not None else 0
 
     def _body(self, d: Dispatch) -> tuple[bytes, int, int]:
         """(body, ISL, OSL) of a dispatch."""
-        ahead = self.ahead.pop(d.key, None)
-        if ahead is not None:
-            if ahead[0] == d.phase:
-                return ahead[1]
-            del ahead  # (its stream's buffer is free again)
         session, req = d.session, d.request
         node = d.graph.nodes[d.node]
         tail_key = key64("tail", self.run_id, d.tree, d.node)
@@ -293,13 +336,11 @@ class Run:
             body = self.bodies.chat_body(segments, texts, osl)
         return body, isl, osl
 
-    def _sent_blocks(self, d: Dispatch) -> int:
-        """How many of the request's hash blocks this tree has sent before. The blocks its
-        stream's last request also had were sent with it: only the rest are looked up."""
-        ids, stream = d.request.hash_ids, (d.tree, d.graph.nodes[d.node].stream)
-        last = self.last_ids.get(stream)
-        k = shared_prefix(last, ids) if last is not None else 0
-        self.last_ids[stream] = ids
+    def _sent_blocks(self, d: Dispatch, k: int) -> int:
+        """How many of the request's hash blocks this tree has sent before. The `k` its stream's
+        last request also had were sent with it: only the rest are looked up."""
+        ids = d.request.hash_ids
+        self.last_ids[(d.tree, d.graph.nodes[d.node].stream)] = ids
         seen = self.seen.setdefault(d.tree, set())
         new = ids[k:].tolist()
         hits = k + sum(1 for i in new if i in seen)
@@ -307,9 +348,9 @@ class Run:
         return hits
 
     def _begin(self, client: Client, d: Dispatch) -> tuple[Exchange, int, int, int]:
-        """Render and start the request of a dispatch: (exchange, ISL, OSL, theoretical cached)."""
-        body, isl, osl = self._body(d)
-        theo = min(isl, self._sent_blocks(d) * self.prompts.block_tokens(d.session))
+        """Start the request of a dispatch: (exchange, ISL, OSL, theoretical cached)."""
+        body, isl, osl, k = self._prepared(d)
+        theo = min(isl, self._sent_blocks(d, k) * self.prompts.block_tokens(d.session))
         headers = {"X-Session-ID": f"{self.run_id}-{d.tree}", "X-Correlation-ID": f"{self.run_id}-{d.tree}-{d.node}"}
         return client.begin(self.bodies.path, body, headers), isl, osl, theo
 

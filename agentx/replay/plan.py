@@ -47,6 +47,7 @@ class PlanConfig:
     mode: str = "lanes"  # or "schedule": every session starts at its recorded start / time_scale
     time_scale: float = 1.0  # schedule mode
     warmup_seconds: float = 0.0  # schedule mode: this prefix of the schedule is recorded as warmup
+    lead: float = 0.0  # between the warmup's drain (or the start) and profiling: the client renders ahead
 
 
 @dataclass(frozen=True)
@@ -115,8 +116,12 @@ class ReplayPlan:
         self.phase = WARMUP1
         self.profile_start = math.inf
         self.shift = 0.0  # system idle cap: timers move earlier by this much
+        self.lead_end = math.inf  # the lead (config) ends here: the idle cap does not shorten it
         self.inflight = 0
         self.finished_trees: list[Tree] = []  # trees that drained, for session metrics
+        # lane -> the tree it takes when its tree drains: drawn when the draining tree's last
+        # request is sent, so that the new tree's first requests can be prepared ahead
+        self.next_trees: dict[int, Tree] = {}
         self._uid = 0
         self._out: list[Dispatch] = []
 
@@ -144,6 +149,7 @@ class ReplayPlan:
         """Open loop: a tree per session, its recorded t = 0 at its recorded start / time_scale;
         no lanes refill. What starts in the first `warmup_seconds` is recorded as warmup."""
         self.phase = PROFILE
+        now = self.lead_end = now + self.cfg.lead
         self.profile_start = now + self.cfg.warmup_seconds
         first = min(g.session.start for g in self.graphs)
         self.lanes = []
@@ -181,20 +187,28 @@ class ReplayPlan:
         if not self.heap:
             return None
         t = self.heap[0][0] - self.shift
-        if self.inflight == 0 and t - now > self.cfg.system_idle_cap:
-            self.shift += t - now - self.cfg.system_idle_cap
-            t = now + self.cfg.system_idle_cap
+        idle_from = max(now, self.lead_end)
+        if self.inflight == 0 and t - idle_from > self.cfg.system_idle_cap:
+            self.shift += t - idle_from - self.cfg.system_idle_cap
+            t = idle_from + self.cfg.system_idle_cap
         return t if t < self.profile_end else None
 
-    def next_dispatch(self) -> Dispatch | None:
-        """The request `next_time()` is for, as `due()` will hand it out unless something
-        changes first (to render its body ahead); changes nothing."""
-        if self.phase != PROFILE or not self.heap or not self._live(self.heap[0]):
-            return None
-        t, uid, node = self.heap[0]
-        tree, planned = self.trees[uid], t - self.shift
-        return Dispatch((uid, node), tree.lane, uid, tree.replay, tree.graph, node,
-                        "profile" if planned >= self.profile_start else "warmup", tree.marker, planned)
+    def upcoming(self, now: float, horizon: float) -> list[Dispatch]:
+        """The requests due by `now + horizon`, in order, as `due()` will hand them out unless
+        something changes first, then the first requests of the trees lanes take next (due when
+        their lanes drain, `planned` unknown): to prepare their bodies ahead. Changes nothing."""
+        if self.phase != PROFILE:
+            return []
+        until = now + horizon + self.shift
+        out = []
+        for t, uid, node in sorted(e for e in self.heap if e[0] <= until):
+            if self._live((t, uid, node)):
+                out.append(self._as_dispatch(self.trees[uid], node, t - self.shift))
+        for tree in self.next_trees.values():
+            for e in tree.graph.roots:
+                if e.delay <= horizon and len(tree.graph.in_edges[e.dst]) == 1:
+                    out.append(self._as_dispatch(tree, e.dst, math.inf))
+        return out
 
     def ended(self, key: tuple[int, int], now: float) -> None:
         """Request `key` finished (successfully or not) at `now`."""
@@ -238,6 +252,11 @@ class ReplayPlan:
         return self.order.pop()
 
     def _new_tree(self, lane: int) -> Tree:
+        tree = self.next_trees.pop(lane, None) or self._draw_tree(lane)
+        self.lanes[lane] = tree
+        return tree
+
+    def _draw_tree(self, lane: int) -> Tree:
         graph = self.graphs[self._next_session()]
         replay = self.replays[lane]
         self.replays[lane] += 1
@@ -245,7 +264,6 @@ class ReplayPlan:
         tree = Tree(self._uid, lane, replay, graph, marker)
         self._uid += 1
         self.trees[tree.uid] = tree
-        self.lanes[lane] = tree
         return tree
 
     def _init_tree(self, tree: Tree) -> None:
@@ -330,15 +348,22 @@ class ReplayPlan:
 
     # ---------------------------------------------------------------- phases
 
-    def _dispatch(self, tree: Tree, node: int, phase: str, planned: float) -> None:
+    def _dispatch(self, tree: Tree, node: int, phase: str | None, planned: float) -> None:
         tree.state[node] = FLIGHT
         tree.due_at.pop(node, None)
         tree.inflight += 1
         self.inflight += 1
+        if (self.phase == PROFILE and self.cfg.mode == "lanes" and tree.inflight == tree.open_nodes
+                and self.lanes[tree.lane] is tree and tree.lane not in self.next_trees):
+            self.next_trees[tree.lane] = self._draw_tree(tree.lane)  # this tree drains next
         if tree.first_start is None:
             tree.first_start = planned
-        self._out.append(Dispatch((tree.uid, node), tree.lane, tree.uid, tree.replay, tree.graph, node, phase,
-                                  tree.marker, planned))
+        self._out.append(self._as_dispatch(tree, node, planned, phase))
+
+    def _as_dispatch(self, tree: Tree, node: int, planned: float, phase: str | None = None) -> Dispatch:
+        phase = phase or ("profile" if planned >= self.profile_start else "warmup")
+        return Dispatch((tree.uid, node), tree.lane, tree.uid, tree.replay, tree.graph, node, phase, tree.marker,
+                        planned)
 
     def _send_primers(self, tree: Tree, now: float) -> None:
         for node in sorted(tree.primers, key=lambda i: tree.graph.nodes[i].request.t):
@@ -363,6 +388,7 @@ class ReplayPlan:
 
     def _begin_profile(self, now: float) -> None:
         self.phase = PROFILE
+        now = self.lead_end = now + self.cfg.lead  # (nothing is due before the profiling start)
         self.profile_start = now
         for lane, tree in enumerate(self.lanes):
             if tree.open_nodes == 0:  # drained during warmup: the lane starts a fresh tree
@@ -380,4 +406,4 @@ class ReplayPlan:
             if self._live(entry):
                 tree = self.trees[entry[1]]
                 planned = entry[0] - self.shift
-                self._dispatch(tree, entry[2], "profile" if planned >= self.profile_start else "warmup", planned)
+                self._dispatch(tree, entry[2], None, planned)

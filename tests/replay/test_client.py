@@ -110,6 +110,13 @@ def test_a_big_body_arrives_whole_and_many_events_in_one_read_are_all_counted():
     assert results[1].error is None  # the connection stayed usable
 
 
+def test_a_whole_answer_followed_by_close_is_parsed_to_its_end():
+    # ~3,500 chunks arrive with the close: parsed over many loop turns after the connection is gone
+    answer = OK + b"Connection: close\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked(sse(1000), 40)
+    results, _ = run([answer], [b"{}"])
+    assert results[0].error is None and results[0].chunks == 1000 and results[0].completion_tokens == 1000
+
+
 def test_failures_are_categorized():
     overflow = b'{"error":{"message":"This model\'s maximum context length is 8192 tokens"}}'
     answers = [
@@ -132,6 +139,8 @@ def test_a_connection_the_server_closed_is_retried_once():
     ok = OK + b"Content-Length: %d\r\n\r\n" % len(sse(2)) + sse(2)
     results, seen = run([ok, "close", ok], [b"{}", b"{}"])  # the 2nd request meets a closed connection
     assert [r.error for r in results] == [None, None] and len(seen) == 3
+    results, seen = run(["close"], [b"{}"])  # new connections, closed at once: retried once, then given up
+    assert results[0].error == "disconnect" and len(seen) == 2
 
 
 def test_nothing_listening_is_a_connect_error():

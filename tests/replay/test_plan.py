@@ -20,8 +20,9 @@ def latency(d) -> float:
     return 0.5 + d.request.osl * 0.002 if d.phase == "profile" else 0.3
 
 
-def drive(graphs, cfg: PlanConfig):
-    """Run a plan against a fake server; returns (plan, dispatches as (time, d), ends by key)."""
+def drive(graphs, cfg: PlanConfig, watch=None):
+    """Run a plan against a fake server; returns (plan, dispatches as (time, d), ends by key).
+    `watch(plan, now)` is called after each step's dispatches."""
     plan = ReplayPlan(graphs, cfg)
     now, events, log, ends = 0.0, [], [], {}
     plan.start(now)
@@ -30,6 +31,8 @@ def drive(graphs, cfg: PlanConfig):
             assert d.key not in ends and all(d.key != x.key for _, x in log[-500:])
             log.append((now, d))
             heapq.heappush(events, (now + latency(d), d.key))
+        if watch:
+            watch(plan, now)
         nt = plan.next_time(now)
         if events and (nt is None or events[0][0] <= nt):
             now, key = heapq.heappop(events)
@@ -104,6 +107,31 @@ def test_warmup_is_separate_and_bounded(graphs):
         stage2 = [d for _, d in warm if d.tree == lane and d.node not in tree.primers]
         assert len(stage2) <= 5
         assert all(tree.graph.nodes[p].request.t < tree.t_star for p in tree.primers)
+
+
+def test_profiling_starts_a_lead_after_the_warmup_drains(graphs):
+    cfg = PlanConfig(concurrency=6, duration=600, seed=2, warmup_requests_per_lane=3, system_idle_cap=1, lead=5)
+    plan, log, ends = drive(graphs, cfg)
+    last_warm_end = max(ends[d.key] for _, d in log if d.phase == "warmup")
+    assert plan.profile_start == pytest.approx(last_warm_end + 5)  # the idle cap does not shorten it
+    assert min(t for t, d in log if d.phase == "profile") >= plan.profile_start
+
+
+def test_the_next_tree_of_a_lane_is_known_before_its_tree_drains(graphs):
+    announced = {}  # dispatch key -> the first time upcoming() listed it
+
+    def watch(plan, now):
+        for d in plan.upcoming(now, 1.0):
+            announced.setdefault(d.key, (now, d))
+
+    plan, log, ends = drive(graphs, PlanConfig(concurrency=3, duration=20_000, seed=1), watch)
+    refills = [(t, d) for t, d in log if d.tree >= 3 and t > plan.profile_start  # lanes refilled while profiling
+               and any(e.dst == d.node and e.delay <= 1.0 for e in d.graph.roots)]  # their first requests
+    assert len(refills) > 5
+    for t, d in refills:
+        first, listed = announced[d.key]
+        assert first < t and listed.marker == d.marker and listed.session is d.session  # known before
+        assert listed.planned == math.inf and d.planned == pytest.approx(t)  # its due time was not
 
 
 def test_markers_same_within_a_tree_and_different_across_replays_and_runs(graphs):
