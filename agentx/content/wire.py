@@ -68,6 +68,7 @@ class BodyBuilder:
         self.wire, self.decoder, self.model = wire, decoder, model
         self.path = "/v1/completions" if wire == "tokens" else "/v1/chat/completions"
         self.ignore_eos = ignore_eos
+        self._tokens_head = self._start(_WIDE) + b',"prompt":'  # with a stand-in max_tokens
 
     def _start(self, max_tokens: int) -> bytes:
         head = {"model": self.model, "max_tokens": max_tokens, "stream": True,
@@ -79,7 +80,7 @@ class BodyBuilder:
     def tokens_head(self, max_tokens: int) -> bytes:
         """/v1/completions up to its prompt: `{..., "prompt":`, of one length for any
         `max_tokens` (numbers space-padded: valid JSON) so bodies can be rewritten in place."""
-        return self._start(_WIDE).replace(b"%d" % _WIDE, b"%10d" % max_tokens) + b',"prompt":'
+        return self._tokens_head.replace(b"%d" % _WIDE, b"%10d" % max_tokens)
 
     def chat_body(self, segments: list[Segment], texts: list[str], max_tokens: int) -> bytes:
         messages = [{"role": s.role, "content": text} for s, text in zip(segments, texts)]

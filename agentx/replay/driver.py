@@ -1,5 +1,5 @@
-"""The real-time driver: runs a replay plan against a server with asyncio and aiohttp, writing
-a record per request, the scraped server metrics, and the run's result point.
+"""The real-time driver: runs a replay plan against a server with asyncio and agentx's own HTTP
+client (`client.py`), writing a record per request, the scraped server metrics, and the run's result point.
 
 With `clock_scale X` (a simulated engine running X times faster than the hardware it models)
 the run's clock runs X times faster: trace delays shrink by X in wall time, and every time in
