@@ -2,8 +2,9 @@
 
 import pytest
 
-from agentx.replay.driver import BenchSettings, bench
-from agentx.replay.records import read_records
+from agentx.records import read_records
+from agentx.replay.driver import bench
+from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
 from tests.conftest import WEKA
 
@@ -30,7 +31,7 @@ def sessions():
 
 
 def run(url, out, sessions, **kw):
-    s = BenchSettings(url=url, concurrency=2, duration=25, out=str(out), token_scale=64, token_range=(300, 8000),
+    s = BenchSettings.build(url=url, concurrency=2, duration=25, out=str(out), token_scale=64, token_range=(300, 8000),
                       warmup_requests_per_lane=1, idle_cap=2, system_idle_cap=1, grace=60, request_timeout=120, **kw)
     return bench(s, sessions)
 
