@@ -115,7 +115,7 @@ def test_hash_ids_stable_within_an_export_and_different_across(captured, tokeniz
 def test_export_replays_with_agentx_bench(captured, sim, tmp_path):
     sessions = list(captured["sessions"].values())
     result = bench(BenchSettings.build(url=sim, concurrency=2, duration=20, out=str(tmp_path), clock_scale=100,
-                                 warmup_requests_per_lane=2, grace=10), sessions)
+                                       warmup_requests_per_lane=2, grace=10), sessions)
     records = read_records(tmp_path)
     prof = [r for r in records if r.phase == "profile"]
     assert prof and all(r.error is None for r in records)
