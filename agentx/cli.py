@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path
-from typing import Optional
+from typing import Optional, get_args
 
 import typer
 from rich.console import Console
 
+from agentx.content.wire import WIRE_MODES
+from agentx.engine.presets import COST_BASES
 from agentx.errors import AgentxError
+from agentx.replay.plan import MODES
+from agentx.replay.scenarios import SCENARIOS
+from agentx.traces.load import FORMATS
+from agentx.traces.model import HashScope
+from agentx.traces.weka import TimeBasis
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help="agentx: LLM inference benchmark for agentic traffic.")
 trace_app = typer.Typer(no_args_is_help=True, help="Inspect, generate and convert agent traces.")
@@ -25,6 +33,25 @@ console.width = max(console.width, 112)  # tables of figures read badly when fol
 err_console = Console(stderr=True)
 
 
+def _choices(name: str, values) -> type[Enum]:
+    """The allowed values of an option, declared by the stage that takes them, as an Enum
+    (typer checks and lists them)."""
+    return Enum(name, {v: v for v in values}, type=str)
+
+
+Format = _choices("Format", FORMATS)
+Basis = _choices("Basis", get_args(TimeBasis))
+Scope = _choices("Scope", get_args(HashScope))
+Wire = _choices("Wire", WIRE_MODES)
+CostBasis = _choices("CostBasis", COST_BASES)
+Mode = _choices("Mode", MODES)
+Scenario = _choices("Scenario", SCENARIOS)
+
+
+def _value(choice: Enum | None):
+    return None if choice is None else choice.value
+
+
 def _warn(message: str) -> None:
     err_console.print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
 
@@ -35,18 +62,16 @@ def _max_context(text: Optional[str]) -> Optional[int]:
     return parse_tokens(text) if text else None
 
 
-def _load(paths: list[Path], fmt: Optional[str], max_context: Optional[str]):
+def _load(paths: list[Path], fmt: Optional[Format], max_context: Optional[str]):
     from agentx.data import sample_traces
-    from agentx.traces.load import FORMATS, load_sessions
+    from agentx.traces.load import load_sessions
     from agentx.traces.variants import limit_corpus
 
-    if fmt is not None and fmt not in FORMATS:
-        raise AgentxError(f"--format: unknown format {fmt!r} (want {', '.join(FORMATS)})")
-    sessions = load_sessions(paths or [sample_traces()], fmt, warn=_warn)
+    sessions = load_sessions(paths or [sample_traces()], _value(fmt), warn=_warn)
     return limit_corpus(sessions, _max_context(max_context))
 
 
-FORMAT_HELP = "Input format (weka, mooncake, bailian); detected from the content when omitted."
+FORMAT_HELP = "Input format; detected from the content when omitted."
 MAX_CONTEXT_HELP = "Drop every request with ISL + OSL over this many tokens (e.g. 256k): the 256k variant."
 
 
@@ -54,7 +79,7 @@ MAX_CONTEXT_HELP = "Drop every request with ISL + OSL over this many tokens (e.g
 def trace_stats_cmd(
     paths: list[Path] = typer.Argument(None, help="Trace files or folders; the bundled real traces when omitted."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
-    fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
+    fmt: Optional[Format] = typer.Option(None, "--format", help=FORMAT_HELP),
     max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
 ):
     """Counts, distributions and the theoretical prefix-cache hit rate of a corpus."""
@@ -79,43 +104,27 @@ def trace_synth_cmd(
     max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
 ):
     """Generate a synthetic corpus calibrated to the published AgentX statistics."""
-    from agentx.traces.synth import synth_corpus
-    from agentx.traces.variants import limit_context
-    from agentx.traces.weka import write_weka
+    from agentx.traces.synth import write_corpus
 
-    limit = _max_context(max_context)
-    out.mkdir(parents=True, exist_ok=True)
-    written = requests = 0
-    for session in synth_corpus(sessions, seed):
-        if limit is not None:
-            session = limit_context(session, limit)
-            if session is None:
-                continue
-        write_weka([session], out / f"{session.id}.json")
-        written += 1
-        requests += session.n_requests
+    written, requests = write_corpus(out, sessions, seed, _max_context(max_context))
     console.print(f"wrote {written} sessions, {requests:,} requests to {out}")
 
 
 @trace_app.command("convert")
 def trace_convert_cmd(
     paths: list[Path] = typer.Argument(..., help="Trace files or folders."),
-    to: str = typer.Option(..., "--to", help="Output format: weka, mooncake or bailian."),
+    to: Format = typer.Option(..., "--to", help="Output format."),
     out: Path = typer.Option(..., "--out", help="Output file (JSONL), or a folder for one WEKA file per session."),
-    fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
+    fmt: Optional[Format] = typer.Option(None, "--format", help=FORMAT_HELP),
     max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
-    time_basis: str = typer.Option("absolute", "--time-basis", help="WEKA subagent times: absolute or relative."),
+    time_basis: Basis = typer.Option("absolute", "--time-basis", help="WEKA subagent times."),
 ):
     """Convert traces between formats (and optionally apply the context cap)."""
-    from agentx.traces.load import FORMATS, write_sessions
+    from agentx.traces.load import write_sessions
 
-    if to not in FORMATS:
-        raise AgentxError(f"--to: unknown format {to!r} (want {', '.join(FORMATS)})")
-    if time_basis not in ("absolute", "relative"):
-        raise AgentxError(f"--time-basis: want absolute or relative, got {time_basis!r}")
     sessions = _load(paths, fmt, max_context)
-    options = {"basis": time_basis} if to == "weka" else {}
-    write_sessions(sessions, out, to, **options)
+    options = {"basis": time_basis.value} if to.value == "weka" else {}
+    write_sessions(sessions, out, to.value, **options)
     console.print(f"wrote {len(sessions)} sessions ({sum(s.n_requests for s in sessions):,} requests) to {out}")
 
 
@@ -199,7 +208,7 @@ def capture_export_cmd(
     tokenizer: Path = typer.Option(..., "--tokenizer", help="A local tokenizer.json (Hugging Face tokenizers)."),
     out: Path = typer.Option(..., "--out", help="Folder for traces/ (WEKA files) and export_report.json."),
     block_size: int = typer.Option(64, "--block-size", help="Tokens per hash block."),
-    scope: str = typer.Option("local", "--scope", help="Hash ids per session (local) or across the export (global)."),
+    scope: Scope = typer.Option("local", "--scope", help="Hash ids per session (local) or across the export (global)."),
     classifier_max_tokens: int = typer.Option(64, "--classifier-max-tokens",
                                               help="Drop requests without tools and max_tokens <= this."),
     max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
@@ -208,7 +217,7 @@ def capture_export_cmd(
     from agentx.capture.export import ExportConfig, export, report_lines
 
     report = export(ExportConfig(store=str(store), tokenizer=str(tokenizer), out=str(out), block_size=block_size,
-                                 scope=scope, classifier_max_tokens=classifier_max_tokens,
+                                 scope=scope.value, classifier_max_tokens=classifier_max_tokens,
                                  max_context=_max_context(max_context)))
     for line in report_lines(report):
         console.print(line, highlight=False)
@@ -220,24 +229,10 @@ def capture_export_cmd(
 @sim_app.command("presets")
 def sim_presets_cmd():
     """List the hardware and model presets with their key figures."""
-    from rich.table import Table
+    from agentx.engine.presets import preset_tables
 
-    from agentx.engine import presets
-
-    hw = Table("hardware", "name", "BF16 TFLOP/s", "FP8 TFLOP/s", "HBM GB", "HBM TB/s", "host link GB/s",
-               title="Hardware presets (per GPU, dense)")
-    for key in presets.hardware_names():
-        h = presets.hardware(key)
-        hw.add_row(key, h.name, f"{h.bf16_flops / 1e12:,.0f}", f"{h.fp8_flops / 1e12:,.0f}", f"{h.hbm_bytes / 1e9:.0f}",
-                   f"{h.hbm_bw / 1e12:.2f}", f"{h.host_link_bw / 1e9:.0f}")
-    models = Table("model", "name", "attention", "layers", "params total / active", "max context", "vocab",
-                   title="Model presets")
-    for key in presets.model_names():
-        m = presets.model(key)
-        models.add_row(key, m.name, m.attention, str(m.layers), f"{m.params_total / 1e9:.1f}B / {m.params_active / 1e9:.1f}B",
-                       f"{m.max_context:,}", f"{m.vocab:,}")
-    console.print(hw)
-    console.print(models)
+    for table in preset_tables():
+        console.print(table)
     console.print("sources: agentx/engine/presets.toml")
 
 
@@ -260,23 +255,24 @@ def _print_result(result: dict, title: str, folder: Path) -> None:
     console.print(f"results: {folder}/result.json (records: {folder}/records.jsonl)", highlight=False)
 
 
-def _run_benchmarks(settings, sessions, concurrencies: list[int], out: Path, label: str) -> list[tuple[int, dict]]:
-    from dataclasses import replace
+def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str) -> None:
+    from agentx.metrics.report import sweep_table
+    from agentx.replay.folder import command_line
+    from agentx.replay.sweep import sweep
 
-    from agentx.replay.driver import bench, command_line
-
-    results = []
-    for n in concurrencies:
-        folder = out / f"c{n}" if len(concurrencies) > 1 else out
-        s = replace(settings, concurrency=n, out=str(folder))
-        console.print(f"[bold]{label}: concurrency {n}, {s.duration:g} s profiling[/] -> {folder}", highlight=False)
+    @contextmanager
+    def progress(s):
+        console.print(f"[bold]{label}: concurrency {s.plan.concurrency}, {s.plan.duration:g} s profiling[/] -> {s.out}",
+                      highlight=False)
         with _progress() as tick:
-            result = bench(s, sessions, command_line(), tick)
+            yield tick
+
+    def done(n: int, folder: Path, result: dict) -> None:
         _print_result(result, f"concurrency {n}", folder)
-        results.append((n, result))
+
+    results = sweep(settings, sessions, concurrencies, out, command_line(), progress, done)
     if len(results) > 1:
-        _print_sweep(results)
-    return results
+        console.print(sweep_table(results))
 
 
 @contextmanager
@@ -297,26 +293,6 @@ def _progress():
         yield lambda snap: live.update(line(snap))
 
 
-def _print_sweep(results: list[tuple[int, dict]]) -> None:
-    from rich.table import Table
-
-    t = Table(title="sweep", title_justify="left", show_edge=False)
-    for col in ("lanes", "ok", "total tok/s", "output tok/s", "TTFT p50 ms", "TTFT p90 ms",
-                "interact. p50", "E2E-norm. p90", "server hit", "valid"):
-        t.add_column(col, justify="right")
-    for n, r in results:
-        rm, sm = r["request_metrics"], r["server_metrics"]
-        tp, ttft = rm.get("throughput", {}), rm.get("ttft_s") or {}
-        inter, norm = rm.get("interactivity_tok_s") or {}, rm.get("e2e_normalized_interactivity_tok_s") or {}
-        fmt = lambda v, f="{:,.0f}": "-" if v is None else f.format(v)  # noqa: E731
-        t.add_row(str(n), f"{r['requests']['succeeded']:,}", fmt(tp.get("total_tok_s")), fmt(tp.get("output_tok_s")),
-                  fmt(ttft.get("p50") and ttft["p50"] * 1000), fmt(ttft.get("p90") and ttft["p90"] * 1000),
-                  fmt(inter.get("p50"), "{:,.1f}"), fmt(norm.get("p90"), "{:,.1f}"),
-                  fmt(sm.get("prefix_hit_rate") and sm["prefix_hit_rate"] * 100, "{:.1f}%"),
-                  "yes" if r["validity"]["valid"] else "no")
-    console.print(t)
-
-
 def _default_out(prefix: str) -> Path:
     from datetime import datetime
 
@@ -328,12 +304,12 @@ def bench_cmd(
     url: str = typer.Option(..., "--url", help="Base URL of an OpenAI-compatible server."),
     model: Optional[str] = typer.Option(None, "--model", help="Model name; discovered from /v1/models when omitted."),
     traces: list[Path] = typer.Option(None, "--traces", help="Trace files or folders (default: the bundled real traces)."),
-    fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
+    fmt: Optional[Format] = typer.Option(None, "--format", help=FORMAT_HELP),
     max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
-    scenario: Optional[str] = typer.Option(None, "--scenario", help="Fixed-sequence baseline instead of traces: 1k1k, 8k1k or 1k8k."),
+    scenario: Optional[Scenario] = typer.Option(None, "--scenario", help="Fixed-sequence baseline instead of traces."),
     concurrency: str = typer.Option("8", "--concurrency", help="Lanes; a list (1,4,16) runs a sweep."),
     duration: float = typer.Option(3600.0, "--duration", help="Profiling window in seconds."),
-    wire: str = typer.Option("tokens", "--wire", help="tokens (/v1/completions, token ids) or chat (/v1/chat/completions)."),
+    wire: Wire = typer.Option("tokens", "--wire", help="tokens (/v1/completions, token ids) or chat (/v1/chat/completions)."),
     seed: int = typer.Option(0, "--seed"),
     gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs of the deployment (per-GPU, cost and power figures)."),
     hardware: Optional[str] = typer.Option(None, "--hardware", help="GPU kind for cost and power (H100, H200, B200, ...)."),
@@ -350,8 +326,8 @@ def bench_cmd(
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="tokenizer.json for --wire chat (default: the sim's)."),
     server_metrics: str = typer.Option("", "--server-metrics", help="Prometheus URL (default: the target's /metrics; 'none': off)."),
     keep_chunks: bool = typer.Option(False, "--keep-chunks", help="Keep every chunk's arrival time in the records."),
-    cost_basis: str = typer.Option("neocloud", "--cost-basis", help="hyperscaler, neocloud or rental_3y."),
-    mode: str = typer.Option("lanes", "--mode", help="lanes (closed loop) or schedule (open loop at recorded start times)."),
+    cost_basis: CostBasis = typer.Option("neocloud", "--cost-basis", help="Which price of the GPU counts."),
+    mode: Mode = typer.Option("lanes", "--mode", help="lanes (closed loop) or schedule (open loop at recorded start times)."),
     time_scale: float = typer.Option(1.0, "--time-scale", help="Schedule mode: divide recorded session start times by this."),
     warmup_seconds: float = typer.Option(0.0, "--warmup-seconds", help="Schedule mode: this prefix counts as warmup."),
     clock_scale: float = typer.Option(1.0, "--clock-scale", help="Target runs X times faster than it models "
@@ -359,37 +335,33 @@ def bench_cmd(
 ):
     """Replay agentic traces (or a fixed scenario) against a server and summarize the run."""
     from agentx.content.tokens import parse_token_range
-    from agentx.metrics.summary import COST_BASES
-    from agentx.replay.driver import BenchSettings
     from agentx.replay.scenarios import scenario_sessions
+    from agentx.replay.settings import BenchSettings
 
     levels = _concurrencies(concurrency)
-    if cost_basis not in COST_BASES:
-        raise AgentxError(f"--cost-basis: want one of {', '.join(COST_BASES)}, got {cost_basis!r}")
     if duration <= 0 or clock_scale <= 0 or time_scale <= 0 or warmup_seconds < 0:
         raise AgentxError("--duration, --clock-scale and --time-scale must be > 0, --warmup-seconds >= 0")
-    if mode not in ("lanes", "schedule"):
-        raise AgentxError(f"--mode: want lanes or schedule, got {mode!r}")
-    settings = BenchSettings(
-        url=url, concurrency=levels[0], duration=duration, out="", model=model, wire=wire, seed=seed, gpus=gpus,
+    settings = BenchSettings.build(
+        url=url, concurrency=levels[0], duration=duration, model=model, wire=wire.value, seed=seed, gpus=gpus,
         hardware=hardware, engine=engine, warmup_requests_per_lane=warmup_requests_per_lane,
         idle_cap=idle_cap, system_idle_cap=system_idle_cap, grace=grace, request_timeout=request_timeout,
         token_range=parse_token_range(token_range), token_scale=token_scale, tokenizer=tokenizer,
         server_metrics=None if server_metrics == "none" else server_metrics, keep_chunks=keep_chunks,
-        cost_basis=cost_basis, scenario=scenario, clock_scale=clock_scale, mode=mode, time_scale=time_scale,
-        warmup_seconds=warmup_seconds, warmup=not no_warmup and mode == "lanes",
-        dataset=scenario or (", ".join(map(str, traces)) if traces else "bundled WEKA sample"), variant=max_context)
+        cost_basis=cost_basis.value, scenario=_value(scenario), clock_scale=clock_scale, mode=mode.value,
+        time_scale=time_scale, warmup_seconds=warmup_seconds, warmup=not no_warmup and mode.value == "lanes",
+        dataset=_value(scenario) or (", ".join(map(str, traces)) if traces else "bundled WEKA sample"),
+        variant=max_context)
     if scenario:
-        sessions = scenario_sessions(scenario, max(levels))
+        sessions = scenario_sessions(scenario.value, max(levels))
     else:
         sessions = _load(traces or [], fmt, max_context)
-    _run_benchmarks(settings, sessions, levels, out or _default_out("bench"), "bench")
+    _sweep(settings, sessions, levels, out or _default_out("bench"), "bench")
 
 
 @app.command("report")
 def report_cmd(run_dir: Path = typer.Argument(..., help="A run folder written by `agentx bench`.")):
     """Rebuild a run's summary from its records (also for a run that was killed)."""
-    from agentx.replay.driver import report
+    from agentx.replay.folder import report
 
     _print_result(report(run_dir), str(run_dir), run_dir)
 
@@ -405,7 +377,7 @@ def demo_cmd(
     """The embedded default: the simulated engine (8 x H200, Qwen3-235B-A22B) on a loopback port,
     the bundled real traces replayed at a few concurrencies, a summary per run and a sweep."""
     from agentx.engine.launch import sim_server
-    from agentx.replay.driver import BenchSettings
+    from agentx.replay.settings import BenchSettings
 
     levels = _concurrencies(concurrency)
     sessions = _load([], None, None)
@@ -415,10 +387,10 @@ def demo_cmd(
                   f"real time with the replay clock scaled to match (all figures are modeled time); "
                   f"{len(sessions)} bundled real Claude Code sessions; concurrency {concurrency}", highlight=False)
     with sim_server("--speed", str(speed), "--truth-log", str(out / "sim_truth.jsonl")) as url:
-        settings = BenchSettings(url=url, concurrency=levels[0], duration=duration, out="", gpus=8,
-                                 hardware="H200", engine="agentx-sim", dataset="bundled WEKA sample",
-                                 clock_scale=speed, grace=30.0)
-        _run_benchmarks(settings, sessions, levels, out, "demo")
+        settings = BenchSettings.build(url=url, concurrency=levels[0], duration=duration, gpus=8, hardware="H200",
+                                       engine="agentx-sim", dataset="bundled WEKA sample", clock_scale=speed,
+                                       grace=30.0)
+        _sweep(settings, sessions, levels, out, "demo")
     first = out / f"c{levels[0]}" if len(levels) > 1 else out
     console.print(f"all results under {out}/ (`agentx report {first}` rebuilds a summary)", highlight=False)
 
@@ -428,7 +400,8 @@ def main() -> None:
     try:
         app()  # click itself reports usage errors (exit 2)
     except AgentxError as exc:
-        err_console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        message = f"--{exc.setting.replace('_', '-')}: {exc.message}" if exc.setting else str(exc)
+        err_console.print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)
         sys.exit(2)
 
 

@@ -2,7 +2,16 @@
 
 
 class AgentxError(Exception):
-    """A user-facing error; the CLI prints its message on one line and exits non-zero."""
+    """A user-facing error; the CLI prints its message on one line and exits non-zero. An
+    error about one setting names it (`setting`, e.g. "token_range"): the CLI words it as
+    its flag (`--token-range`), a library caller sees the setting's name."""
+
+    def __init__(self, message: str, setting: str | None = None):
+        self.message, self.setting = message, setting
+        super().__init__(f"{setting}: {message}" if setting else message)
+
+    def __reduce__(self):  # so it crosses process boundaries intact
+        return type(self), (self.message, self.setting)
 
 
 class TraceError(AgentxError):

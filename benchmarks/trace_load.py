@@ -26,8 +26,9 @@ mode, folder, limit = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
 files = sorted(folder.glob("*.json"))[:limit]
 t0 = time.perf_counter()
 if mode == "agentx":
+    from agentx.common import gc_paused
     from agentx.traces.graph import build_graph
-    from agentx.traces.load import gc_paused, load_sessions
+    from agentx.traces.load import load_sessions
     sessions = load_sessions(files, "weka")
     t1 = time.perf_counter()
     with gc_paused():

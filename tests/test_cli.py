@@ -55,6 +55,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     missing = agentx("trace", "stats", tmp_path / "nope.json")
     assert missing.returncode == 2 and "no such file" in missing.stderr
     assert agentx("trace", "convert", bad, "--to", "csv", "--out", tmp_path / "x").returncode == 2
+    flag = agentx("trace", "stats", "--max-context", "lots")  # a library error, worded as the flag
+    assert flag.returncode == 2 and flag.stderr.strip().endswith("--max-context: expected a token count like "
+                                                                  "256k or 1m, got 'lots'")
     usage = agentx("trace", "stats", "--bogus")
     assert usage.returncode == 2 and "Traceback" not in usage.stderr
 

@@ -23,7 +23,7 @@ from agentx.capture.answers import Answer
 from agentx.capture.canonical import Prompt, prompt_of
 from agentx.capture.incremental import IncrementalTokenizer, load_tokenizer
 from agentx.capture.store import Row, read_rows
-from agentx.content.tokens import shared_prefix
+from agentx.common import shared_prefix
 from agentx.errors import AgentxError
 from agentx.traces.model import Request, Session, Stream, ids_array, make_session
 from agentx.traces.variants import limit_context
@@ -45,9 +45,9 @@ class ExportConfig:
 
     def __post_init__(self):
         if self.scope not in ("local", "global"):
-            raise AgentxError(f"--scope: want local or global, got {self.scope!r}")
+            raise AgentxError(f"want local or global, got {self.scope!r}", "scope")
         if self.block_size < 1:
-            raise AgentxError(f"--block-size: want >= 1, got {self.block_size}")
+            raise AgentxError(f"want >= 1, got {self.block_size}", "block_size")
 
 
 @dataclass

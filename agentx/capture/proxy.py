@@ -84,7 +84,7 @@ class ProxyConfig:
 
     def __post_init__(self):
         if not re.match(r"https?://[^/]+", self.upstream):
-            raise AgentxError(f"--upstream: want http(s)://host[:port][/prefix], got {self.upstream!r}")
+            raise AgentxError(f"want http(s)://host[:port][/prefix], got {self.upstream!r}", "upstream")
 
 
 def _forward_headers(headers) -> dict[str, str]:

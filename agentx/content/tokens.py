@@ -12,11 +12,11 @@ All arithmetic is vectorized splitmix64 over numpy uint64 arrays (wrapping by de
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import numpy as np
 
+from agentx.common import key64
 from agentx.errors import AgentxError
 from agentx.traces.model import Request, Session
 
@@ -37,26 +37,13 @@ def mix64(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
-def key64(*parts) -> int:
-    """A stable 64-bit key of strings and ints (not Python's salted hash)."""
-    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little")
-
-
-def shared_prefix(a: np.ndarray, b: np.ndarray) -> int:
-    """How many leading items two arrays share."""
-    m = min(len(a), len(b))
-    same = a[:m] == b[:m]
-    return m if same.all() else int(np.argmin(same))
-
-
 def parse_token_range(text: str) -> tuple[int, int]:
     try:
         lo, hi = (int(x) for x in text.split(":"))
     except ValueError:
-        raise AgentxError(f"--token-range: want LO:HI, got {text!r}") from None
+        raise AgentxError(f"want LO:HI, got {text!r}", "token_range") from None
     if not 0 <= lo < hi:
-        raise AgentxError(f"--token-range: want 0 <= LO < HI, got {text!r}")
+        raise AgentxError(f"want 0 <= LO < HI, got {text!r}", "token_range")
     return lo, hi
 
 
@@ -68,7 +55,7 @@ class ContentConfig:
 
     def __post_init__(self):
         if self.token_scale < 1:
-            raise AgentxError(f"--token-scale must be >= 1, got {self.token_scale}")
+            raise AgentxError(f"must be >= 1, got {self.token_scale}", "token_scale")
 
 
 class PromptBuilder:
@@ -90,6 +77,10 @@ class PromptBuilder:
 
     def osl(self, request: Request) -> int:
         return max(1, round(request.osl / self.cfg.token_scale))
+
+    def system_tokens(self, session: Session) -> int:
+        """The system prompt and tool definitions of the session (the chat wire's system message)."""
+        return round(((session.system_tokens or 0) + (session.tool_tokens or 0)) / self.cfg.token_scale)
 
     def scope_key(self, session: Session) -> np.uint64:
         """The key of the session's hash-id space (per session, or one for global ids)."""

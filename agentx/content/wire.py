@@ -10,7 +10,7 @@ from typing import Callable
 import msgspec
 import numpy as np
 
-from agentx.content.tokens import shared_prefix
+from agentx.common import shared_prefix
 from agentx.errors import AgentxError
 
 WIRE_MODES = ("tokens", "chat")
@@ -64,7 +64,7 @@ class BodyBuilder:
 
     def __init__(self, model: str, wire: str, decoder=None, ignore_eos: bool = True):
         if wire not in WIRE_MODES:
-            raise AgentxError(f"--wire: want one of {', '.join(WIRE_MODES)}, got {wire!r}")
+            raise AgentxError(f"want one of {', '.join(WIRE_MODES)}, got {wire!r}", "wire")
         self.wire, self.decoder, self.model = wire, decoder, model
         self.path = "/v1/completions" if wire == "tokens" else "/v1/chat/completions"
         self.ignore_eos = ignore_eos

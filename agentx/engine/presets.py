@@ -10,6 +10,9 @@ from importlib.resources import files
 from agentx.errors import AgentxError
 
 
+COST_BASES = ("hyperscaler", "neocloud", "rental_3y")  # the prices of a GPU in `[cost]`
+
+
 @dataclass(frozen=True)
 class Hardware:
     key: str
@@ -65,9 +68,33 @@ def model(key: str) -> Model:
     return _build(Model, "model", key)
 
 
+def gpu_cost(key: str) -> dict | None:
+    """{"kw": kW all-in, and $/GPU-h per basis in COST_BASES} of a GPU kind; None if unknown."""
+    return _table()["cost"].get(key)
+
+
 def hardware_names() -> list[str]:
     return list(_table()["hardware"])
 
 
 def model_names() -> list[str]:
     return list(_table()["model"])
+
+
+def preset_tables() -> list:
+    """Rich tables of the hardware and model presets with their key figures."""
+    from rich.table import Table
+
+    hw = Table("hardware", "name", "BF16 TFLOP/s", "FP8 TFLOP/s", "HBM GB", "HBM TB/s", "host link GB/s",
+               title="Hardware presets (per GPU, dense)")
+    for key in hardware_names():
+        h = hardware(key)
+        hw.add_row(key, h.name, f"{h.bf16_flops / 1e12:,.0f}", f"{h.fp8_flops / 1e12:,.0f}", f"{h.hbm_bytes / 1e9:.0f}",
+                   f"{h.hbm_bw / 1e12:.2f}", f"{h.host_link_bw / 1e9:.0f}")
+    models = Table("model", "name", "attention", "layers", "params total / active", "max context", "vocab",
+                   title="Model presets")
+    for key in model_names():
+        m = model(key)
+        models.add_row(key, m.name, m.attention, str(m.layers), f"{m.params_total / 1e9:.1f}B / {m.params_active / 1e9:.1f}B",
+                       f"{m.max_context:,}", f"{m.vocab:,}")
+    return [hw, models]

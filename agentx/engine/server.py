@@ -63,7 +63,7 @@ class SimServer:
         try:
             self.truth = open(cfg.truth_log, "a", buffering=1) if cfg.truth_log else None
         except OSError as e:
-            raise AgentxError(f"--truth-log {cfg.truth_log}: {e.strerror}") from None
+            raise AgentxError(f"{cfg.truth_log}: {e.strerror}", "truth_log") from None
         self._wake: asyncio.Event | None = None
         self._t0 = 0.0
 

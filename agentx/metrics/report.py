@@ -1,4 +1,4 @@
-"""Console tables of result points."""
+"""Console tables of result points (one run, and a sweep of runs)."""
 
 from __future__ import annotations
 
@@ -63,3 +63,23 @@ def result_lines(result: dict) -> list[str]:
     v = result["validity"]
     lines.append("valid" if v["valid"] else "NOT VALID: " + "; ".join(v["reasons"]))
     return lines
+
+
+def sweep_table(results: list[tuple[int, dict]]) -> Table:
+    """One row per run of a concurrency sweep."""
+    t = Table(title="sweep", title_justify="left", show_edge=False)
+    for col in ("lanes", "ok", "total tok/s", "output tok/s", "TTFT p50 ms", "TTFT p90 ms",
+                "interact. p50", "E2E-norm. p90", "server hit", "valid"):
+        t.add_column(col, justify="right")
+    for n, r in results:
+        rm, sm = r["request_metrics"], r["server_metrics"]
+        tp, ttft = rm.get("throughput", {}), rm.get("ttft_s") or {}
+        inter, norm = rm.get("interactivity_tok_s") or {}, rm.get("e2e_normalized_interactivity_tok_s") or {}
+        fmt = lambda v, f="{:,.0f}": "-" if v is None else f.format(v)  # noqa: E731
+        t.add_row(str(n), f"{r['requests']['succeeded']:,}", fmt(tp.get("total_tok_s")), fmt(tp.get("output_tok_s")),
+                  fmt(ttft.get("p50") and ttft["p50"] * 1000), fmt(ttft.get("p90") and ttft["p90"] * 1000),
+                  fmt(inter.get("p50"), "{:,.1f}"), fmt(norm.get("p90"), "{:,.1f}"),
+                  fmt(sm.get("prefix_hit_rate") and sm["prefix_hit_rate"] * 100, "{:.1f}%"),
+                  "yes" if r["validity"]["valid"] else "no")
+    return t
+

@@ -11,6 +11,8 @@ import aiohttp
 import msgspec
 from prometheus_client.parser import text_string_to_metric_families
 
+from agentx.records import read_jsonl
+
 
 def parse_samples(text: str) -> dict[str, float]:
     out = {}
@@ -53,13 +55,4 @@ class Scraper:
 
 
 def read_series(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_bytes().split(b"\n"):
-        if line.strip():
-            try:
-                out.append(msgspec.json.decode(line))
-            except msgspec.DecodeError:
-                break  # torn last line of a killed run
-    return out
+    return read_jsonl(path) if path.exists() else []

@@ -7,25 +7,21 @@ from collections import Counter
 
 import numpy as np
 
+from agentx.common import percentiles
+from agentx.engine.presets import gpu_cost
 from agentx.metrics.server import summarize_server
-from agentx.replay.records import Record
+from agentx.records import Record
 
 SCHEMA_VERSION = 1
 PERCENTILES = (50, 75, 90, 95, 99, 99.9)
-# GPU: (kW all-in, $/GPU-h hyperscaler, neocloud, 3-yr rental) — SPEC §3, July 2026 survey
-GPU_COST = {
-    "H100": (1.73, 1.30, 1.69, 1.30), "H200": (1.73, 1.41, 1.74, 1.60), "B200": (2.17, 1.95, 2.34, 2.90),
-    "B300": (2.17, 2.34, 2.808, 3.48), "GB200": (2.10, 2.21, 2.75, 3.30), "GB300": (2.10, 2.652, 3.30, 3.96),
-    "MI300X": (1.79, 1.12, 1.40, 1.55), "MI325X": (2.18, 1.28, 1.59, 1.80), "MI355X": (2.65, 1.48, 1.90, 2.10),
-}
-COST_BASES = ("hyperscaler", "neocloud", "rental_3y")
 
 
 def distribution(values) -> dict | None:
     a = np.asarray([v for v in values if v is not None], dtype=float)
-    if a.size == 0:
+    p = percentiles(a, PERCENTILES)
+    if p is None:
         return None
-    out = {f"p{q:g}": float(np.percentile(a, q)) for q in PERCENTILES}
+    out = {f"p{q:g}": v for q, v in zip(PERCENTILES, p)}
     out.update(mean=float(a.mean()), std=float(a.std()), n=int(a.size))
     return out
 
@@ -62,9 +58,9 @@ def request_metrics(ok: list[Record], gpus: int | None, hardware: str | None, co
               "total_tok_s": (tin + tout) / window, "requests_per_s": len(ok) / window}
         if gpus:
             tp.update({f"{k[:-6]}_tok_s_per_gpu": tp[k] / gpus for k in ("input_tok_s", "output_tok_s", "total_tok_s")})
-            if hardware in GPU_COST:
-                kw, *prices = GPU_COST[hardware]
-                price = prices[COST_BASES.index(cost_basis)]
+            cost = gpu_cost(hardware) if hardware else None
+            if cost is not None:
+                kw, price = cost["kw"], cost[cost_basis]
                 out_gpu, total_gpu = tp["output_tok_s_per_gpu"], tp["total_tok_s_per_gpu"]
                 tp.update({
                     "cost_basis": cost_basis, "usd_per_gpu_hour": price, "kw_per_gpu": kw,

@@ -1,12 +1,10 @@
-"""The real-time driver: runs a replay plan against a server with asyncio and agentx's own HTTP
-client (`client.py`), writing a record per request, the scraped server metrics, and the run's result point.
+"""The real-time driver: the dispatch loop that runs a replay plan against a server with asyncio
+and agentx's own HTTP client (`client.py`); bodies come from the renderer (`render.py`), records,
+trees, the scraped server metrics and the result point go to the run folder (`folder.py`).
 
 With `clock_scale X` (a simulated engine running X times faster than the hardware it models)
 the run's clock runs X times faster: trace delays shrink by X in wall time, and every time in
 the records (latencies, windows, throughput) is in the modeled deployment's seconds.
-
-A run folder holds `run.json` (settings at start; client health and `finished` at the end),
-`records.jsonl` (+ `records.parquet`), `server_metrics.jsonl`, `trees.jsonl` and `result.json`.
 Lanes share nothing but the plan's phase barriers, so they can be sharded across processes.
 """
 
@@ -14,83 +12,41 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
-from collections import deque
 import math
-import os
-import platform
 import resource
-import sys
 import time
 import uuid
-from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from collections import deque
+from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
 
-from agentx.content.tokens import DEFAULT_TOKEN_RANGE, ContentConfig, PromptBuilder, key64, shared_prefix
-from agentx.content.wire import BodyBuilder, ChatText, TokensText, chat_segments, load_decoder
+from agentx.common import gc_paused
 from agentx.errors import AgentxError
-from agentx.metrics.scrape import Scraper, read_series
-from agentx.metrics.summary import summarize
+from agentx.metrics.scrape import Scraper
+from agentx.records import Record, RecordWriter
 from agentx.replay.client import Client, Exchange
-from agentx.replay.plan import DONE, PROFILE, Dispatch, PlanConfig, ReplayPlan
-from agentx.replay.records import Record, RecordWriter, read_records, write_parquet
+from agentx.replay.folder import RunFolder, report
+from agentx.replay.plan import DONE, PROFILE, Dispatch, ReplayPlan
+from agentx.replay.render import Renderer
+from agentx.replay.settings import BenchSettings
 from agentx.serving import run_async
 from agentx.traces.graph import build_graph
-from agentx.traces.load import gc_paused
 
-
-@dataclass
-class BenchSettings:
-    url: str
-    concurrency: int
-    duration: float
-    out: str
-    model: str | None = None
-    wire: str = "tokens"
-    seed: int = 0
-    gpus: int | None = None
-    hardware: str | None = None
-    engine: str | None = None
-    dataset: str | None = None
-    variant: str | None = None
-    warmup: bool = True
-    warmup_requests_per_lane: int = 10
-    idle_cap: float = 300.0
-    system_idle_cap: float = 10.0
-    grace: float = 60.0
-    request_timeout: float = 600.0
-    token_range: tuple[int, int] = DEFAULT_TOKEN_RANGE
-    token_scale: int = 1
-    tokenizer: str | None = None
-    server_metrics: str | None = ""  # "" -> the target's /metrics; None -> no scraping
-    keep_chunks: bool = False
-    cost_basis: str = "neocloud"
-    scenario: str | None = None
-    clock_scale: float = 1.0  # the target runs this much faster than what it models (sim --speed)
-    mode: str = "lanes"  # or "schedule" (open loop at recorded session start times)
-    time_scale: float = 1.0  # schedule mode: recorded start times are divided by this
-    warmup_seconds: float = 0.0  # schedule mode: the schedule's first seconds count as warmup
-
+# `bench` is the entry point; its settings (settings.py) and `report` (folder.py) are named here too
+__all__ = ["BenchSettings", "Run", "bench", "discover_model", "report"]
 
 # Event-loop timers fire up to ~1.5 ms off (libuv and epoll count whole milliseconds): the driver
 # wakes this much early and spins (yielding to I/O) until a request is due.
 TIMER_SLACK_S = 0.002
 # While the loop would wait, the driver prepares the bodies of the requests due within AHEAD_S, one
 # per loop turn and not within AHEAD_GUARD_S of a due time (a render can take milliseconds), so a
-# due request is only written; bodies held ahead own at most AHEAD_BYTES.
+# due request is only written (`render.py` bounds the bytes held ahead).
 AHEAD_S = 1.0
 AHEAD_GUARD_S = 0.005
-AHEAD_BYTES = 256 << 20
 # Profiling starts this long (wall) after the warmup drains: time to prepare every lane's first body.
 LEAD_S = 0.5
-
-
-def _held(body) -> int:
-    """Memory a body built ahead holds (a view of a stream's buffer holds none of its own)."""
-    return 0 if isinstance(body, memoryview) else len(body)
 
 
 def discover_model(url: str) -> str:
@@ -102,50 +58,25 @@ def discover_model(url: str) -> str:
     try:
         return asyncio.run(get())["data"][0]["id"]
     except (aiohttp.ClientError, asyncio.TimeoutError, KeyError, IndexError, ValueError) as e:
-        raise AgentxError(f"{url}/v1/models: cannot discover the model name ({e}); pass --model") from None
+        raise AgentxError(f"cannot discover the model name from {url}/v1/models ({e}); name it", "model") from None
 
 
 class Run:
     """One (settings, sessions) replay into one folder."""
 
     def __init__(self, settings: BenchSettings, sessions: list, command: str = ""):
-        self.s = settings
-        self.folder = Path(settings.out)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        if (self.folder / "records.jsonl").exists():
-            raise AgentxError(f"{self.folder}: already holds a run; choose another --out")
+        self.s, target = settings, settings.target
         self.run_id = uuid.uuid4().hex[:12]
+        self.folder = RunFolder(Path(settings.out), self.run_id,
+                                {**settings.flat(), "model": target.model, "sessions": len(sessions)}, command)
         with gc_paused():
             graphs = [build_graph(s) for s in sessions]
-        self.plan = ReplayPlan(graphs, PlanConfig(
-            concurrency=settings.concurrency, duration=settings.duration, seed=settings.seed, run_id=self.run_id,
-            warmup=settings.warmup, warmup_requests_per_lane=settings.warmup_requests_per_lane,
-            idle_cap=settings.idle_cap, system_idle_cap=settings.system_idle_cap, mode=settings.mode,
-            time_scale=settings.time_scale, warmup_seconds=settings.warmup_seconds,
-            lead=LEAD_S * settings.clock_scale))
-        self.prompts = PromptBuilder(ContentConfig(settings.seed, settings.token_range, settings.token_scale))
-        decoder = load_decoder(settings.tokenizer) if settings.wire == "chat" else None
-        self.bodies = BodyBuilder(settings.model, settings.wire, decoder)
-        self.chat_text = ChatText(self.prompts, decoder) if decoder else None
-        self.tokens_text = TokensText(self.prompts, self.bodies)
-        self.ahead: dict = {}  # dispatch key -> (phase, `_prepare()`'s answer) before it was due
-        self.ahead_bytes = 0  # of bodies in `ahead` (`_held`)
-        self.seen: dict[int, set] = {}  # tree -> hash ids sent
-        self.last_ids: dict = {}  # (tree, stream) -> hash ids of the stream's last request
+        self.plan = ReplayPlan(graphs, replace(settings.plan, run_id=self.run_id, lead=LEAD_S * target.clock_scale))
+        self.render = Renderer(self.run_id, settings.content, target.model, target.wire, target.tokenizer)
         self.trees_written = 0
         self.done = {"warmup": 0, "profile": 0, "errors": 0}
         self.recent: deque = deque(maxlen=500)  # (end, ttft, output tokens) of profile records
         self.clock = lambda: 0.0
-        self.info = {
-            "run_id": self.run_id, "agentx_version": _version(), "command": command,
-            "start_time": datetime.now(timezone.utc).isoformat(), "host": platform.node(),
-            "settings": {**asdict(settings), "model": settings.model, "sessions": len(sessions)},
-            "finished": False,
-        }
-        self._write_info()
-
-    def _write_info(self) -> None:
-        (self.folder / "run.json").write_text(json.dumps(self.info, indent=1, default=str))
 
     # ------------------------------------------------------------------ the loop
 
@@ -183,21 +114,22 @@ class Run:
 
     async def _execute(self, on_tick) -> None:
         loop = asyncio.get_running_loop()
-        t0, scale = time.perf_counter(), self.s.clock_scale
+        target = self.s.target
+        t0, scale = time.perf_counter(), target.clock_scale
         self.t0 = t0
         clock = lambda: (time.perf_counter() - t0) * scale  # noqa: E731
         self.clock = clock
-        writer = RecordWriter(self.folder)
-        trees = open(self.folder / "trees.jsonl", "ab", buffering=0)
+        writer = RecordWriter(self.folder.path)
+        self.folder.open_trees()
         scrape_task = None
-        if self.s.server_metrics is not None:
-            url = self.s.server_metrics or self.s.url.rstrip("/") + "/metrics"
-            scraper = Scraper(url, self.folder / "server_metrics.jsonl", clock, self._phase)
+        if target.server_metrics is not None:
+            url = target.server_metrics or target.url.rstrip("/") + "/metrics"
+            scraper = Scraper(url, self.folder.path / "server_metrics.jsonl", clock, self._phase)
             scrape_task = asyncio.create_task(scraper.run())
         wake = asyncio.Event()
         tasks: set[asyncio.Task] = set()
         cpu0 = time.process_time()
-        async with Client(self.s.url, self.s.request_timeout, self.s.keep_chunks) as client:
+        async with Client(target.url, target.request_timeout, target.keep_chunks) as client:
 
             def launch(now: float) -> None:
                 """Send what is due: each request is written here, its answer awaited by a task."""
@@ -223,7 +155,7 @@ class Run:
                 # the agent can act once the response is complete (its last bytes may come after
                 # the last token): that, not the record's `end`, starts the end-to-start delays
                 self.plan.ended(d.key, clock())
-                self._write_trees(trees)
+                self._finished_trees()
                 if self.plan.phase != DONE:
                     launch(clock())  # what this completion made due goes out now, not a loop hop later
                 wake.set()
@@ -258,7 +190,7 @@ class Run:
             profile_wall = (clock() - self.plan.profile_start) / scale if self.plan.profile_start < math.inf else 0
             cpu, cpu_wall = time.process_time() - cpu0, clock() / scale
             if tasks:
-                _, pending = await asyncio.wait(set(tasks), timeout=self.s.grace)
+                _, pending = await asyncio.wait(set(tasks), timeout=target.grace)
                 for task in pending:
                     task.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
@@ -267,15 +199,11 @@ class Run:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         writer.close()
-        trees.close()
-        wall = clock() / scale
-        self.info["client"] = {
+        self.folder.finish({
             "cpu_percent": 100.0 * cpu / cpu_wall if cpu_wall else None,  # until the window closed
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "wall_s": wall, "profile_wall_s": profile_wall,
-        }
-        self.info["finished"] = True
-        self._write_info()
+            "wall_s": clock() / scale, "profile_wall_s": profile_wall,
+        })
 
     async def _tick(self, on_tick) -> None:
         while True:
@@ -290,72 +218,19 @@ class Run:
     def _render_ahead(self, now: float) -> bool:
         """Prepare the next request due within AHEAD_S that is not prepared yet; False when there
         is none (or the bodies held ahead are too big already)."""
-        if self.ahead_bytes > AHEAD_BYTES:
+        if self.render.ahead_full():
             return False
-        for d in self.plan.upcoming(now, AHEAD_S * self.s.clock_scale):
-            if d.key not in self.ahead:
-                prepared = self._prepare(d)
-                self.ahead[d.key] = (d.phase, prepared)
-                self.ahead_bytes += _held(prepared[0])
-                return True
-        return False
-
-    def _prepared(self, d: Dispatch) -> tuple:
-        """`_prepare(d)`, done ahead or now."""
-        ahead = self.ahead.pop(d.key, None)
-        if ahead is not None:
-            phase, prepared = ahead
-            self.ahead_bytes -= _held(prepared[0])
-            if phase == d.phase:
-                return prepared
-            del ahead, prepared  # (its stream's buffer is free again)
-        return self._prepare(d)
-
-    def _prepare(self, d: Dispatch) -> tuple:
-        """(body, ISL, OSL, hash ids shared with its stream's last request) of a dispatch. Its
-        stream's last request was sent before this one is due, so this can be done ahead."""
-        body, isl, osl = self._body(d)
-        last = self.last_ids.get((d.tree, d.graph.nodes[d.node].stream))
-        return body, isl, osl, shared_prefix(last, d.request.hash_ids) if last is not None else 0
-
-    def _body(self, d: Dispatch) -> tuple[bytes, int, int]:
-        """(body, ISL, OSL) of a dispatch."""
-        session, req = d.session, d.request
-        node = d.graph.nodes[d.node]
-        tail_key = key64("tail", self.run_id, d.tree, d.node)
-        osl = self.prompts.osl(req) if d.phase == "profile" else 1
-        if self.bodies.wire == "tokens":
-            body, isl = self.tokens_text.body(session, req, tail_key, d.marker, osl, (d.tree, node.stream))
-        else:
-            isl = self.prompts.isl(session, req)
-            system = round(((session.system_tokens or 0) + (session.tool_tokens or 0)) / self.s.token_scale)
-            stream = d.graph.streams[node.stream]
-            history = [(self.prompts.isl(session, r), self.prompts.osl(r)) for r in stream.requests[: node.position]]
-            segments = chat_segments(isl, system, history)
-            texts = self.chat_text.messages(session, req, tail_key, d.marker, segments)
-            body = self.bodies.chat_body(segments, texts, osl)
-        return body, isl, osl
-
-    def _sent_blocks(self, d: Dispatch, k: int) -> int:
-        """How many of the request's hash blocks this tree has sent before. The `k` its stream's
-        last request also had were sent with it: only the rest are looked up."""
-        ids = d.request.hash_ids
-        self.last_ids[(d.tree, d.graph.nodes[d.node].stream)] = ids
-        seen = self.seen.setdefault(d.tree, set())
-        new = ids[k:].tolist()
-        hits = k + sum(1 for i in new if i in seen)
-        seen.update(new)
-        return hits
+        return self.render.prepare_ahead(self.plan.upcoming(now, AHEAD_S * self.s.target.clock_scale))
 
     def _begin(self, client: Client, d: Dispatch) -> tuple[Exchange, int, int, int]:
         """Start the request of a dispatch: (exchange, ISL, OSL, theoretical cached)."""
-        body, isl, osl, k = self._prepared(d)
-        theo = min(isl, self._sent_blocks(d, k) * self.prompts.block_tokens(d.session))
+        body, isl, osl, k = self.render.prepared(d)
+        theo = self.render.theoretical_cached(d, isl, k)
         headers = {"X-Session-ID": f"{self.run_id}-{d.tree}", "X-Correlation-ID": f"{self.run_id}-{d.tree}-{d.node}"}
-        return client.begin(self.bodies.path, body, headers), isl, osl, theo
+        return client.begin(self.render.bodies.path, body, headers), isl, osl, theo
 
     async def _record(self, client: Client, d: Dispatch, ex: Exchange, isl: int, osl: int, theo: int) -> Record:
-        base, scale = self.t0, self.s.clock_scale
+        base, scale = self.t0, self.s.target.clock_scale
         node = d.graph.nodes[d.node]
         rec = Record(
             run=self.run_id, lane=d.lane, tree=d.tree, replay=d.replay, session=d.session.id, stream=node.stream,
@@ -375,7 +250,7 @@ class Run:
         rec.error, rec.detail = res.error, res.detail
         if res.error is None and res.first is None:
             rec.error = "empty"  # a 200 with no output at all
-        if self.s.keep_chunks:
+        if self.s.target.keep_chunks:
             rec.chunk_times = [(t - res.start) * scale for t in res.chunk_times]
         return rec
 
@@ -387,66 +262,21 @@ class Run:
                       planned=d.planned, start=now, end=now, isl_planned=0, osl_planned=0, theo_cached=0,
                       error="client", detail=detail[:300])
 
-    def _write_trees(self, f) -> None:
+    def _finished_trees(self) -> None:
+        """Write the rows of trees that finished since the last call and drop their state."""
         done = self.plan.finished_trees
         while self.trees_written < len(done):
             tree = done[self.trees_written]
             self.trees_written += 1
-            self.seen.pop(tree.uid, None)
-            for stream in range(len(tree.graph.streams)):
-                self.tokens_text.forget((tree.uid, stream))
-                self.last_ids.pop((tree.uid, stream), None)
-            first_t = min(n.request.t for n in tree.graph.nodes)
-            row = {
-                "tree": tree.uid, "lane": tree.lane, "session": tree.graph.session.id,
-                "whole": tree.started_in_profile and tree.last_end is not None
-                and tree.last_end <= self.plan.profile_end,
-                "replay_wall_s": (tree.last_end or 0) - (tree.first_start or 0),
-                "recorded_wall_s": tree.graph.session.duration - first_t,
-            }
-            f.write(json.dumps(row).encode() + b"\n")
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("agentx")
-    except PackageNotFoundError:
-        return "dev"
+            self.render.forget(tree.uid, len(tree.graph.streams))
+            self.folder.write_tree(tree, self.plan.profile_end)
 
 
 def bench(settings: BenchSettings, sessions: list, command: str = "", on_tick=None) -> dict:
     """Replay `sessions` against the target; write the run folder; return the result point.
     `on_tick(snapshot)` receives live figures twice a second (a progress display)."""
-    if settings.model is None:
-        settings.model = discover_model(settings.url)
+    if settings.target.model is None:
+        settings = settings.replace(model=discover_model(settings.target.url))
     run = Run(settings, sessions, command)
     run_async(run.execute(on_tick))
-    records = read_records(run.folder)
-    write_parquet(records, run.folder)
-    return report(run.folder)
-
-
-def report(folder: Path) -> dict:
-    """Rebuild the result point from a run folder (also one whose run was killed)."""
-    folder = Path(folder)
-    info_path = folder / "run.json"
-    if not info_path.exists():
-        raise AgentxError(f"{folder}: no run.json (not a run folder?)")
-    info = json.loads(info_path.read_text())
-    records = read_records(folder)
-    trees = []
-    if (folder / "trees.jsonl").exists():
-        for line in (folder / "trees.jsonl").read_text().splitlines():
-            try:
-                trees.append(json.loads(line))
-            except ValueError:
-                break
-    result = summarize(records, info, read_series(folder / "server_metrics.jsonl"), trees)
-    (folder / "result.json").write_text(json.dumps(result, indent=1))
-    return result
-
-
-def command_line() -> str:
-    return " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])
+    return report(run.folder.path)

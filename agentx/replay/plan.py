@@ -26,10 +26,11 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from agentx.content.tokens import key64
+from agentx.common import key64
 from agentx.traces.graph import SessionGraph
 
 WARMUP1, WARMUP2, PROFILE, DONE = "warmup1", "warmup2", "profile", "done"
+MODES = ("lanes", "schedule")  # closed loop per lane, or open loop at recorded session starts
 # node states
 PENDING, READY, FLIGHT, ENDED = 0, 1, 2, 3
 

@@ -12,7 +12,7 @@ BLOCK = 64
 
 def scenario_sessions(name: str, lanes: int, requests_per_session: int = 10_000) -> list[Session]:
     if name not in SCENARIOS:
-        raise AgentxError(f"--scenario: want one of {', '.join(SCENARIOS)}, got {name!r}")
+        raise AgentxError(f"want one of {', '.join(SCENARIOS)}, got {name!r}", "scenario")
     isl, osl = SCENARIOS[name]
     blocks = isl // BLOCK
     sessions = []

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import gc
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Literal
 
 import msgspec
 
+from agentx.common import gc_paused
 from agentx.errors import TraceError
 from agentx.traces.bailian import read_bailian, write_bailian
 from agentx.traces.model import Session
@@ -77,19 +76,6 @@ def load_sessions(
         for f in trace_files(paths):
             sessions.extend(load_file(f, fmt, warn))
     return sessions
-
-
-@contextmanager
-def gc_paused():
-    """Loading allocates ~10 objects per request and no cycles; the cyclic collector would
-    rescan the growing heap again and again (a third of the load time on a 99k corpus)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def write_sessions(sessions: list[Session], path: str | Path, fmt: Format, **options) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agentx.common import percentiles
 from agentx.traces.graph import chain_gap
 from agentx.traces.model import Session
 
@@ -30,10 +31,10 @@ class Distribution:
     @staticmethod
     def of(values) -> "Distribution":
         v = np.asarray(values, dtype=np.float64)
-        if v.size == 0:
+        p = percentiles(v, PERCENTILES)
+        if p is None:
             nan = math.nan
             return Distribution(0, nan, nan, nan, nan, nan, nan, nan, nan)
-        p = np.percentile(v, PERCENTILES)
         pos = np.log(v[v > 0])
         mu = float(pos.mean()) if pos.size else math.nan
         sigma = float(pos.std()) if pos.size else math.nan

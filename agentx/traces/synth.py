@@ -18,6 +18,7 @@ All distributions are log-normal; the parameters below were fitted by running
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -264,3 +265,23 @@ def synth_corpus(sessions: int, seed: int, cfg: SynthConfig | None = None):
     cfg = cfg or SynthConfig()
     for i in range(sessions):
         yield synth_session(cfg, seed, i)
+
+
+def write_corpus(out: Path, sessions: int, seed: int, max_context: int | None = None) -> tuple[int, int]:
+    """Write a synthetic corpus as one WEKA file per session (each capped at `max_context`
+    tokens when given); (sessions written, requests)."""
+    from agentx.traces.variants import limit_context
+    from agentx.traces.weka import write_weka
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = requests = 0
+    for session in synth_corpus(sessions, seed):
+        if max_context is not None:
+            session = limit_context(session, max_context)
+            if session is None:
+                continue
+        write_weka([session], out / f"{session.id}.json")
+        written += 1
+        requests += session.n_requests
+    return written, requests
+

@@ -13,7 +13,7 @@ def parse_tokens(text: str) -> int:
     """'256k' -> 256000, '1m' -> 1000000, '990000' -> 990000 (decimal k and m)."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*", text)
     if not m:
-        raise AgentxError(f"--max-context: expected a token count like 256k or 1m, got {text!r}")
+        raise AgentxError(f"expected a token count like 256k or 1m, got {text!r}", "max_context")
     scale = {"": 1, "k": 1_000, "m": 1_000_000}[m.group(2).lower()]
     return int(float(m.group(1)) * scale)
 

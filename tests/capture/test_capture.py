@@ -12,8 +12,9 @@ from tokenizers import Tokenizer
 from agentx.capture.canonical import prompt_of
 from agentx.capture.export import ExportConfig, export
 from agentx.capture.store import read_rows
-from agentx.replay.driver import BenchSettings, bench
-from agentx.replay.records import read_records
+from agentx.records import read_records
+from agentx.replay.driver import bench
+from agentx.replay.settings import BenchSettings
 from agentx.traces.graph import build_graph
 from agentx.traces.load import load_sessions
 from agentx.traces.stats import session_hit_tokens
@@ -113,8 +114,8 @@ def test_hash_ids_stable_within_an_export_and_different_across(captured, tokeniz
 
 def test_export_replays_with_agentx_bench(captured, sim, tmp_path):
     sessions = list(captured["sessions"].values())
-    result = bench(BenchSettings(url=sim, concurrency=2, duration=20, out=str(tmp_path), clock_scale=100,
-                                 warmup_requests_per_lane=2, grace=10), sessions)
+    result = bench(BenchSettings.build(url=sim, concurrency=2, duration=20, out=str(tmp_path), clock_scale=100,
+                                       warmup_requests_per_lane=2, grace=10), sessions)
     records = read_records(tmp_path)
     prof = [r for r in records if r.phase == "profile"]
     assert prof and all(r.error is None for r in records)

@@ -4,6 +4,7 @@ import asyncio
 import hashlib
 import json
 import signal
+import time
 
 import aiohttp
 import psutil
@@ -129,7 +130,7 @@ def test_client_that_leaves_mid_stream_is_recorded(model, tmp_path):
             resp = await http.post(url + "/v1/chat/completions", json=body, headers={"X-Request-Id": "gone"})
             await resp.content.readany()
             resp.close()  # drop the connection after the first bytes
-        await asyncio.sleep(1.0)
+        await _until(lambda: any(r.end is not None for r in read_rows(store)))  # the proxy saw it go
 
     with sim_server("--speed", "1") as slow, proxy(slow, store) as url:
         asyncio.run(leave(url))
@@ -150,8 +151,9 @@ def test_sigkill_loses_nothing_already_answered(model, tmp_path):
             body["max_tokens"] = 5000
             resp = await http.post(url + "/v1/chat/completions", json=body, headers={"X-Request-Id": "flying"})
             await resp.content.readany()
-            proxy_process(url).send_signal(signal.SIGKILL)
-            await asyncio.sleep(0.5)
+            proc = proxy_process(url)
+            proc.send_signal(signal.SIGKILL)
+            await _until(lambda: not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE)
 
     with sim_server("--speed", "5") as slow, proxy(slow, store) as url:
         asyncio.run(answered_then_in_flight(url))
@@ -164,3 +166,12 @@ def proxy_process(url: str) -> psutil.Process:
     port = int(url.rsplit(":", 1)[1])
     return next(p for p in psutil.Process().children() if "capture" in p.cmdline() and
                 any(c.laddr.port == port for c in p.net_connections(kind="tcp") if c.status == "LISTEN"))
+
+
+async def _until(condition, timeout_s: float = 30.0) -> None:
+    """Poll `condition` until it holds (instead of sleeping a fixed time and hoping)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting for the condition"
+        await asyncio.sleep(0.02)
+

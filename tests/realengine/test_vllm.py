@@ -8,8 +8,9 @@ import os
 
 import pytest
 
-from agentx.replay.driver import BenchSettings, bench
-from agentx.replay.records import read_records
+from agentx.records import read_records
+from agentx.replay.driver import bench
+from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
 from tests.conftest import WEKA
 from tests.realengine.llamacpp import free_port, server_process
@@ -34,9 +35,9 @@ def vllm_url(request, tmp_path_factory):
 
 def test_bench_against_real_vllm(vllm_url, tmp_path):
     sessions = load_sessions([WEKA], None)
-    s = BenchSettings(url=vllm_url, concurrency=2, duration=30, out=str(tmp_path / "run"), token_scale=64,
-                      token_range=(300, 8000), warmup_requests_per_lane=1, idle_cap=2, system_idle_cap=1,
-                      grace=120, request_timeout=300)
+    s = BenchSettings.build(url=vllm_url, concurrency=2, duration=30, out=str(tmp_path / "run"), token_scale=64,
+                            token_range=(300, 8000), warmup_requests_per_lane=1, idle_cap=2, system_idle_cap=1,
+                            grace=120, request_timeout=300)
     result = bench(s, sessions)
     prof = [r for r in read_records(tmp_path / "run") if r.phase == "profile"]
     assert prof and all(r.error is None for r in prof), [r.detail for r in prof if r.error][:3]

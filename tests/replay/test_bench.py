@@ -10,9 +10,10 @@ import time
 import pytest
 
 from agentx.engine.launch import sim_server
-from agentx.replay.driver import BenchSettings, bench
-from agentx.replay.records import read_records
+from agentx.records import read_records
+from agentx.replay.driver import bench
 from agentx.replay.scenarios import scenario_sessions
+from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
 from tests.conftest import WEKA
 
@@ -34,7 +35,7 @@ def settings(url, out, **kw) -> BenchSettings:
     base = dict(url=url, concurrency=4, duration=300, out=str(out), clock_scale=SPEED, gpus=8, hardware="H200",
                 warmup_requests_per_lane=3, grace=10)
     base.update(kw)
-    return BenchSettings(**base)
+    return BenchSettings.build(**base)
 
 
 def test_tokens_mode_records_metrics_and_result_agree(sim, sessions, tmp_path):

@@ -1,4 +1,5 @@
-"""One record per request, appended as each request ends (crash-safe), Parquet after the run.
+"""One record per request, appended as each request ends (crash-safe), Parquet after the run;
+and the one reader of a run folder's JSON-lines files (records, trees, scraped metrics).
 
 `records.jsonl` is written unbuffered, a line per request: a run killed with SIGKILL loses only
 what was in flight. It stays the source of truth (`agentx report` reads it, also from a killed
@@ -9,6 +10,7 @@ seconds from the run's start.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -58,24 +60,31 @@ class RecordWriter:
         self.file.close()
 
 
-def read_records(folder: Path) -> list[Record]:
-    """All records of a run folder (a torn last line of a killed run is skipped)."""
-    path = folder / "records.jsonl"
-    if not path.exists():
-        raise AgentxError(f"{folder}: no records.jsonl (not a run folder?)")
-    decoder = msgspec.json.Decoder(Record)
+def read_jsonl(path: Path, type=Any) -> list:
+    """Every line of a JSON-lines file a run appends to, decoded as `type`. The last line of a
+    killed run may be torn: it is skipped; a bad line anywhere else is an error."""
+    decoder = msgspec.json.Decoder(type)
     out = []
     lines = path.read_bytes().split(b"\n")
-    for i, line in enumerate(lines, 1):
+    last = len(lines) - 1 if lines[-1] else len(lines) - 2  # the last line written
+    for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
             out.append(decoder.decode(line))
         except (msgspec.DecodeError, msgspec.ValidationError) as e:
-            if i == len(lines) or (i == len(lines) - 1 and not lines[-1]):
+            if i >= last:
                 break  # the line being written when the run was killed
-            raise AgentxError(f"{path}: line {i}: {e}") from None
+            raise AgentxError(f"{path}: line {i + 1}: {e}") from None
     return out
+
+
+def read_records(folder: Path) -> list[Record]:
+    """All records of a run folder (a torn last line of a killed run is skipped)."""
+    path = folder / "records.jsonl"
+    if not path.exists():
+        raise AgentxError(f"{folder}: no records.jsonl (not a run folder?)")
+    return read_jsonl(path, Record)
 
 
 def write_parquet(records: list[Record], folder: Path) -> Path:

@@ -1,0 +1,88 @@
+"""A run folder: `run.json` (settings, version and command line at start; client health and
+`finished` at the end), `records.jsonl` (+ `records.parquet`), `server_metrics.jsonl`,
+`trees.jsonl` (a row per finished session tree) and `result.json`, which `report()` rebuilds
+from the rest (also for a run that was killed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from agentx.errors import AgentxError
+from agentx.metrics.scrape import read_series
+from agentx.metrics.summary import summarize
+from agentx.records import read_jsonl, read_records, write_parquet
+
+
+class RunFolder:
+    """The files of one run as it goes."""
+
+    def __init__(self, path: Path, run_id: str, settings: dict, command: str):
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        if (self.path / "records.jsonl").exists():
+            raise AgentxError(f"{self.path} already holds a run; choose another", "out")
+        self.info = {
+            "run_id": run_id, "agentx_version": _version(), "command": command,
+            "start_time": datetime.now(timezone.utc).isoformat(), "host": platform.node(),
+            "settings": settings, "finished": False,
+        }
+        self.write_info()
+        self.trees = None
+
+    def write_info(self) -> None:
+        (self.path / "run.json").write_text(json.dumps(self.info, indent=1, default=str))
+
+    def open_trees(self) -> None:
+        self.trees = open(self.path / "trees.jsonl", "ab", buffering=0)
+
+    def write_tree(self, tree, profile_end: float) -> None:
+        """The row of a finished session tree (the session metrics read them)."""
+        first_t = min(n.request.t for n in tree.graph.nodes)
+        row = {
+            "tree": tree.uid, "lane": tree.lane, "session": tree.graph.session.id,
+            "whole": tree.started_in_profile and tree.last_end is not None and tree.last_end <= profile_end,
+            "replay_wall_s": (tree.last_end or 0) - (tree.first_start or 0),
+            "recorded_wall_s": tree.graph.session.duration - first_t,
+        }
+        self.trees.write(json.dumps(row).encode() + b"\n")
+
+    def finish(self, client: dict) -> None:
+        """The run ended: client health, `finished`, and the records as Parquet."""
+        self.trees.close()
+        self.info["client"] = client
+        self.info["finished"] = True
+        self.write_info()
+        write_parquet(read_records(self.path), self.path)
+
+
+def report(folder: Path) -> dict:
+    """Rebuild the result point from a run folder (also one whose run was killed)."""
+    folder = Path(folder)
+    info_path = folder / "run.json"
+    if not info_path.exists():
+        raise AgentxError(f"{folder}: no run.json (not a run folder?)")
+    info = json.loads(info_path.read_text())
+    records = read_records(folder)
+    trees_path = folder / "trees.jsonl"
+    trees = read_jsonl(trees_path) if trees_path.exists() else []
+    result = summarize(records, info, read_series(folder / "server_metrics.jsonl"), trees)
+    (folder / "result.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def command_line() -> str:
+    return " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agentx")
+    except PackageNotFoundError:
+        return "dev"
