@@ -46,7 +46,7 @@ class PrefixChain:
         if keep < self._n:  # the context was cut: later views must not see the overwritten tail
             self._buf = self._buf[:keep].copy()
         if want > len(self._buf):
-            grown = np.empty(max(want, 2 * len(self._buf)), dtype=self._buf.dtype)
+            grown = np.empty(2 * max(want, len(self._buf)), dtype=self._buf.dtype)
             grown[:keep] = self._buf[:keep]
             self._buf = grown
         self._buf[keep:want] = self.counter.take(want - keep)
