@@ -16,7 +16,7 @@ from agentx.engine.presets import COST_BASES
 from agentx.errors import AgentxError
 from agentx.replay.plan import MODES
 from agentx.replay.scenarios import SCENARIOS
-from agentx.traces.load import FORMATS
+from agentx.traces.load import FORMATS, WRITE_FORMATS
 from agentx.traces.model import HashScope
 from agentx.traces.weka import TimeBasis
 
@@ -40,6 +40,7 @@ def _choices(name: str, values) -> type[Enum]:
 
 
 Format = _choices("Format", FORMATS)
+WriteFormat = _choices("WriteFormat", WRITE_FORMATS)
 Basis = _choices("Basis", get_args(TimeBasis))
 Scope = _choices("Scope", get_args(HashScope))
 Wire = _choices("Wire", WIRE_MODES)
@@ -71,7 +72,7 @@ def _load(paths: list[Path], fmt: Optional[Format], max_context: Optional[str]):
     return limit_corpus(sessions, _max_context(max_context))
 
 
-FORMAT_HELP = "Input format; detected from the content when omitted."
+FORMAT_HELP = "Input format; detected from the content when omitted (mooncake-delta must be named)."
 MAX_CONTEXT_HELP = "Drop every request with ISL + OSL over this many tokens (e.g. 256k): the 256k variant."
 
 
@@ -113,7 +114,7 @@ def trace_synth_cmd(
 @trace_app.command("convert")
 def trace_convert_cmd(
     paths: list[Path] = typer.Argument(..., help="Trace files or folders."),
-    to: Format = typer.Option(..., "--to", help="Output format."),
+    to: WriteFormat = typer.Option(..., "--to", help="Output format."),
     out: Path = typer.Option(..., "--out", help="Output file (JSONL), or a folder for one WEKA file per session."),
     fmt: Optional[Format] = typer.Option(None, "--format", help=FORMAT_HELP),
     max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
@@ -224,6 +225,29 @@ def capture_export_cmd(
     console.print(f"wrote {len(report.files)} trace files to {out / 'traces'} and the report to "
                   f"{out / 'export_report.json'}; replay them with: agentx bench --traces {out / 'traces'}",
                   highlight=False, soft_wrap=True)
+
+
+@capture_app.command("import")
+def capture_import_cmd(
+    claude: list[Path] = typer.Option([], "--claude", help="A Claude Code store (e.g. ~/.claude/projects) or session file."),
+    codex: list[Path] = typer.Option([], "--codex", help="A Codex store (e.g. ~/.codex/sessions) or rollout file."),
+    tokenizer: Path = typer.Option(..., "--tokenizer", help="A local tokenizer.json (Hugging Face tokenizers)."),
+    out: Path = typer.Option(..., "--out", help="Folder for traces/ (WEKA files) and export_report.json."),
+    block_size: int = typer.Option(64, "--block-size", help="Tokens per hash block."),
+    scope: Scope = typer.Option("local", "--scope", help="Hash ids per session (local) or across the export (global)."),
+    max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
+):
+    """Anonymize local agent session logs (Claude Code, Codex) into WEKA traces, as `capture export` does."""
+    from agentx.capture.agentlogs import import_logs
+    from agentx.capture.export import ExportConfig, report_lines
+
+    if not claude and not codex:
+        raise AgentxError("capture import: name at least one --claude or --codex store")
+    report = import_logs(ExportConfig(store="", tokenizer=str(tokenizer), out=str(out), block_size=block_size,
+                                      scope=scope.value, max_context=_max_context(max_context)), claude, codex)
+    for line in report_lines(report):
+        console.print(line, highlight=False)
+    console.print(f"wrote {len(report.files)} trace files to {out / 'traces'}", highlight=False, soft_wrap=True)
 
 
 @sim_app.command("presets")
