@@ -152,3 +152,12 @@ def by_provider(sessions: list[Session]) -> dict[str, list[Session]]:
     for s in sessions:
         groups.setdefault(s.provider or "unknown", []).append(s)
     return dict(sorted(groups.items()))
+
+
+def corpora_stats(corpora: list[tuple[str, list[Session]]], split_providers: bool = False) -> list[tuple[str, TraceStats]]:
+    """(label, stats) per corpus, or per corpus and provider (`NAME: PROVIDER`) when split."""
+    out = []
+    for name, sessions in corpora:
+        groups = by_provider(sessions) if split_providers else {"": sessions}
+        out += [(f"{name}: {p}" if p else name, trace_stats(group)) for p, group in groups.items()]
+    return out

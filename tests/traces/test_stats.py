@@ -65,3 +65,18 @@ def test_subagent_requests_and_side_by_side_columns():
     hit = next(line for line in text.splitlines() if "theoretical hit rate" in line)
     assert f"{all_files.theoretical_hit_rate:.1%}" in hit
     assert list(by_provider(one)) == ["unknown"]
+
+
+def test_corpora_split_by_provider(tmp_path):
+    import json
+
+    from agentx.traces.load import load_sessions
+    from agentx.traces.stats import corpora_stats
+    from tests.traces.test_agentic_formats import TRACELAB_ROWS
+
+    path = tmp_path / "rounds.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in TRACELAB_ROWS))
+    rounds, weka = load_sessions([path]), [read_weka(WEKA / "trace_0291.json")[0]]
+    labels = [(label, s.requests) for label, s in corpora_stats([("tl", rounds), ("weka", weka)], True)]
+    assert labels == [("tl: claude", 3), ("tl: codex", 1), ("weka: unknown", 32)]
+    assert [label for label, _ in corpora_stats([("tl", rounds)])] == ["tl"]
