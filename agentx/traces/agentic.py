@@ -10,7 +10,8 @@ tool_wait_ms` after the last of them completes.
 Streams are rebuilt from the dependencies (SPEC §1): a request named in a `branches` list opens
 a subagent of the brancher's stream; a request with no dependencies (or `prefix_reset` and no
 brancher) opens a top-level stream; any other request continues the stream of the dependency
-highest in the tree (its other dependencies are joins of finished subagents).
+highest in the tree (its other dependencies are joins of finished subagents); a second request
+continuing the same request opens a subagent too.
 
 Mooncake delta rows have Mooncake's shape with a `session_id`; each row's `input_length` and
 `hash_ids` are only what that turn appended to the session's prompt, so request k's prompt is
@@ -30,6 +31,7 @@ from agentx.errors import TraceError
 from agentx.traces.blocks import Reblocker
 from agentx.traces.graph import build_graph
 from agentx.traces.model import Request, Session, Stream, ids_array, make_session
+from agentx.traces.mooncake import Row as MooncakeRow
 from agentx.traces.rows import encode_rows, read_rows, row_ids, row_session
 
 NonNeg = Annotated[int, msgspec.Meta(ge=0)]
@@ -59,6 +61,7 @@ class _Node:
         self.t = 0.0
         self.stream: list = []  # the request list of its stream
         self.depth = 0
+        self.request: Request | None = None
 
 
 def read_agentic(path: str | Path, warn=None) -> list[Session]:
@@ -117,6 +120,9 @@ def _agentic_session(path: Path, sid, nodes: dict[str, _Node]) -> Session:
         else:
             node.t = (after or 0.0) + gap
         parent = brancher.get(row.request_id)
+        pred = min(deps, key=lambda d: (d.depth, -d.t)) if deps else None
+        if parent is None and pred is not None and pred.stream[-1] is not pred.request:
+            parent = pred  # a second request continuing one request: a spawn without `branches`
         if parent is not None and (parent in deps or not deps):
             node.stream, node.depth = [], parent.depth + 1
             subs[id(node.stream)] = (node.stream, parent)
@@ -124,11 +130,11 @@ def _agentic_session(path: Path, sid, nodes: dict[str, _Node]) -> Session:
             node.stream = []
             top.append(node.stream)
         else:
-            pred = min(deps, key=lambda d: (d.depth, -d.t))
             node.stream, node.depth = pred.stream, pred.depth
-        node.stream.append(Request(
+        node.request = Request(
             t=round(node.t, 6), model=row.model, isl=row.input_length, osl=row.output_length,
-            hash_ids=row_ids(row.hash_ids), think_time=round(gap, 6) if deps else None))
+            hash_ids=row_ids(row.hash_ids), think_time=round(gap, 6) if deps else None)
+        node.stream.append(node.request)
         last[id(node.stream)] = row.request_id
     awaited = {d for node in nodes.values() for d in node.row.wait_for}
     joined = {key for key, rid in last.items() if rid in awaited}
@@ -184,30 +190,23 @@ def write_agentic(sessions: list[Session], path: str | Path) -> None:
     Path(path).write_bytes(encode_rows(rows))
 
 
-class DeltaRow(msgspec.Struct):
-    timestamp: NonNegF
-    input_length: NonNeg
-    output_length: NonNeg
-    hash_ids: list[NonNeg] = []
-    session_id: str | int | None = None
-    model: str = ""
-
-
 def read_mooncake_delta(path: str | Path, warn=None) -> list[Session]:
     stem = Path(path).name.split(".")[0]
-    groups: dict[object, list[DeltaRow]] = {}
-    for n, row in read_rows(path, DeltaRow):
+    groups: dict[object, list[MooncakeRow]] = {}
+    for n, row in read_rows(path, MooncakeRow):
         groups.setdefault(row.session_id if row.session_id is not None else f"{stem}-{n}", []).append(row)
     sessions = []
     for sid, rows in groups.items():
         rows.sort(key=lambda r: r.timestamp)
         start = rows[0].timestamp / 1000.0
-        isl, ids, requests = 0, np.zeros(0, dtype=np.uint64), []
+        # every prompt is a prefix of the next: one buffer, a view per request
+        ids = ids_array(np.concatenate([np.asarray(r.hash_ids, dtype=np.uint64) for r in rows]))
+        isl = n_ids = 0
+        requests = []
         for r in rows:
-            isl += r.input_length
-            ids = np.concatenate([ids, np.asarray(r.hash_ids, dtype=np.uint64)])
+            isl, n_ids = isl + r.input_length, n_ids + len(r.hash_ids)
             requests.append(Request(t=round(r.timestamp / 1000.0 - start, 6), model=r.model, isl=isl,
-                                    osl=r.output_length, hash_ids=ids_array(ids.copy())))
+                                    osl=r.output_length, hash_ids=ids[:n_ids]))
         sessions.append(row_session(requests, str(sid), BLOCK_SIZE, start))
     sessions.sort(key=lambda s: (s.start, s.id))
     return sessions

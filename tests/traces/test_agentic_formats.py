@@ -248,3 +248,12 @@ def test_unknown_rows_name_every_format(tmp_path):
     path = _jsonl(tmp_path / "other.jsonl", [{"prompt": "hi"}])
     with pytest.raises(TraceError, match="TraceLab, TRIE or rollout"):
         load_sessions([path])
+
+
+def test_agentic_mooncake_second_continuation_without_branches_is_a_subagent(tmp_path):
+    rows = [{"request_id": "a0", "session_id": "s", "timestamp": 0, "input_length": 600, "output_length": 1},
+            {"request_id": "a1", "session_id": "s", "input_length": 1200, "output_length": 1, "wait_for": ["a0"]},
+            {"request_id": "c0", "session_id": "s", "input_length": 100, "output_length": 1, "wait_for": ["a0"],
+             "delay": 10}]
+    (s,) = load_sessions([_jsonl(tmp_path / "nobranch.jsonl", rows)])
+    assert [(st.kind, st.spawn, len(st.requests)) for st in s.walk()] == [("main", 0.0, 2), ("background", 0.01, 1)]
