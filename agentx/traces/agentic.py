@@ -9,7 +9,8 @@ tool_wait_ms` after the last of them completes.
 
 Streams are rebuilt from the dependencies (SPEC §1): a request named in a `branches` list opens
 a subagent of the brancher's stream; a request with no dependencies (or `prefix_reset` and no
-brancher) opens a top-level stream; any other request continues the stream of the dependency
+brancher) opens a top-level stream (main or aux: the one with the most hash blocks is main);
+any other request continues the stream of the dependency
 highest in the tree (its other dependencies are joins of finished subagents); a second request
 continuing the same request opens a subagent too.
 
@@ -30,7 +31,7 @@ import numpy as np
 from agentx.errors import TraceError
 from agentx.traces.blocks import Reblocker
 from agentx.traces.graph import build_graph
-from agentx.traces.model import Request, Session, Stream, ids_array, make_session
+from agentx.traces.model import Request, Session, Stream, ids_array
 from agentx.traces.mooncake import Row as MooncakeRow
 from agentx.traces.rows import encode_rows, read_rows, row_ids, row_session
 
@@ -143,21 +144,23 @@ def _agentic_session(path: Path, sid, nodes: dict[str, _Node]) -> Session:
 
 def _tree(sid, path: Path, top, subs, joined: set[int], t0: float) -> Session:
     """Nest each subagent stream below the stream that spawned it (a background one when nothing
-    waits for its last request); top-level streams split into main and aux by SPEC §1's
-    first-block rule (subagents hang below main)."""
+    waits for its last request). Of the top-level streams the one with the most hash blocks is
+    main (then the earliest), the others are aux chains (SPEC §1's tie-break)."""
 
-    def build(reqs: list[Request]) -> Stream:
-        kids = (build(r) for r, spawner in subs.values() if spawner.stream is reqs)
-        kind = "subagent" if id(reqs) in joined else "background"
+    def build(reqs: list[Request], kind: str) -> Stream:
+        kids = (build(r, "subagent" if id(r) in joined else "background")
+                for r, spawner in subs.values() if spawner.stream is reqs)
         return Stream(kind=kind, requests=tuple(reqs), spawn=reqs[0].t,
                       children=tuple(sorted(kids, key=lambda s: s.spawn)))
 
     if not top:
         raise TraceError(str(path), f"session {sid}", "no request without dependencies to start from")
-    subagents = [child for reqs in top for child in build(reqs).children]
-    return make_session([r for reqs in top for r in reqs], subagents,
-                        id=str(sid) if sid is not None else Path(path).name.split(".")[0],
-                        block_size=BLOCK_SIZE, hash_id_scope="global", start=t0, partial_block_ids=True)
+    top = sorted(top, key=lambda reqs: (-sum(len(r.hash_ids) for r in reqs), reqs[0].t))
+    streams = [build(reqs, "main" if k == 0 else "aux") for k, reqs in enumerate(top)]
+    main, aux = streams[0], sorted(streams[1:], key=lambda s: s.spawn)
+    return Session(id=str(sid) if sid is not None else Path(path).name.split(".")[0], block_size=BLOCK_SIZE,
+                   hash_id_scope="global", streams=(main, *aux), start=t0, partial_block_ids=True,
+                   models=tuple(sorted({r.model for reqs in top for r in reqs if r.model})))
 
 
 def write_agentic(sessions: list[Session], path: str | Path) -> None:
