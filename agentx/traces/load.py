@@ -14,7 +14,7 @@ from agentx.traces.bailian import read_bailian, write_bailian
 from agentx.traces.model import Session
 from agentx.traces.mooncake import read_mooncake, write_mooncake
 from agentx.traces.rollout import read_rollout
-from agentx.traces.tracelab import read_tracelab, write_tracelab_csv
+from agentx.traces.tracelab import read_tracelab, write_tracelab
 from agentx.traces.trie import read_trie
 from agentx.traces.weka import read_weka, write_weka
 
@@ -26,7 +26,7 @@ _READERS: dict[str, Callable] = {
     "mooncake-delta": read_mooncake_delta, "tracelab": read_tracelab, "trie": read_trie, "rollout": read_rollout,
 }
 _WRITERS: dict[str, Callable] = {"mooncake": write_mooncake, "bailian": write_bailian,
-                                 "agentic-mooncake": write_agentic, "tracelab": write_tracelab_csv}
+                                 "agentic-mooncake": write_agentic, "tracelab": write_tracelab}
 WRITE_FORMATS: tuple[str, ...] = ("weka", *_WRITERS)
 _SUFFIXES = (".json", ".jsonl", ".csv")
 # first-row keys that name a row format (checked in this order; Mooncake delta has Mooncake's keys)

@@ -14,7 +14,7 @@ blocks, one id space per session. Each session is one main stream (SPEC §1).
 from __future__ import annotations
 
 import csv
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated
 
@@ -24,7 +24,7 @@ from agentx.errors import TraceError
 from agentx.traces.graph import chain_gap
 from agentx.traces.model import Request, Session, Stream
 from agentx.traces.prefix import IdCounter, PrefixChain
-from agentx.traces.rows import read_rows
+from agentx.traces.rows import encode_rows, read_rows
 
 NonNeg = Annotated[int, msgspec.Meta(ge=0)]
 BLOCK_SIZE = 64
@@ -168,25 +168,56 @@ def _read_csv(path: Path) -> list[Session]:
     return sessions
 
 
+def _rounds_of(sessions: list[Session]):
+    """(session id, session, request, position, prefix tokens, replay ISL, gap after, stream
+    origin on the corpus timeline) of every
+    request of every stream; a session's subagent and aux streams become sessions `ID/k` (the
+    formats have no tree). The prefix is the blocks shared with the stream's previous request."""
+    for s in sessions:
+        for k, stream in enumerate(s.walk()):
+            reqs = stream.requests
+            for i, r in enumerate(reqs):
+                prefix = 0
+                if i:
+                    prev = reqs[i - 1].hash_ids
+                    m = min(len(prev), len(r.hash_ids))
+                    diff = (prev[:m] != r.hash_ids[:m]).nonzero()[0]
+                    prefix = int(diff[0] if len(diff) else m) * s.block_size
+                gap = 0.0 if i + 1 == len(reqs) else chain_gap(r, reqs[i + 1])
+                origin = s.start + reqs[0].t
+                yield (s.id if k == 0 else f"{s.id}/{k}"), s, r, i, prefix, s.replay_isl(r), gap, origin
+
+
+def write_tracelab(sessions: list[Session], path: str | Path) -> None:
+    """A `.csv` path gets the multi-round CSV, anything else round rows (JSONL)."""
+    (write_tracelab_csv if Path(path).suffix == ".csv" else write_tracelab_rounds)(sessions, path)
+
+
 def write_tracelab_csv(sessions: list[Session], path: str | Path) -> None:
-    """The CSV of every stream of every session (subagent and aux streams as sessions of their own:
-    the format has no tree). `prefix_len` is the blocks shared with the stream's previous request."""
     with Path(path).open("w", newline="") as f:
         out = csv.writer(f)
         out.writerow(CSV_FIELDS)
-        for s in sessions:
-            for k, stream in enumerate(s.walk()):
-                sid = s.id if k == 0 else f"{s.id}/{k}"
-                reqs = stream.requests
-                for i, r in enumerate(reqs):
-                    prefix = 0
-                    if i:
-                        prev = reqs[i - 1].hash_ids
-                        m = min(len(prev), len(r.hash_ids))
-                        diff = (prev[:m] != r.hash_ids[:m]).nonzero()[0]
-                        prefix = int(diff[0] if len(diff) else m) * s.block_size
-                    isl = s.replay_isl(r)
-                    gap = 0.0 if i + 1 == len(reqs) else chain_gap(r, reqs[i + 1])
-                    out.writerow([sid, isl - prefix, r.osl, f"{(s.start + stream.spawn) * 1000:.6f}", i,
-                                  f"{gap * 1000:.6f}", prefix])
+        for sid, s, r, i, prefix, isl, gap, origin in _rounds_of(sessions):
+            out.writerow([sid, isl - prefix, r.osl, f"{origin * 1000:.6f}", i, f"{gap * 1000:.6f}", prefix])
 
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def write_tracelab_rounds(sessions: list[Session], path: str | Path) -> None:
+    """Round rows: the request's start as its input event, its recorded end (when known) as its
+    output events, the gap after it as one tool's wall latency."""
+    rows = []
+    for sid, s, r, i, prefix, isl, gap, _ in _rounds_of(sessions):
+        inputs = [e for e, kind in _INPUT_EVENTS.items() if kind in (r.input_types or ())] or ["user_message"]
+        events = [{"event_type": e, "timestamp": _iso(s.start + r.t)} for e in inputs[:1]]
+        if r.api_time is not None:
+            outputs = [e for e, kind in _OUTPUT_EVENTS.items() if kind and kind in (r.output_types or ())] or ["text"]
+            events += [{"event_type": e, "timestamp": _iso(s.start + r.end)} for e in outputs]
+        row = {"session_id": sid, "round_index": i, "provider": s.provider, "model": r.model or None,
+               "input_tokens_total": isl, "prefix_tokens": prefix, "newly_append_tokens": isl - prefix,
+               "output_tokens": r.osl, "timing_events": events,
+               "tools": [{"tool_wall_latency_ms": round(gap * 1000.0, 3)}] if gap else []}
+        rows.append(row)
+    Path(path).write_bytes(encode_rows(rows))

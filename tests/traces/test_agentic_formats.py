@@ -257,3 +257,19 @@ def test_agentic_mooncake_second_continuation_without_branches_is_a_subagent(tmp
              "delay": 10}]
     (s,) = load_sessions([_jsonl(tmp_path / "nobranch.jsonl", rows)])
     assert [(st.kind, st.spawn, len(st.requests)) for st in s.walk()] == [("main", 0.0, 2), ("background", 0.01, 1)]
+
+
+def test_weka_to_tracelab_rounds_and_back(tmp_path):
+    sessions = load_sessions([WEKA / "trace_0291.json"])
+    write_sessions(sessions, tmp_path / "rounds.jsonl", "tracelab")
+    back = {s.id: s for s in load_sessions([tmp_path / "rounds.jsonl"])}
+    (s,) = sessions
+    assert len(back) == sum(1 for _ in s.walk())  # a session per stream: the format has no tree
+    for k, stream in enumerate(s.walk()):
+        got = back[s.id if k == 0 else f"{s.id}/{k}"].main.requests
+        origin = stream.requests[0].t
+        assert [(r.isl, r.osl, r.model) for r in got] == [(s.replay_isl(r), r.osl, r.model) for r in stream.requests]
+        assert [r.t for r in got] == pytest.approx([r.t - origin for r in stream.requests], abs=1e-6)
+        assert [r.api_time for r in got] == pytest.approx([r.api_time for r in stream.requests], abs=1e-6)
+    write_sessions(sessions, tmp_path / "trace.csv", "tracelab")
+    assert detect_format(tmp_path / "trace.csv") == "tracelab"
