@@ -51,7 +51,7 @@ class PrefixChain:
             self._buf = grown
         self._buf[keep:want] = self.counter.take(want - keep)
         self._n = want
-        return ids_array(self._buf[:want]) if want else EMPTY_IDS
+        return ids_array(self._buf[:want], self._buf.dtype) if want else EMPTY_IDS
 
 
 def append_chain(block_size: int, counter: IdCounter, start: np.ndarray, isls: list[int]) -> list[np.ndarray]:
