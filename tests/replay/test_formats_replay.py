@@ -3,8 +3,9 @@
 import json
 
 from agentx.engine.launch import sim_server
-from agentx.replay.driver import BenchSettings, bench
-from agentx.replay.records import read_records
+from agentx.records import read_records
+from agentx.replay.driver import bench
+from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
 from tests.traces.test_agentic_formats import AGENTIC_ROWS, CSV, TRACELAB_ROWS
 
@@ -35,8 +36,8 @@ def test_each_format_replays_with_bench(tmp_path):
     sessions = [s for fmt, f in files.items() for s in load_sessions([f], "mooncake-delta" if fmt == "mooncake-delta" else None)]
     sessions += load_sessions([tmp_path / "csv"])
     with sim_server("--speed", str(SPEED)) as url:
-        result = bench(BenchSettings(url=url, concurrency=4, duration=120, out=str(tmp_path / "run"), clock_scale=SPEED,
-                                     warmup=False, grace=10), sessions)
+        result = bench(BenchSettings.build(url=url, concurrency=4, duration=120, out=str(tmp_path / "run"),
+                                           clock_scale=SPEED, warmup=False, grace=10), sessions)
     records = read_records(tmp_path / "run")
     assert records and all(r.error is None for r in records)
     assert all(r.isl == r.isl_planned and r.osl == r.osl_planned for r in records)
