@@ -14,6 +14,7 @@ from rich.console import Console
 from agentx.content.wire import WIRE_MODES
 from agentx.engine.presets import COST_BASES
 from agentx.errors import AgentxError
+from agentx.replay.identity import PRESETS as SESSION_PRESETS
 from agentx.replay.plan import MODES
 from agentx.replay.scenarios import SCENARIOS
 from agentx.traces.load import FORMATS, WRITE_FORMATS
@@ -46,6 +47,7 @@ Scope = _choices("Scope", get_args(HashScope))
 Wire = _choices("Wire", WIRE_MODES)
 CostBasis = _choices("CostBasis", COST_BASES)
 Mode = _choices("Mode", MODES)
+SessionHeaders = _choices("SessionHeaders", SESSION_PRESETS)
 Scenario = _choices("Scenario", SCENARIOS)
 
 
@@ -352,6 +354,8 @@ def bench_cmd(
     keep_chunks: bool = typer.Option(False, "--keep-chunks", help="Keep every chunk's arrival time in the records."),
     cost_basis: CostBasis = typer.Option("neocloud", "--cost-basis", help="Which price of the GPU counts."),
     mode: Mode = typer.Option("lanes", "--mode", help="lanes (closed loop) or schedule (open loop at recorded start times)."),
+    session_headers: SessionHeaders = typer.Option("plain", "--session-headers", help="How each stream's session id "
+                                                   "and its parent's are sent: plain, dynamo, sglang or llm-d (SPEC 2)."),
     time_scale: float = typer.Option(1.0, "--time-scale", help="Schedule mode: divide recorded session start times by this."),
     warmup_seconds: float = typer.Option(0.0, "--warmup-seconds", help="Schedule mode: this prefix counts as warmup."),
     clock_scale: float = typer.Option(1.0, "--clock-scale", help="Target runs X times faster than it models "
@@ -372,6 +376,7 @@ def bench_cmd(
         token_range=parse_token_range(token_range), token_scale=token_scale, tokenizer=tokenizer,
         server_metrics=None if server_metrics == "none" else server_metrics, keep_chunks=keep_chunks,
         cost_basis=cost_basis.value, scenario=_value(scenario), clock_scale=clock_scale, mode=mode.value,
+        session_headers=session_headers.value,
         time_scale=time_scale, warmup_seconds=warmup_seconds, warmup=not no_warmup and mode.value == "lanes",
         dataset=_value(scenario) or (", ".join(map(str, traces)) if traces else "bundled WEKA sample"),
         variant=max_context)

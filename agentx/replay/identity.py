@@ -30,7 +30,7 @@ LLMD_COOKIE = "llm-d-session"
 
 def check_preset(name: str) -> str:
     if name not in PRESETS:
-        raise AgentxError(f"--session-headers: want one of {', '.join(PRESETS)}, got {name!r}")
+        raise AgentxError(f"want one of {', '.join(PRESETS)}, got {name!r}", "session_headers")
     return name
 
 
@@ -96,3 +96,30 @@ def llmd_cookie(set_cookie: str | None) -> str | None:
         if name == LLMD_COOKIE:
             return rest.split(";", 1)[0]
     return None
+
+
+class SessionIdentity:
+    """The session identity of every replayed tree's streams, and the cookie each stream holds."""
+
+    def __init__(self, preset: str, run_id: str):
+        self.preset, self.run_id = check_preset(preset), run_id
+        self._ids: dict[int, tuple[list[str], list[str | None]]] = {}
+        self._cookies: dict[tuple[int, int], str] = {}
+
+    def turn(self, tree: int, graph, node: int) -> StreamTurn:
+        ids = self._ids.get(tree)
+        if ids is None:
+            ids = self._ids[tree] = stream_session_ids(f"{self.run_id}-{tree}", graph.parents)
+        n = graph.nodes[node]
+        last = n.position == len(graph.streams[n.stream].requests) - 1
+        return StreamTurn(ids[0][n.stream], ids[1][n.stream], n.position == 0, last,
+                          self._cookies.get((tree, n.stream)))
+
+    def answered(self, tree: int, stream: int, set_cookie: str | None) -> None:
+        if self.preset == "llm-d" and (cookie := llmd_cookie(set_cookie)):
+            self._cookies[(tree, stream)] = cookie
+
+    def forget(self, tree: int, n_streams: int) -> None:
+        self._ids.pop(tree, None)
+        for k in range(n_streams):
+            self._cookies.pop((tree, k), None)

@@ -109,6 +109,6 @@ def write_sessions(sessions: list[Session], path: str | Path, fmt: Format, **opt
                 write_weka([s], path / f"{s.id}.json", **options)
         return
     if fmt not in _WRITERS:
-        raise AgentxError(f"--to: {fmt} is read-only (write one of {', '.join(WRITE_FORMATS)})")
+        raise AgentxError(f"{fmt} is read-only (write one of {', '.join(WRITE_FORMATS)})", "to")
     path.parent.mkdir(parents=True, exist_ok=True)
     _WRITERS[fmt](sessions, path)

@@ -45,5 +45,5 @@ def test_preset_fields():
     assert llmd_cookie("other=1\nllm-d-session=YWJj; Path=/; HttpOnly") == "YWJj"
     assert llmd_cookie(None) is None
     assert check_preset("llm-d") == "llm-d" and len(PRESETS) == 4
-    with pytest.raises(AgentxError, match="--session-headers"):
+    with pytest.raises(AgentxError, match="session_headers: want one of plain"):
         check_preset("nginx")
