@@ -80,23 +80,34 @@ MAX_CONTEXT_HELP = "Drop every request with ISL + OSL over this many tokens (e.g
 
 @trace_app.command("stats")
 def trace_stats_cmd(
-    paths: list[Path] = typer.Argument(None, help="Trace files or folders; the bundled real traces when omitted."),
+    paths: list[Path] = typer.Argument(None, help="Trace files or folders, each a corpus (several: side by side); "
+                                       "the bundled real traces when omitted."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     fmt: Optional[Format] = typer.Option(None, "--format", help=FORMAT_HELP),
     max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
+    by_provider: bool = typer.Option(False, "--by-provider", help="A column per agent (claude, codex, ...) of each corpus."),
 ):
-    """Counts, distributions and the theoretical prefix-cache hit rate of a corpus."""
+    """Counts, distributions and the theoretical prefix-cache hit rate of a corpus, or of several side by side."""
     import msgspec
 
-    from agentx.traces.report import stats_table
-    from agentx.traces.stats import trace_stats
+    from agentx.traces.report import compare_table, stats_table
+    from agentx.traces.stats import corpora_stats, trace_stats
 
-    stats = trace_stats(_load(paths, fmt, max_context))
+    if len(paths or []) <= 1 and not by_provider:
+        stats = trace_stats(_load(paths, fmt, max_context))
+        if json_out:
+            sys.stdout.write(msgspec.json.format(msgspec.json.encode(stats)).decode() + "\n")
+        else:
+            source = ", ".join(map(str, paths)) if paths else "bundled real WEKA traces (agentx/data/weka)"
+            console.print(stats_table(stats, source))
+        return
+    corpora = [(str(p), _load([p], fmt, max_context)) for p in paths] if paths else [("bundled", _load([], fmt, max_context))]
+    columns = corpora_stats(corpora, by_provider)
     if json_out:
-        sys.stdout.write(msgspec.json.format(msgspec.json.encode(stats)).decode() + "\n")
+        doc = [{"source": name, "stats": stats} for name, stats in columns]
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(doc)).decode() + "\n")
     else:
-        source = ", ".join(map(str, paths)) if paths else "bundled real WEKA traces (agentx/data/weka)"
-        console.print(stats_table(stats, source))
+        console.print(compare_table(columns))
 
 
 @trace_app.command("synth")

@@ -273,3 +273,26 @@ def test_weka_to_tracelab_rounds_and_back(tmp_path):
         assert [r.api_time for r in got] == pytest.approx([r.api_time for r in stream.requests], abs=1e-6)
     write_sessions(sessions, tmp_path / "trace.csv", "tracelab")
     assert detect_format(tmp_path / "trace.csv") == "tracelab"
+
+
+def test_cli_stats_side_by_side_and_by_provider(tmp_path):
+    import subprocess
+    import sys
+
+    rounds = _jsonl(tmp_path / "rounds.jsonl", TRACELAB_ROWS)
+
+    def agentx(*args):
+        return subprocess.run([sys.executable, "-m", "agentx.cli", *map(str, args)], capture_output=True, text=True,
+                              timeout=300)
+
+    res = agentx("trace", "stats", WEKA / "trace_0291.json", rounds, "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert [(c["source"], c["stats"]["requests"]) for c in doc] == [(str(WEKA / "trace_0291.json"), 32), (str(rounds), 4)]
+    res = agentx("trace", "stats", rounds, "--by-provider")
+    assert res.returncode == 0 and "claude" in res.stdout and "codex" in res.stdout
+    assert "requests in subagents" in res.stdout
+    res = agentx("trace", "convert", WEKA / "trace_0291.json", "--to", "trie", "--out", tmp_path / "x.jsonl")
+    assert res.returncode == 2 and "'trie' is not one of" in res.stderr
+    res = agentx("trace", "stats", tmp_path / "nope.csv")
+    assert res.returncode == 2 and "no such file or folder" in res.stderr
