@@ -64,6 +64,21 @@ def _records(file: Path) -> Iterator[tuple[str, dict]]:
             yield f"line {n}", obj
 
 
+def _counts(usage, keys: tuple[str, ...], where: tuple[Path, str], name: str) -> dict[str, int]:
+    """The token counts present in a usage object; anything but a non-negative integer is an error."""
+    if not isinstance(usage, dict):
+        raise TraceError(str(where[0]), where[1], f"{name}: not an object")
+    out = {}
+    for key in keys:
+        value = usage.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise TraceError(str(where[0]), where[1], f"{name}.{key}: want a count, got {value!r}")
+        out[key] = value
+    return out
+
+
 def _item(number: int, call: _Call, session: str) -> _Item:
     body = {"model": call.model, "messages": call.messages}
     row = Row(id=number, api=call.api, path="", session_id=session, agent_id=call.agent, request_id=None,
@@ -87,7 +102,7 @@ class _ClaudeStream:
         self.agent, self.messages, self.calls = agent, [], {}
         self.last_input: float | None = None
 
-    def add(self, rec: dict, t: float) -> None:
+    def add(self, rec: dict, t: float, where: tuple[Path, str]) -> None:
         msg = rec["message"]
         if rec.get("isCompactSummary"):
             self.messages = []  # the conversation restarts from its summary
@@ -107,11 +122,11 @@ class _ClaudeStream:
         call[1]["content"].extend(b for b in blocks if b is not None)
         c = call[0]
         c.end = t
-        usage = msg.get("usage") or {}
-        if isinstance(usage.get("output_tokens"), int) and (c.osl is None or usage["output_tokens"] >= c.osl):
-            c.osl = usage["output_tokens"]
-            c.isl = sum(usage.get(k) or 0 for k in ("input_tokens", "cache_creation_input_tokens",
-                                                    "cache_read_input_tokens"))
+        usage = _counts(msg.get("usage") or {}, ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens",
+                                                 "output_tokens"), where, "message.usage")
+        if "output_tokens" in usage and (c.osl is None or usage["output_tokens"] >= c.osl):
+            c.osl = usage.pop("output_tokens")
+            c.isl = sum(usage.values())
         c.stop = msg.get("stop_reason") or c.stop
         for b in blocks:
             kind = _CLAUDE_OUTPUT.get(b.get("type")) if isinstance(b, dict) else "text"
@@ -141,7 +156,8 @@ def claude_sessions(root: Path) -> Iterator[tuple[list[_Call], int]]:
                 agent = agents.get(rec.get("parentUuid")) or str(rec.get("uuid") or "sidechain")
             if rec.get("uuid"):
                 agents[rec["uuid"]] = agent
-            streams.setdefault(agent or "", _ClaudeStream(agent)).add(rec, _time(rec.get("timestamp"), file, where))
+            stream = streams.setdefault(agent or "", _ClaudeStream(agent))
+            stream.add(rec, _time(rec.get("timestamp"), file, where), (file, where))
     for streams, _ in sessions.values():
         calls = [c for s in streams.values() for c, _ in s.calls.values()]
         kept = sorted((c for c in calls if c.isl is not None), key=lambda c: c.start)
@@ -162,10 +178,16 @@ def _codex_message(p: dict) -> dict | None:
             "name": p.get("name"), "arguments": p.get("arguments", p.get("input"))}}]}
     if kind in ("function_call_output", "custom_tool_call_output"):
         return {"role": "tool", "tool_call_id": p.get("call_id"), "content": p.get("output")}
-    if kind == "reasoning":
-        return {"role": "assistant", "content": [{"type": "reasoning", "text": p.get("encrypted_content")
-                                                  or json.dumps(p.get("summary"))}]}
+    if kind == "reasoning":  # its readable summary: the encrypted content is not the model's tokens
+        return {"role": "assistant", "content": [{"type": "reasoning", "summary": p.get("summary")}]}
     return None
+
+
+def _dig(obj, *keys):
+    """obj[k1][k2]... where every step is an object, else None."""
+    for key in keys:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
 
 
 def _codex_file(file: Path) -> tuple[str, str | None, list[_Call], int]:
@@ -178,8 +200,7 @@ def _codex_file(file: Path) -> tuple[str, str | None, list[_Call], int]:
         if kind == "session_meta":
             if thread is None:
                 thread = str(p.get("id") or file.stem)
-                spawn = ((p.get("source") or {}).get("subagent") or {}) if isinstance(p.get("source"), dict) else {}
-                parent = (spawn.get("thread_spawn") or {}).get("parent_thread_id") if isinstance(spawn, dict) else None
+                parent = _dig(p, "source", "subagent", "thread_spawn", "parent_thread_id")
                 if isinstance(p.get("instructions"), str):
                     messages.append({"role": "developer", "content": p["instructions"]})
             elif p.get("id") != thread:
@@ -204,9 +225,11 @@ def _codex_file(file: Path) -> tuple[str, str | None, list[_Call], int]:
                 if kind_out == "tool_use":
                     open_call.tool_calls.append({"id": "", "name": "", "arguments": ""})
         elif kind == "event_msg" and p.get("type") == "token_count" and open_call is not None:
-            usage = ((p.get("info") or {}).get("last_token_usage")) or {}
-            if isinstance(usage.get("input_tokens"), int):
-                open_call.isl, open_call.osl = usage["input_tokens"], usage.get("output_tokens") or 0
+            info = p.get("info") if isinstance(p.get("info"), dict) else {}
+            usage = _counts(info.get("last_token_usage") or {}, ("input_tokens", "output_tokens"), (file, where),
+                            "payload.info.last_token_usage")
+            if "input_tokens" in usage:
+                open_call.isl, open_call.osl = usage["input_tokens"], usage.get("output_tokens", 0)
                 open_call.end = ts
                 open_call.stop = "tool_use" if "tool_use" in open_call.output_types else "end_turn"
                 calls.append(open_call)

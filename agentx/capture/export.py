@@ -198,6 +198,8 @@ class _Exporter:
         if item.recorded_isl is not None:
             item.tokens = np.concatenate([self._head(item), item.tokens])
         item.hashes = self.hasher.hashes(item.stream, item.tokens)
+        if item.recorded_isl is not None:  # the blocks never cover more than the recorded prompt
+            item.hashes = item.hashes[: item.recorded_isl // self.cfg.block_size]
 
     def _head(self, item: _Item) -> np.ndarray:
         """A session log holds the messages but not the system prompt and tool definitions sent

@@ -85,3 +85,16 @@ def test_cli_and_bad_input(tmp_path, tokenizer_path):
         f = next(stamp.rglob("0b6f*.jsonl"))
         f.write_text(f.read_text().replace("2026-06-01T10:00:02.000Z", "yesterday"))
         _export(tmp_path / "x", tokenizer_path, claude=[stamp])
+
+
+@pytest.mark.parametrize("store, old, new, where", [
+    (claude_store, '"output_tokens": 25', '"output_tokens": "many"', "message.usage.output_tokens: want a count"),
+    (codex_store, '"input_tokens": 9400', '"input_tokens": -3', "payload.info.last_token_usage.input_tokens"),
+])
+def test_hostile_usage_is_one_line_naming_file_line_and_field(tmp_path, tokenizer_path, store, old, new, where):
+    store(tmp_path / "logs")
+    file = next(f for f in (tmp_path / "logs").rglob("*.jsonl") if old in f.read_text())
+    file.write_text(file.read_text().replace(old, new))
+    kind = {"claude": [tmp_path / "logs"]} if store is claude_store else {"codex": [tmp_path / "logs"]}
+    with pytest.raises(TraceError, match=rf"^{file}: line \d+: {where}"):
+        _export(tmp_path, tokenizer_path, **kind)
