@@ -150,7 +150,8 @@ def _tree(sid, path: Path, top, subs, joined: set[int], t0: float) -> Session:
     def build(reqs: list[Request], kind: str) -> Stream:
         kids = (build(r, "subagent" if id(r) in joined else "background")
                 for r, spawner in subs.values() if spawner.stream is reqs)
-        return Stream(kind=kind, requests=tuple(reqs), spawn=reqs[0].t,
+        status = {"subagent": "completed", "background": "async_launched"}.get(kind)  # as WEKA marks them
+        return Stream(kind=kind, requests=tuple(reqs), spawn=reqs[0].t, status=status,
                       children=tuple(sorted(kids, key=lambda s: s.spawn)))
 
     if not top:

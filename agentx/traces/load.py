@@ -106,7 +106,7 @@ def write_sessions(sessions: list[Session], path: str | Path, fmt: Format, **opt
         else:
             path.mkdir(parents=True, exist_ok=True)
             for s in sessions:
-                write_weka([s], path / f"{s.id}.json", **options)
+                write_weka([s], path / f"{s.id.replace('/', '_')}.json", **options)
         return
     if fmt not in _WRITERS:
         raise AgentxError(f"{fmt} is read-only (write one of {', '.join(WRITE_FORMATS)})", "to")

@@ -4,8 +4,9 @@
 observation appended after each answer but the last). Turn k's prompt is the previous prompt
 plus its answer and observation. The streams of one group start from the same prompt: its full
 blocks get the same ids in every stream (`global` scope, ids counted from a base derived from
-the file name so that two files do not share ids), the rest of each stream is its own. Each stream is a session (`GROUP/STREAM`) starting at 0; turns follow each
-other with no gap (rollouts have no tool time).
+the file name so that two files do not share ids), the rest of each stream is its own. Each
+stream is a session (`GROUP:STREAM`) starting at 0; turns follow each other with no gap
+(rollouts have no tool time).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def read_rollout(path: str | Path, warn=None) -> list[Session]:
         if len(row.obs_lens) not in (len(row.out_lens) - 1, len(row.out_lens)):
             raise TraceError(str(path), f"line {n} obs_lens",
                              f"has {len(row.obs_lens)} values for {len(row.out_lens)} turns")
-        sid = f"{row.group}/{row.stream if row.stream is not None else n}"
+        sid = f"{row.group}:{row.stream if row.stream is not None else n}"
         if sid in seen:
             raise TraceError(str(path), f"line {n} stream", f"duplicate stream {sid!r}")
         seen.add(sid)

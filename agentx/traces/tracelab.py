@@ -171,7 +171,7 @@ def _read_csv(path: Path) -> list[Session]:
 def _rounds_of(sessions: list[Session]):
     """(session id, session, request, position, prefix tokens, replay ISL, gap after, stream
     origin on the corpus timeline) of every
-    request of every stream; a session's subagent and aux streams become sessions `ID/k` (the
+    request of every stream; a session's subagent and aux streams become sessions `ID:k` (the
     formats have no tree). The prefix is the blocks shared with the stream's previous request."""
     for s in sessions:
         for k, stream in enumerate(s.walk()):
@@ -185,7 +185,7 @@ def _rounds_of(sessions: list[Session]):
                     prefix = int(diff[0] if len(diff) else m) * s.block_size
                 gap = 0.0 if i + 1 == len(reqs) else chain_gap(r, reqs[i + 1])
                 origin = s.start + reqs[0].t
-                yield (s.id if k == 0 else f"{s.id}/{k}"), s, r, i, prefix, s.replay_isl(r), gap, origin
+                yield (s.id if k == 0 else f"{s.id}:{k}"), s, r, i, prefix, s.replay_isl(r), gap, origin
 
 
 def write_tracelab(sessions: list[Session], path: str | Path) -> None:

@@ -227,7 +227,7 @@ def test_rollout_streams_of_a_group_share_the_prompt(tmp_path):
     path = _jsonl(tmp_path / "rollouts.jsonl", rows)
     assert detect_format(path) == "rollout"
     a, b, c = load_sessions([path])
-    assert [s.id for s in (a, b, c)] == ["0/0", "0/1", "1/0"]
+    assert [s.id for s in (a, b, c)] == ["0:0", "0:1", "1:0"]
     assert [(r.isl, r.osl) for r in a.requests()] == [(1000, 50), (1250, 60)]
     a0, a1 = a.main.requests
     assert a0.hash_ids.tolist() == b.main.requests[0].hash_ids.tolist()  # the group's prompt
@@ -266,7 +266,7 @@ def test_weka_to_tracelab_rounds_and_back(tmp_path):
     (s,) = sessions
     assert len(back) == sum(1 for _ in s.walk())  # a session per stream: the format has no tree
     for k, stream in enumerate(s.walk()):
-        got = back[s.id if k == 0 else f"{s.id}/{k}"].main.requests
+        got = back[s.id if k == 0 else f"{s.id}:{k}"].main.requests
         origin = stream.requests[0].t
         assert [(r.isl, r.osl, r.model) for r in got] == [(s.replay_isl(r), r.osl, r.model) for r in stream.requests]
         assert [r.t for r in got] == pytest.approx([r.t - origin for r in stream.requests], abs=1e-6)
@@ -296,3 +296,26 @@ def test_cli_stats_side_by_side_and_by_provider(tmp_path):
     assert res.returncode == 2 and "'trie' is not one of" in res.stderr
     res = agentx("trace", "stats", tmp_path / "nope.csv")
     assert res.returncode == 2 and "no such file or folder" in res.stderr
+
+
+def test_each_format_converts_to_weka_and_back(tmp_path):
+    files = {
+        "tracelab": _jsonl(tmp_path / "rounds.jsonl", TRACELAB_ROWS),
+        "agentic-mooncake": _jsonl(tmp_path / "agentic.jsonl", AGENTIC_ROWS),
+        "trie": _jsonl(tmp_path / "trie.jsonl", [{
+            "num_turns": 1, "input_prompt_length": 700, "assistant_response_length": [40],
+            "tool_call_output_length": [90], "tool_call_latency": [0.5], "final_assistant_response_length": 9}]),
+        "rollout": _jsonl(tmp_path / "rollout.jsonl", [{"group": 1, "prompt_len": 300, "out_lens": [5, 6],
+                                                         "obs_lens": [70]}]),
+    }
+    for fmt, path in files.items():
+        sessions = load_sessions([path], fmt)
+        write_sessions(sessions, tmp_path / fmt, "weka")
+        back = {s.id: s for s in load_sessions([tmp_path / fmt], "weka")}
+        for s in sessions:
+            b = back[s.id]
+            assert [st.kind for st in b.walk()] == [st.kind for st in s.walk()], fmt
+            assert [e[:3] for e in _edges(b)] == [e[:3] for e in _edges(s)], fmt
+            assert [(r.t, r.isl, r.osl, r.hash_ids.tolist()) for r in b.requests()] == \
+                [(r.t, r.isl, r.osl, r.hash_ids.tolist()) for r in s.requests()], fmt
+            assert b.provider == s.provider
