@@ -197,6 +197,9 @@ def test_mooncake_delta_accumulates_each_sessions_prompt(tmp_path):
     d, e = load_sessions([path], "mooncake-delta")
     assert [(r.t, r.isl, r.hash_ids.tolist()) for r in d.requests()] == [(0.0, 1024, [1, 2]), (3.0, 1724, [1, 2, 3, 4])]
     assert e.start == 1.0
+    bad = _jsonl(tmp_path / "bad.jsonl", [dict(rows[0], hash_ids=[1, -2])])
+    with pytest.raises(TraceError, match=rf"^{bad}: line 1 hash_ids\[1\]"):
+        load_sessions([bad], "mooncake-delta")
 
 
 # --- TRIE and rollouts -------------------------------------------------------------------------
