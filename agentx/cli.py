@@ -74,6 +74,15 @@ def _load(paths: list[Path], fmt: Optional[Format], max_context: Optional[str]):
     return limit_corpus(sessions, _max_context(max_context))
 
 
+def _of_provider(sessions: list, provider: str) -> list:
+    from agentx.traces.stats import by_provider
+
+    groups = by_provider(sessions)
+    if provider not in groups:
+        raise AgentxError(f"no session of {provider!r} in the traces (they have: {', '.join(groups)})", "provider")
+    return groups[provider]
+
+
 FORMAT_HELP = "Input format; detected from the content when omitted (mooncake-delta must be named)."
 MAX_CONTEXT_HELP = "Drop every request with ISL + OSL over this many tokens (e.g. 256k): the 256k variant."
 
@@ -367,6 +376,8 @@ def bench_cmd(
     mode: Mode = typer.Option("lanes", "--mode", help="lanes (closed loop) or schedule (open loop at recorded start times)."),
     session_headers: SessionHeaders = typer.Option("plain", "--session-headers", help="How each stream's session id "
                                                    "and its parent's are sent: plain, dynamo, sglang or llm-d (SPEC 2)."),
+    provider: Optional[str] = typer.Option(None, "--provider", help="Replay only the sessions of this agent "
+                                           "(claude, codex: as TraceLab and capture import name them)."),
     time_scale: float = typer.Option(1.0, "--time-scale", help="Schedule mode: divide recorded session start times by this."),
     warmup_seconds: float = typer.Option(0.0, "--warmup-seconds", help="Schedule mode: this prefix counts as warmup."),
     clock_scale: float = typer.Option(1.0, "--clock-scale", help="Target runs X times faster than it models "
@@ -389,12 +400,15 @@ def bench_cmd(
         cost_basis=cost_basis.value, scenario=_value(scenario), clock_scale=clock_scale, mode=mode.value,
         session_headers=session_headers.value,
         time_scale=time_scale, warmup_seconds=warmup_seconds, warmup=not no_warmup and mode.value == "lanes",
-        dataset=_value(scenario) or (", ".join(map(str, traces)) if traces else "bundled WEKA sample"),
+        dataset=_value(scenario) or (", ".join(map(str, traces)) if traces else "bundled WEKA sample")
+        + (f" ({provider})" if provider and not scenario else ""),
         variant=max_context)
     if scenario:
         sessions = scenario_sessions(scenario.value, max(levels))
     else:
         sessions = _load(traces or [], fmt, max_context)
+        if provider:
+            sessions = _of_provider(sessions, provider)
     _sweep(settings, sessions, levels, out or _default_out("bench"), "bench")
 
 

@@ -43,3 +43,19 @@ def test_each_format_replays_with_bench(tmp_path):
     assert all(r.isl == r.isl_planned and r.osl == r.osl_planned for r in records)
     assert {s.id for s in sessions} <= {r.session for r in records}
     assert result["requests"]["errors"] == {} or not any(result["requests"]["errors"].values())
+
+
+def test_bench_replays_one_provider(tmp_path):
+    import subprocess
+    import sys
+
+    rounds = _jsonl(tmp_path / "rounds.jsonl", TRACELAB_ROWS)
+    with sim_server("--speed", str(SPEED)) as url:
+        res = subprocess.run([sys.executable, "-m", "agentx.cli", "bench", "--url", url, "--traces", str(rounds),
+                              "--provider", "codex", "--concurrency", "1", "--duration", "60", "--no-warmup",
+                              "--clock-scale", str(SPEED), "--grace", "5", "--out", str(tmp_path / "run")],
+                             capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    records = read_records(tmp_path / "run")
+    assert records and {r.session for r in records} == {"cx-1"}
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["identity"]["dataset"].endswith("(codex)")
