@@ -33,6 +33,7 @@ def test_distinct_session_per_stream_with_parent_links(sim, tmp_path, preset):
     # idle caps compress the recorded gaps so that a whole tree fits the short window
     bench(BenchSettings.build(url=url, concurrency=1, duration=400, out=str(tmp_path / "run"), clock_scale=SPEED,
                               warmup=False, grace=5, idle_cap=5, system_idle_cap=1, session_headers=preset), [session])
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["identity"]["session_headers"] == preset
     records = {(r.tree, r.node): r for r in read_records(tmp_path / "run")}
     run_id = next(iter(records.values())).run
     sent = [line for line in map(json.loads, truth.read_text().splitlines())
