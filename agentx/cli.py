@@ -14,9 +14,10 @@ from rich.console import Console
 from agentx.content.wire import WIRE_MODES
 from agentx.engine.presets import COST_BASES
 from agentx.errors import AgentxError
+from agentx.replay.identity import PRESETS as SESSION_PRESETS
 from agentx.replay.plan import MODES
 from agentx.replay.scenarios import SCENARIOS
-from agentx.traces.load import FORMATS
+from agentx.traces.load import FORMATS, WRITE_FORMATS
 from agentx.traces.model import HashScope
 from agentx.traces.weka import TimeBasis
 
@@ -40,11 +41,13 @@ def _choices(name: str, values) -> type[Enum]:
 
 
 Format = _choices("Format", FORMATS)
+WriteFormat = _choices("WriteFormat", WRITE_FORMATS)
 Basis = _choices("Basis", get_args(TimeBasis))
 Scope = _choices("Scope", get_args(HashScope))
 Wire = _choices("Wire", WIRE_MODES)
 CostBasis = _choices("CostBasis", COST_BASES)
 Mode = _choices("Mode", MODES)
+SessionHeaders = _choices("SessionHeaders", SESSION_PRESETS)
 Scenario = _choices("Scenario", SCENARIOS)
 
 
@@ -71,29 +74,49 @@ def _load(paths: list[Path], fmt: Optional[Format], max_context: Optional[str]):
     return limit_corpus(sessions, _max_context(max_context))
 
 
-FORMAT_HELP = "Input format; detected from the content when omitted."
+def _of_provider(sessions: list, provider: str) -> list:
+    from agentx.traces.stats import by_provider
+
+    groups = by_provider(sessions)
+    if provider not in groups:
+        raise AgentxError(f"no session of {provider!r} in the traces (they have: {', '.join(groups)})", "provider")
+    return groups[provider]
+
+
+FORMAT_HELP = "Input format; detected from the content when omitted (mooncake-delta must be named)."
 MAX_CONTEXT_HELP = "Drop every request with ISL + OSL over this many tokens (e.g. 256k): the 256k variant."
 
 
 @trace_app.command("stats")
 def trace_stats_cmd(
-    paths: list[Path] = typer.Argument(None, help="Trace files or folders; the bundled real traces when omitted."),
+    paths: list[Path] = typer.Argument(None, help="Trace files or folders, each a corpus (several: side by side); "
+                                       "the bundled real traces when omitted."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     fmt: Optional[Format] = typer.Option(None, "--format", help=FORMAT_HELP),
     max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
+    by_provider: bool = typer.Option(False, "--by-provider", help="A column per agent (claude, codex, ...) of each corpus."),
 ):
-    """Counts, distributions and the theoretical prefix-cache hit rate of a corpus."""
+    """Counts, distributions and the theoretical prefix-cache hit rate of a corpus, or of several side by side."""
     import msgspec
 
-    from agentx.traces.report import stats_table
-    from agentx.traces.stats import trace_stats
+    from agentx.traces.report import compare_table, stats_table
+    from agentx.traces.stats import corpora_stats, trace_stats
 
-    stats = trace_stats(_load(paths, fmt, max_context))
+    if len(paths or []) <= 1 and not by_provider:
+        stats = trace_stats(_load(paths, fmt, max_context))
+        if json_out:
+            sys.stdout.write(msgspec.json.format(msgspec.json.encode(stats)).decode() + "\n")
+        else:
+            source = ", ".join(map(str, paths)) if paths else "bundled real WEKA traces (agentx/data/weka)"
+            console.print(stats_table(stats, source))
+        return
+    corpora = [(str(p), _load([p], fmt, max_context)) for p in paths] if paths else [("bundled", _load([], fmt, max_context))]
+    columns = corpora_stats(corpora, by_provider)
     if json_out:
-        sys.stdout.write(msgspec.json.format(msgspec.json.encode(stats)).decode() + "\n")
+        doc = [{"source": name, "stats": stats} for name, stats in columns]
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(doc)).decode() + "\n")
     else:
-        source = ", ".join(map(str, paths)) if paths else "bundled real WEKA traces (agentx/data/weka)"
-        console.print(stats_table(stats, source))
+        console.print(compare_table(columns))
 
 
 @trace_app.command("synth")
@@ -113,7 +136,7 @@ def trace_synth_cmd(
 @trace_app.command("convert")
 def trace_convert_cmd(
     paths: list[Path] = typer.Argument(..., help="Trace files or folders."),
-    to: Format = typer.Option(..., "--to", help="Output format."),
+    to: WriteFormat = typer.Option(..., "--to", help="Output format."),
     out: Path = typer.Option(..., "--out", help="Output file (JSONL), or a folder for one WEKA file per session."),
     fmt: Optional[Format] = typer.Option(None, "--format", help=FORMAT_HELP),
     max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
@@ -226,6 +249,29 @@ def capture_export_cmd(
                   highlight=False, soft_wrap=True)
 
 
+@capture_app.command("import")
+def capture_import_cmd(
+    claude: list[Path] = typer.Option([], "--claude", help="A Claude Code store (e.g. ~/.claude/projects) or session file."),
+    codex: list[Path] = typer.Option([], "--codex", help="A Codex store (e.g. ~/.codex/sessions) or rollout file."),
+    tokenizer: Path = typer.Option(..., "--tokenizer", help="A local tokenizer.json (Hugging Face tokenizers)."),
+    out: Path = typer.Option(..., "--out", help="Folder for traces/ (WEKA files) and export_report.json."),
+    block_size: int = typer.Option(64, "--block-size", help="Tokens per hash block."),
+    scope: Scope = typer.Option("local", "--scope", help="Hash ids per session (local) or across the export (global)."),
+    max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
+):
+    """Anonymize local agent session logs (Claude Code, Codex) into WEKA traces, as `capture export` does."""
+    from agentx.capture.agentlogs import import_logs
+    from agentx.capture.export import ExportConfig, report_lines
+
+    if not claude and not codex:
+        raise AgentxError("capture import: name at least one --claude or --codex store")
+    report = import_logs(ExportConfig(store="", tokenizer=str(tokenizer), out=str(out), block_size=block_size,
+                                      scope=scope.value, max_context=_max_context(max_context)), claude, codex)
+    for line in report_lines(report):
+        console.print(line, highlight=False)
+    console.print(f"wrote {len(report.files)} trace files to {out / 'traces'}", highlight=False, soft_wrap=True)
+
+
 @sim_app.command("presets")
 def sim_presets_cmd():
     """List the hardware and model presets with their key figures."""
@@ -328,6 +374,10 @@ def bench_cmd(
     keep_chunks: bool = typer.Option(False, "--keep-chunks", help="Keep every chunk's arrival time in the records."),
     cost_basis: CostBasis = typer.Option("neocloud", "--cost-basis", help="Which price of the GPU counts."),
     mode: Mode = typer.Option("lanes", "--mode", help="lanes (closed loop) or schedule (open loop at recorded start times)."),
+    session_headers: SessionHeaders = typer.Option("plain", "--session-headers", help="How each stream's session id "
+                                                   "and its parent's are sent: plain, dynamo, sglang or llm-d (SPEC 2)."),
+    provider: Optional[str] = typer.Option(None, "--provider", help="Replay only the sessions of this agent "
+                                           "(claude, codex: as TraceLab and capture import name them)."),
     time_scale: float = typer.Option(1.0, "--time-scale", help="Schedule mode: divide recorded session start times by this."),
     warmup_seconds: float = typer.Option(0.0, "--warmup-seconds", help="Schedule mode: this prefix counts as warmup."),
     clock_scale: float = typer.Option(1.0, "--clock-scale", help="Target runs X times faster than it models "
@@ -348,13 +398,17 @@ def bench_cmd(
         token_range=parse_token_range(token_range), token_scale=token_scale, tokenizer=tokenizer,
         server_metrics=None if server_metrics == "none" else server_metrics, keep_chunks=keep_chunks,
         cost_basis=cost_basis.value, scenario=_value(scenario), clock_scale=clock_scale, mode=mode.value,
+        session_headers=session_headers.value,
         time_scale=time_scale, warmup_seconds=warmup_seconds, warmup=not no_warmup and mode.value == "lanes",
-        dataset=_value(scenario) or (", ".join(map(str, traces)) if traces else "bundled WEKA sample"),
+        dataset=_value(scenario) or (", ".join(map(str, traces)) if traces else "bundled WEKA sample")
+        + (f" ({provider})" if provider and not scenario else ""),
         variant=max_context)
     if scenario:
         sessions = scenario_sessions(scenario.value, max(levels))
     else:
         sessions = _load(traces or [], fmt, max_context)
+        if provider:
+            sessions = _of_provider(sessions, provider)
     _sweep(settings, sessions, levels, out or _default_out("bench"), "bench")
 
 

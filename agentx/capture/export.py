@@ -14,7 +14,7 @@ import hashlib
 import json
 import secrets
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +29,7 @@ from agentx.traces.model import Request, Session, Stream, ids_array, make_sessio
 from agentx.traces.variants import limit_context
 from agentx.traces.weka import write_weka
 
+HEAD_TOKEN = 0xFFFFFF00  # placeholder token ids of an unlogged prompt head: outside any vocabulary
 DROP_REASONS = ("failed", "duplicate", "classifier", "over_max_input", "over_max_context")
 
 
@@ -75,6 +76,7 @@ class _Item:
     stream: str = ""
     tokens: np.ndarray | None = None
     hashes: list[bytes] = field(default_factory=list)
+    recorded_isl: int | None = None  # a local session log's usage: the whole prompt, unlogged head included
 
 
 class _Hasher:
@@ -178,6 +180,7 @@ class _Exporter:
         self.base = secrets.randbelow(1 << 24) + 1
         self.global_ids: dict[bytes, int] = {}
         self._counts: dict[str, int] = {}
+        self._heads: dict[str, np.ndarray] = {}  # per agent: the unlogged prompt head (local logs)
 
     def count(self, text: str) -> int:
         """Tokens of a tools or system text (the same few texts recur: cached)."""
@@ -192,7 +195,23 @@ class _Exporter:
             item.tokens = np.asarray(p.token_ids, dtype=np.uint32)
         else:
             item.tokens = self.tok.encode(item.stream, p.canonical())
+        if item.recorded_isl is not None:
+            item.tokens = np.concatenate([self._head(item), item.tokens])
         item.hashes = self.hasher.hashes(item.stream, item.tokens)
+        if item.recorded_isl is not None:  # the blocks never cover more than the recorded prompt
+            item.hashes = item.hashes[: item.recorded_isl // self.cfg.block_size]
+
+    def _head(self, item: _Item) -> np.ndarray:
+        """A session log holds the messages but not the system prompt and tool definitions sent
+        before them: their length is the agent's first recorded input minus its tokenized
+        messages, and they stand as the same placeholder tokens at the head of all its prompts
+        (SPEC §7)."""
+        agent = item.row.agent_id or ""
+        head = self._heads.get(agent)
+        if head is None:
+            n = max(0, item.recorded_isl - len(item.tokens))
+            head = self._heads[agent] = np.full(n, HEAD_TOKEN - len(self._heads), dtype=np.uint32)
+        return head
 
     def session(self, number: int, items: list[_Item], report: ExportReport) -> Session | None:
         for item in items:  # in time order; each stream reuses its own previous prompt
@@ -200,6 +219,7 @@ class _Exporter:
             self.tokenize(item)
         self.tok.forget()  # streams do not cross sessions: hold one session's state at a time
         self.hasher.forget()
+        self._heads.clear()
         kept = [i for i in items if len(i.tokens) <= self.cfg.max_input_tokens]
         report.dropped["over_max_input"] += len(items) - len(kept)
         if not kept:
@@ -233,7 +253,8 @@ class _Exporter:
             t = row.start - t0
             api_time = max(0.0, row.end - row.start)
             out.append(Request(
-                t=round(t, 6), model=item.body.get("model") or answer.model or "", isl=len(item.tokens),
+                t=round(t, 6), model=item.body.get("model") or answer.model or "",
+                isl=len(item.tokens) if item.recorded_isl is None else item.recorded_isl,
                 osl=_osl(item, self.tok), hash_ids=hash_ids, type="s" if row.stream else "n",
                 ttft=round(row.first_token - row.start, 6) if row.stream and row.first_token else None,
                 think_time=round(max(0.0, t - prev_end), 6) if prev_end is not None else 0.0,
@@ -259,13 +280,22 @@ def export(cfg: ExportConfig) -> ExportReport:
 
     Memory holds one session's rows at a time (a second pass reads them back by id)."""
     report = ExportReport()
+    groups = _select(cfg, report)
+    return write_export(cfg, (_items(cfg, ids) for ids in groups.values()), report)
+
+
+def write_export(cfg: ExportConfig, sessions, report: ExportReport, provider=None) -> ExportReport:
+    """Anonymize sessions of kept requests (`_Item` lists, in time order) into `OUT/traces/` and
+    write the report. `provider(items)` names the agent of a session where the source knows it."""
     out = Path(cfg.out)
     (out / "traces").mkdir(parents=True, exist_ok=True)
     exporter = _Exporter(cfg)
-    for number, ids in enumerate(_select(cfg, report).values(), 1):
-        session = exporter.session(number, _items(cfg, ids), report)
+    for number, items in enumerate(sessions, 1):
+        session = exporter.session(number, items, report)
         if session is None:
             continue
+        if provider is not None:
+            session = replace(session, provider=provider(items))
         n = session.n_requests
         session = limit_context(session, cfg.max_context) if cfg.max_context else session
         report.dropped["over_max_context"] += n - (session.n_requests if session else 0)

@@ -33,6 +33,9 @@ JSON = "application/json"
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 RESYNC_S = 0.05  # behind the modeled schedule by more than this: restart it from now
 SLICE_S = 0.01  # while behind, run iterations back to back for this long between deliveries
+# session headers routers read (agentx's --session-headers presets): logged as sent, for checking a replay
+ROUTER_SESSION_HEADERS = ("X-Dynamo-Session-ID", "X-Dynamo-Parent-Session-ID", "X-Dynamo-Session-Final",
+                          "X-SMG-Routing-Key", "Cookie")
 ID_PREFIX = {"completion": "cmpl", "chat": "chatcmpl", "messages": "msg"}  # response ids, as the APIs write them
 
 
@@ -318,7 +321,10 @@ class SimServer:
             return
         record = {
             "id": rid, "correlation_id": request.headers.get("X-Correlation-ID"),
-            "session_id": request.headers.get("X-Session-ID"), "arrival": arrival, "first_token": first,
+            "session_id": request.headers.get("X-Session-ID"),
+            "parent_session_id": request.headers.get("X-Parent-Session-ID"),
+            "router_session": {h: request.headers[h] for h in ROUTER_SESSION_HEADERS if h in request.headers},
+            "arrival": arrival, "first_token": first,
             "last_token": end if first is not None else None, "prompt_tokens": prompt_tokens,
             "cached_tokens": cached, "completion_tokens": completion, "status": status,
         }

@@ -159,11 +159,15 @@ class Connection(asyncio.Protocol):
         status = int(parts[1])
         if 100 <= status < 200:
             return  # an interim answer: the real one follows
-        fields = {}
+        fields, cookies = {}, []
         for line in lines[1:]:
             name, _, value = line.partition(b":")
-            fields[name.strip().lower()] = value.strip().lower()
+            name = name.strip().lower()
+            if name == b"set-cookie":  # kept as sent: cookie values are case-sensitive
+                cookies.append(value.strip().decode("latin-1"))
+            fields[name] = value.strip().lower()
         self.res.status = status
+        self.res.set_cookie = "\n".join(cookies) or None
         self.keep_alive = parts[0] == b"HTTP/1.1" and fields.get(b"connection") != b"close"
         if b"chunked" in fields.get(b"transfer-encoding", b""):
             self.state = _CHUNK_SIZE

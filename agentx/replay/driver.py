@@ -28,6 +28,7 @@ from agentx.metrics.scrape import Scraper
 from agentx.records import Record, RecordWriter
 from agentx.replay.client import Client, Exchange
 from agentx.replay.folder import RunFolder, report
+from agentx.replay.identity import SessionIdentity, session_body_field, session_headers, with_body_field
 from agentx.replay.plan import DONE, PROFILE, Dispatch, ReplayPlan
 from agentx.replay.render import Renderer
 from agentx.replay.settings import BenchSettings
@@ -73,6 +74,7 @@ class Run:
             graphs = [build_graph(s) for s in sessions]
         self.plan = ReplayPlan(graphs, replace(settings.plan, run_id=self.run_id, lead=LEAD_S * target.clock_scale))
         self.render = Renderer(self.run_id, settings.content, target.model, target.wire, target.tokenizer)
+        self.identity = SessionIdentity(target.session_headers, self.run_id)
         self.trees_written = 0
         self.done = {"warmup": 0, "profile": 0, "errors": 0}
         self.recent: deque = deque(maxlen=500)  # (end, ttft, output tokens) of profile records
@@ -226,7 +228,10 @@ class Run:
         """Start the request of a dispatch: (exchange, ISL, OSL, theoretical cached)."""
         body, isl, osl, k = self.render.prepared(d)
         theo = self.render.theoretical_cached(d, isl, k)
-        headers = {"X-Session-ID": f"{self.run_id}-{d.tree}", "X-Correlation-ID": f"{self.run_id}-{d.tree}-{d.node}"}
+        turn = self.identity.turn(d.tree, d.graph, d.node)
+        headers = session_headers(self.identity.preset, turn)
+        headers["X-Correlation-ID"] = f"{self.run_id}-{d.tree}-{d.node}"
+        body = with_body_field(body, session_body_field(self.identity.preset, turn))
         return client.begin(self.render.bodies.path, body, headers), isl, osl, theo
 
     async def _record(self, client: Client, d: Dispatch, ex: Exchange, isl: int, osl: int, theo: int) -> Record:
@@ -242,6 +247,7 @@ class Run:
             rec.end, rec.error = self.clock(), "cancelled"
             return rec
         rec.start, rec.end = (res.start - base) * scale, (res.end - base) * scale
+        self.identity.answered(d.tree, node.stream, res.set_cookie)
         rec.ttft = (res.first - res.start) * scale if res.first is not None else None
         rec.isl, rec.osl, rec.cached = res.prompt_tokens, res.completion_tokens, res.cached_tokens
         if rec.osl is None and res.error is None:
@@ -269,6 +275,7 @@ class Run:
             tree = done[self.trees_written]
             self.trees_written += 1
             self.render.forget(tree.uid, len(tree.graph.streams))
+            self.identity.forget(tree.uid, len(tree.graph.streams))
             self.folder.write_tree(tree, self.plan.profile_end)
 
 

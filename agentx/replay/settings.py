@@ -27,6 +27,7 @@ class TargetConfig:
     server_metrics: str | None = ""  # "" -> the target's /metrics; None -> no scraping
     grace: float = 60.0  # seconds in-flight requests may finish after the window
     clock_scale: float = 1.0  # the target runs this much faster than what it models (sim --speed)
+    session_headers: str = "plain"  # how stream session ids are sent: plain, dynamo, sglang, llm-d (identity.py)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ class Result:
     status: int = 0
     error: str | None = None
     detail: str | None = None
+    set_cookie: str | None = None  # the response's Set-Cookie lines (a session-affinity gateway's)
 
 
 # Words of a 400 answer that mean the prompt overflowed the context (vLLM, SGLang, llama.cpp).

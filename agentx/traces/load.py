@@ -8,26 +8,43 @@ from typing import Callable, Iterable, Literal
 import msgspec
 
 from agentx.common import gc_paused
-from agentx.errors import TraceError
+from agentx.errors import AgentxError, TraceError
+from agentx.traces.agentic import read_agentic, read_mooncake_delta, write_agentic
 from agentx.traces.bailian import read_bailian, write_bailian
 from agentx.traces.model import Session
 from agentx.traces.mooncake import read_mooncake, write_mooncake
+from agentx.traces.rollout import read_rollout
+from agentx.traces.tracelab import read_tracelab, write_tracelab
+from agentx.traces.trie import read_trie
 from agentx.traces.weka import read_weka, write_weka
 
-Format = Literal["weka", "mooncake", "bailian"]
-FORMATS: tuple[str, ...] = ("weka", "mooncake", "bailian")
-_READERS: dict[str, Callable] = {"weka": read_weka, "mooncake": read_mooncake, "bailian": read_bailian}
-_SUFFIXES = (".json", ".jsonl")
+Format = Literal["weka", "mooncake", "bailian", "agentic-mooncake", "mooncake-delta", "tracelab", "trie", "rollout"]
+FORMATS: tuple[str, ...] = ("weka", "mooncake", "bailian", "agentic-mooncake", "mooncake-delta", "tracelab", "trie",
+                            "rollout")
+_READERS: dict[str, Callable] = {
+    "weka": read_weka, "mooncake": read_mooncake, "bailian": read_bailian, "agentic-mooncake": read_agentic,
+    "mooncake-delta": read_mooncake_delta, "tracelab": read_tracelab, "trie": read_trie, "rollout": read_rollout,
+}
+_WRITERS: dict[str, Callable] = {"mooncake": write_mooncake, "bailian": write_bailian,
+                                 "agentic-mooncake": write_agentic, "tracelab": write_tracelab}
+WRITE_FORMATS: tuple[str, ...] = ("weka", *_WRITERS)
+_SUFFIXES = (".json", ".jsonl", ".csv")
+# first-row keys that name a row format (checked in this order; Mooncake delta has Mooncake's keys)
+_ROW_KEYS: tuple[tuple[str, str], ...] = (
+    ("chat_id", "bailian"), ("request_id", "agentic-mooncake"), ("newly_append_tokens", "tracelab"),
+    ("input_tokens_total", "tracelab"), ("num_turns", "trie"), ("out_lens", "rollout"), ("input_length", "mooncake"),
+)
+_UNKNOWN = "not a known trace record (WEKA, Mooncake, agentic Mooncake, Bailian, TraceLab, TRIE or rollout)"
 
 
 def trace_files(paths: Iterable[str | Path]) -> list[Path]:
-    """The trace files named, with directories expanded to their .json/.jsonl files, sorted."""
+    """The trace files named, with directories expanded to their .json/.jsonl/.csv files, sorted."""
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
             found = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in _SUFFIXES)
             if not found:
-                raise TraceError(str(p), "", "no .json or .jsonl trace files in this folder")
+                raise TraceError(str(p), "", "no .json, .jsonl or .csv trace files in this folder")
             files.extend(found)
         elif p.is_file():
             files.append(p)
@@ -46,18 +63,19 @@ def detect_format(path: Path) -> Format:
     if text.startswith(b"{") and b'"requests"' in head:
         return "weka"
     first_line = text.split(b"\n", 1)[0]
+    if first_line.startswith(b"id,input_len,"):
+        return "tracelab"
     try:
         row = msgspec.json.decode(first_line)
     except msgspec.DecodeError:
-        raise TraceError(str(path), "line 1", "not a WEKA, Mooncake or Bailian record") from None
+        raise TraceError(str(path), "line 1", _UNKNOWN) from None
     if isinstance(row, dict):
         if "requests" in row:
             return "weka"
-        if "chat_id" in row:
-            return "bailian"
-        if "input_length" in row:
-            return "mooncake"
-    raise TraceError(str(path), "line 1", "not a WEKA, Mooncake or Bailian record")
+        for key, fmt in _ROW_KEYS:
+            if key in row:
+                return fmt  # type: ignore[return-value]
+    raise TraceError(str(path), "line 1", _UNKNOWN)
 
 
 def load_file(path: Path, fmt: Format | None = None, warn: Callable[[str], None] | None = None) -> list[Session]:
@@ -88,7 +106,9 @@ def write_sessions(sessions: list[Session], path: str | Path, fmt: Format, **opt
         else:
             path.mkdir(parents=True, exist_ok=True)
             for s in sessions:
-                write_weka([s], path / f"{s.id}.json", **options)
+                write_weka([s], path / f"{s.id.replace('/', '_')}.json", **options)
         return
+    if fmt not in _WRITERS:
+        raise AgentxError(f"{fmt} is read-only (write one of {', '.join(WRITE_FORMATS)})", "to")
     path.parent.mkdir(parents=True, exist_ok=True)
-    (write_mooncake if fmt == "mooncake" else write_bailian)(sessions, path)
+    _WRITERS[fmt](sessions, path)

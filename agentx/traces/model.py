@@ -104,6 +104,7 @@ class Session:
     `streams` holds the main stream first, then the aux streams; subagents hang below the
     stream that spawned them. `start` places the session on a corpus timeline (schedule mode).
     `partial_block_ids` is true for formats that give the last partial block an id too.
+    `provider` names the agent that produced it where the format says (TraceLab: claude, codex).
     """
 
     id: str
@@ -115,6 +116,7 @@ class Session:
     system_tokens: int | None = None
     start: float = 0.0
     partial_block_ids: bool = False
+    provider: str | None = None
 
     @property
     def main(self) -> Stream:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 from rich import box
 from rich.table import Table
@@ -47,5 +48,37 @@ def stats_table(stats: TraceStats, source: str) -> Table:
         + "\n* per session with at least one subagent; lognorm: median,sigma of a log-normal fit;"
         + " ISL and OSL in tokens"
     )
+    table.caption_justify = "left"
+    return table
+
+
+def _share(part: float, whole: float) -> str:
+    return "-" if not whole or (isinstance(part, float) and math.isnan(part)) else f"{part / whole:.1%}"
+
+
+def compare_table(corpora: list[tuple[str, TraceStats]]) -> Table:
+    """Corpora side by side: one column each, the figures that tell agentic traffic apart."""
+    table = Table(title="Trace statistics side by side", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("metric")
+    for name, _ in corpora:
+        table.add_column(name, justify="right")
+    rows: list[tuple[str, Callable[[TraceStats], str]]] = [
+        ("sessions", lambda s: f"{s.sessions:,}"),
+        ("requests", lambda s: f"{s.requests:,}"),
+        ("requests / session", lambda s: _num(s.requests / s.sessions) if s.sessions else "-"),
+        ("sessions with subagents", lambda s: _share(s.sessions_with_subagents, s.sessions)),
+        ("requests in subagents", lambda s: _share(s.subagent_requests, s.requests)),
+    ]
+    for label, dist, unit in (("ISL", "isl", ""), ("OSL", "osl", ""), ("turn gap", "gap", "s"),
+                              ("session wall", "duration", "s")):
+        for p in ("p50", "p90", "p99"):
+            rows.append((f"{label} {p}", lambda s, d=dist, p=p, u=unit: _num(getattr(getattr(s, d), p), u)))
+    rows += [
+        ("gaps over 60 s", lambda s: "-" if math.isnan(s.gap_share_over_60s) else f"{s.gap_share_over_60s:.1%}"),
+        ("theoretical hit rate", lambda s: "-" if math.isnan(s.theoretical_hit_rate) else f"{s.theoretical_hit_rate:.1%}"),
+    ]
+    for label, cell in rows:
+        table.add_row(label, *(cell(stats) for _, stats in corpora))
+    table.caption = "ISL and OSL in tokens; hit rate: token-weighted, infinite cache, within each session tree"
     table.caption_justify = "left"
     return table

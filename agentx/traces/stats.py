@@ -65,6 +65,7 @@ class TraceStats:
     gap: Distribution  # recorded think/tool gaps between consecutive requests of a stream
     gap_share_over_60s: float
     sessions_with_subagents: int
+    subagent_requests: int  # requests of subagent and background streams
     subagents_per_session: Distribution  # over sessions with at least one subagent
     subagent_wall_time: Distribution  # seconds
     theoretical_hit_rate: float  # token-weighted, infinite cache
@@ -105,7 +106,7 @@ def session_hit_tokens(session: Session) -> tuple[int, int]:
 def trace_stats(sessions: list[Session]) -> TraceStats:
     isl, osl, gaps, sub_counts, sub_walls, durations = [], [], [], [], [], []
     streams = {"main": 0, "subagent": 0, "background": 0, "aux": 0}
-    hits = total = billed = 0
+    hits = total = billed = sub_requests = 0
     for s in sessions:
         n_subs = 0
         for stream in s.walk():
@@ -118,6 +119,7 @@ def trace_stats(sessions: list[Session]) -> TraceStats:
             gaps.extend(chain_gap(a, b) for a, b in zip(reqs, reqs[1:]))
             if stream.kind in ("subagent", "background"):
                 n_subs += 1
+                sub_requests += len(reqs)
                 if reqs:
                     sub_walls.append(stream.end - stream.spawn)
         if n_subs:
@@ -135,9 +137,27 @@ def trace_stats(sessions: list[Session]) -> TraceStats:
         gap=gap_dist,
         gap_share_over_60s=gap_dist.share_over(gaps, 60.0),
         sessions_with_subagents=len(sub_counts),
+        subagent_requests=sub_requests,
         subagents_per_session=Distribution.of(sub_counts),
         subagent_wall_time=Distribution.of(sub_walls),
         theoretical_hit_rate=hits / total if total else math.nan,
         billed_count_requests=billed,
         duration=Distribution.of(durations),
     )
+
+
+def by_provider(sessions: list[Session]) -> dict[str, list[Session]]:
+    """Sessions grouped by the agent that produced them (`unknown` where the format does not say)."""
+    groups: dict[str, list[Session]] = {}
+    for s in sessions:
+        groups.setdefault(s.provider or "unknown", []).append(s)
+    return dict(sorted(groups.items()))
+
+
+def corpora_stats(corpora: list[tuple[str, list[Session]]], split_providers: bool = False) -> list[tuple[str, TraceStats]]:
+    """(label, stats) per corpus, or per corpus and provider (`NAME: PROVIDER`) when split."""
+    out = []
+    for name, sessions in corpora:
+        groups = by_provider(sessions) if split_providers else {"": sessions}
+        out += [(f"{name}: {p}" if p else name, trace_stats(group)) for p, group in groups.items()]
+    return out

@@ -61,6 +61,7 @@ class SessionFile(msgspec.Struct):
     hash_id_scope: Literal["local", "global"] = "local"
     tool_tokens: NonNeg | None = None
     system_tokens: NonNeg | None = None
+    provider: str | None = None  # agentx's addition: the agent that produced it (claude, codex)
 
 
 _decoder = msgspec.json.Decoder(SessionFile)
@@ -98,6 +99,7 @@ class _Reader:
             system_tokens=doc.system_tokens,
             start=0.0,
             partial_block_ids=False,
+            provider=doc.provider,
         )
 
     def _basis(self, entries: list[Entry], path: str) -> TimeBasis:
@@ -314,6 +316,8 @@ def session_to_weka(session: Session, basis: TimeBasis = "absolute") -> bytes:
         "system_tokens": session.system_tokens,
         "requests": _entries(top, children, 0.0, basis, ids),
     }
+    if session.provider:
+        doc["provider"] = session.provider
     return msgspec.json.encode(doc)
 
 

@@ -1,0 +1,125 @@
+"""Session identity as routers see it (SPEC §2, "Session identity").
+
+Every stream of a replayed tree is its own session: the main agent, each subagent and each aux
+chain get their own id, and a stream's parent (the stream that spawned or branched it) is named
+alongside. A session-affinity router then places a subagent as a new conversation linked to its
+parent instead of piling it onto the parent's worker. `--session-headers` picks how the ids are
+sent; every preset sends agentx's own pair (`X-Session-ID`, `X-Parent-Session-ID`) and adds the
+fields its router reads:
+- `plain`: the pair only.
+- `dynamo`: `X-Dynamo-Session-ID`, `X-Dynamo-Parent-Session-ID`, `X-Dynamo-Session-Final: true`
+  on the stream's last request, and `nvext.session_control` in the body (`session_id`, `timeout`
+  300, `action` `open` on the stream's first request and `close` on its last).
+- `sglang`: `X-SMG-Routing-Key` (the SGLang Model Gateway's sticky-session routing key).
+- `llm-d`: the `llm-d-session` cookie of llm-d's session-affinity scorer: the gateway sets it on a
+  response (the serving pod, base64) and the stream sends it back on its next requests; a new
+  stream (a subagent) starts without one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from agentx.errors import AgentxError
+
+PRESETS = ("plain", "dynamo", "sglang", "llm-d")
+SESSION_TIMEOUT_S = 300  # Dynamo's default inactivity timeout of an opened session
+LLMD_COOKIE = "llm-d-session"
+
+
+def check_preset(name: str) -> str:
+    if name not in PRESETS:
+        raise AgentxError(f"want one of {', '.join(PRESETS)}, got {name!r}", "session_headers")
+    return name
+
+
+def stream_session_ids(tree_id: str, parents: tuple[int, ...]) -> tuple[list[str], list[str | None]]:
+    """(session id, parent session id) per stream of a session graph: the main stream is the
+    tree's id, stream k > 0 is `TREE.k`; a subagent's parent is the stream that spawned it, an aux
+    chain's the main stream."""
+    ids = [tree_id if k == 0 else f"{tree_id}.{k}" for k in range(len(parents))]
+    return ids, [None if k == 0 else ids[p if p >= 0 else 0] for k, p in enumerate(parents)]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamTurn:
+    """Where a request stands in its stream, as the presets need it."""
+
+    session_id: str
+    parent_id: str | None
+    first: bool  # the stream's first request
+    last: bool  # the stream's last request
+    cookie: str | None = None  # llm-d: the stream's last `llm-d-session` value
+
+
+def session_headers(preset: str, turn: StreamTurn) -> dict[str, str]:
+    headers = {"X-Session-ID": turn.session_id}
+    if turn.parent_id is not None:
+        headers["X-Parent-Session-ID"] = turn.parent_id
+    if preset == "dynamo":
+        headers["X-Dynamo-Session-ID"] = turn.session_id
+        if turn.parent_id is not None:
+            headers["X-Dynamo-Parent-Session-ID"] = turn.parent_id
+        if turn.last:
+            headers["X-Dynamo-Session-Final"] = "true"
+    elif preset == "sglang":
+        headers["X-SMG-Routing-Key"] = turn.session_id
+    elif preset == "llm-d" and turn.cookie:
+        headers["Cookie"] = f"{LLMD_COOKIE}={turn.cookie}"
+    return headers
+
+
+def session_body_field(preset: str, turn: StreamTurn) -> bytes | None:
+    """The JSON member a preset adds to the request body (Dynamo's `nvext.session_control`)."""
+    if preset != "dynamo":
+        return None
+    control = {"session_id": turn.session_id, "timeout": SESSION_TIMEOUT_S}
+    if turn.last:
+        control["action"] = "close"
+    elif turn.first:
+        control["action"] = "open"
+    return b'"nvext":' + json.dumps({"session_control": control}, separators=(",", ":")).encode()
+
+
+def with_body_field(body, member: bytes | None):
+    """`{member,...rest}`: the body's JSON object with one more member first."""
+    if member is None:
+        return body
+    return b"{" + member + b"," + bytes(body[1:])
+
+
+def llmd_cookie(set_cookie: str | None) -> str | None:
+    """The `llm-d-session` value of a response's Set-Cookie header, if it sets one."""
+    for line in (set_cookie or "").split("\n"):
+        name, _, rest = line.strip().partition("=")
+        if name == LLMD_COOKIE:
+            return rest.split(";", 1)[0]
+    return None
+
+
+class SessionIdentity:
+    """The session identity of every replayed tree's streams, and the cookie each stream holds."""
+
+    def __init__(self, preset: str, run_id: str):
+        self.preset, self.run_id = check_preset(preset), run_id
+        self._ids: dict[int, tuple[list[str], list[str | None]]] = {}
+        self._cookies: dict[tuple[int, int], str] = {}
+
+    def turn(self, tree: int, graph, node: int) -> StreamTurn:
+        ids = self._ids.get(tree)
+        if ids is None:
+            ids = self._ids[tree] = stream_session_ids(f"{self.run_id}-{tree}", graph.parents)
+        n = graph.nodes[node]
+        last = n.position == len(graph.streams[n.stream].requests) - 1
+        return StreamTurn(ids[0][n.stream], ids[1][n.stream], n.position == 0, last,
+                          self._cookies.get((tree, n.stream)))
+
+    def answered(self, tree: int, stream: int, set_cookie: str | None) -> None:
+        if self.preset == "llm-d" and (cookie := llmd_cookie(set_cookie)):
+            self._cookies[(tree, stream)] = cookie
+
+    def forget(self, tree: int, n_streams: int) -> None:
+        self._ids.pop(tree, None)
+        for k in range(n_streams):
+            self._cookies.pop((tree, k), None)

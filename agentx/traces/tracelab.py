@@ -1,0 +1,223 @@
+"""TraceLab (UW SyFI) coding-agent traces: normalized round rows (JSONL) and the multi-round CSV.
+
+Round rows (one LLM call each): `session_id`, `round_index`, `provider` (claude / codex),
+`model`, `input_tokens_total`, `prefix_tokens` (served from the provider's prompt cache),
+`newly_append_tokens`, `output_tokens`, `reasoning_output_tokens`, `timing_events[]`
+(`event_type`, ISO `timestamp`) and `tools[]` (`tool_wall_latency_ms`, ...).
+CSV: `id,input_len,output_len,arrival_time,round_idx,tool_wait_after_ms,prefix_len`, where
+`input_len` is the newly appended part and `arrival_time` (ms) the session's synthetic arrival.
+
+Neither carries block hashes: ids are synthesized from the prefix lengths (`prefix.py`), 64-token
+blocks, one id space per session. Each session is one main stream (SPEC §1).
+"""
+
+from __future__ import annotations
+
+import csv
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated
+
+import msgspec
+
+from agentx.errors import TraceError
+from agentx.traces.graph import chain_gap
+from agentx.traces.model import Request, Session, Stream
+from agentx.traces.prefix import IdCounter, PrefixChain
+from agentx.traces.rows import encode_rows, read_rows
+
+NonNeg = Annotated[int, msgspec.Meta(ge=0)]
+BLOCK_SIZE = 64
+CSV_FIELDS = ("id", "input_len", "output_len", "arrival_time", "round_idx", "tool_wait_after_ms", "prefix_len")
+_INPUT_EVENTS = {"user_message": "text", "tool_result": "tool_result"}
+_OUTPUT_EVENTS = {"reasoning": "thinking", "text": "text", "tool_call": "tool_use", "usage_report": None}
+
+
+class Event(msgspec.Struct):
+    event_type: str = ""
+    timestamp: str | None = None
+
+
+class Tool(msgspec.Struct):
+    tool_wall_latency_ms: Annotated[float, msgspec.Meta(ge=0)] | None = None
+
+
+class Round(msgspec.Struct):
+    session_id: str
+    input_tokens_total: NonNeg
+    output_tokens: NonNeg
+    round_index: NonNeg | None = None
+    provider: str | None = None
+    model: str | None = None
+    prefix_tokens: NonNeg = 0
+    timing_events: list[Event] = []
+    tools: list[Tool] = []
+
+
+def read_tracelab(path: str | Path, warn=None) -> list[Session]:
+    path = Path(path)
+    with path.open("rb") as f:
+        head = f.read(64).lstrip()
+    return _read_csv(path) if head.startswith(b"id,") else _read_rounds(path)
+
+
+def _stamp(text: str | None, path: Path, record: str) -> float | None:
+    if text is None:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise TraceError(str(path), record, f"not an ISO time: {text!r}") from None
+
+
+def _read_rounds(path: Path) -> list[Session]:
+    groups: dict[str, list[tuple[int, Round]]] = {}
+    for n, row in read_rows(path, Round):
+        if row.prefix_tokens > row.input_tokens_total:
+            raise TraceError(str(path), f"line {n} prefix_tokens",
+                             f"{row.prefix_tokens} is more than input_tokens_total {row.input_tokens_total}")
+        groups.setdefault(row.session_id, []).append((n, row))
+    sessions = []
+    for sid, rows in groups.items():
+        rows.sort(key=lambda nr: (nr[1].round_index if nr[1].round_index is not None else nr[0], nr[0]))
+        sessions.append(_rounds_session(path, sid, rows))
+    sessions.sort(key=lambda s: (s.start, s.id))
+    return sessions
+
+
+def _round_times(path: Path, n: int, row: Round) -> tuple[float | None, float | None, tuple, tuple]:
+    """(start, end, input types, output types) from the round's timing events."""
+    start = end = first = None
+    inputs, outputs = set(), set()
+    for i, ev in enumerate(row.timing_events):
+        t = _stamp(ev.timestamp, path, f"line {n} timing_events[{i}].timestamp")
+        if ev.event_type in _INPUT_EVENTS:
+            inputs.add(_INPUT_EVENTS[ev.event_type])
+            start = t if t is not None else start
+        elif ev.event_type in _OUTPUT_EVENTS:
+            if _OUTPUT_EVENTS[ev.event_type]:
+                outputs.add(_OUTPUT_EVENTS[ev.event_type])
+            end = t if t is not None else end
+        if first is None and t is not None:
+            first = t
+    return (start if start is not None else first), end, tuple(sorted(inputs)), tuple(sorted(outputs))
+
+
+def _rounds_session(path: Path, sid: str, rows: list[tuple[int, Round]]) -> Session:
+    chain = PrefixChain(BLOCK_SIZE, IdCounter())
+    timed = [(n, row, *_round_times(path, n, row)) for n, row in rows]
+    t0 = min((start for _, _, start, *_ in timed if start is not None), default=0.0)
+    requests, clock, gap = [], 0.0, 0.0
+    for n, row, start, end, inputs, outputs in timed:
+        t = clock + gap if start is None else max(start - t0, clock)  # untimed: after the last tool wait
+        api = round(end - t0 - t, 6) if start is not None and end is not None and end - t0 >= t else None
+        requests.append(Request(
+            t=round(t, 6), model=row.model or "", isl=row.input_tokens_total, osl=row.output_tokens,
+            hash_ids=chain.next(row.input_tokens_total, row.prefix_tokens),
+            think_time=round(gap, 6) if start is None and requests else None, api_time=api,
+            input_types=inputs or None, output_types=outputs or None))
+        clock = round(t, 6)
+        gap = sum(tool.tool_wall_latency_ms or 0.0 for tool in row.tools) / 1000.0
+    providers = {row.provider for _, row in rows if row.provider}
+    return _session(sid, requests, t0, providers.pop() if len(providers) == 1 else None)
+
+
+def _session(sid: str, requests: list[Request], start: float, provider: str | None) -> Session:
+    main = Stream(kind="main", requests=tuple(requests), spawn=requests[0].t if requests else 0.0)
+    models = tuple(sorted({r.model for r in requests if r.model}))
+    return Session(id=sid, block_size=BLOCK_SIZE, hash_id_scope="local", streams=(main,), models=models,
+                   start=start, provider=provider)
+
+
+def _csv_int(value: str, path: Path, record: str, cast=int) -> int | float:
+    try:
+        number = cast(value)
+    except (TypeError, ValueError):
+        raise TraceError(str(path), record, f"want a number, got {value!r}") from None
+    if number < 0:
+        raise TraceError(str(path), record, f"want >= 0, got {value}")
+    return number
+
+
+def _read_csv(path: Path) -> list[Session]:
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in CSV_FIELDS if c not in (reader.fieldnames or ())]
+        if missing:
+            raise TraceError(str(path), "line 1", f"missing column(s) {', '.join(missing)}")
+        groups: dict[str, list[tuple[int, dict]]] = {}
+        for n, row in enumerate(reader, 2):
+            values = {c: _csv_int(row[c], path, f"line {n} {c}", float if c in ("arrival_time", "tool_wait_after_ms") else int)
+                      for c in CSV_FIELDS[1:]}
+            groups.setdefault(row["id"], []).append((n, values))
+    if not groups:
+        raise TraceError(str(path), "", "no rows")
+    sessions = []
+    for sid, rows in groups.items():
+        rows.sort(key=lambda nv: (nv[1]["round_idx"], nv[0]))
+        chain = PrefixChain(BLOCK_SIZE, IdCounter())
+        requests, t, gap = [], 0.0, None
+        for _, v in rows:
+            isl = v["input_len"] + v["prefix_len"]
+            requests.append(Request(t=round(t, 6), model="", isl=isl, osl=v["output_len"],
+                                    hash_ids=chain.next(isl, v["prefix_len"]), think_time=gap))
+            gap = round(v["tool_wait_after_ms"] / 1000.0, 6)
+            t += gap
+        sessions.append(_session(sid, requests, rows[0][1]["arrival_time"] / 1000.0, None))
+    sessions.sort(key=lambda s: (s.start, s.id))
+    return sessions
+
+
+def _rounds_of(sessions: list[Session]):
+    """(session id, session, request, position, prefix tokens, replay ISL, gap after, stream
+    origin on the corpus timeline) of every
+    request of every stream; a session's subagent and aux streams become sessions `ID:k` (the
+    formats have no tree). The prefix is the blocks shared with the stream's previous request."""
+    for s in sessions:
+        for k, stream in enumerate(s.walk()):
+            reqs = stream.requests
+            for i, r in enumerate(reqs):
+                prefix = 0
+                if i:
+                    prev = reqs[i - 1].hash_ids
+                    m = min(len(prev), len(r.hash_ids))
+                    diff = (prev[:m] != r.hash_ids[:m]).nonzero()[0]
+                    prefix = int(diff[0] if len(diff) else m) * s.block_size
+                gap = 0.0 if i + 1 == len(reqs) else chain_gap(r, reqs[i + 1])
+                origin = s.start + reqs[0].t
+                yield (s.id if k == 0 else f"{s.id}:{k}"), s, r, i, prefix, s.replay_isl(r), gap, origin
+
+
+def write_tracelab(sessions: list[Session], path: str | Path) -> None:
+    """A `.csv` path gets the multi-round CSV, anything else round rows (JSONL)."""
+    (write_tracelab_csv if Path(path).suffix == ".csv" else write_tracelab_rounds)(sessions, path)
+
+
+def write_tracelab_csv(sessions: list[Session], path: str | Path) -> None:
+    with Path(path).open("w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(CSV_FIELDS)
+        for sid, s, r, i, prefix, isl, gap, origin in _rounds_of(sessions):
+            out.writerow([sid, isl - prefix, r.osl, f"{origin * 1000:.6f}", i, f"{gap * 1000:.6f}", prefix])
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def write_tracelab_rounds(sessions: list[Session], path: str | Path) -> None:
+    """Round rows: the request's start as its input event, its recorded end (when known) as its
+    output events, the gap after it as one tool's wall latency."""
+    rows = []
+    for sid, s, r, i, prefix, isl, gap, _ in _rounds_of(sessions):
+        inputs = [e for e, kind in _INPUT_EVENTS.items() if kind in (r.input_types or ())] or ["user_message"]
+        events = [{"event_type": e, "timestamp": _iso(s.start + r.t)} for e in inputs[:1]]
+        if r.api_time is not None:
+            outputs = [e for e, kind in _OUTPUT_EVENTS.items() if kind and kind in (r.output_types or ())] or ["text"]
+            events += [{"event_type": e, "timestamp": _iso(s.start + r.end)} for e in outputs]
+        row = {"session_id": sid, "round_index": i, "provider": s.provider, "model": r.model or None,
+               "input_tokens_total": isl, "prefix_tokens": prefix, "newly_append_tokens": isl - prefix,
+               "output_tokens": r.osl, "timing_events": events,
+               "tools": [{"tool_wall_latency_ms": round(gap * 1000.0, 3)}] if gap else []}
+        rows.append(row)
+    Path(path).write_bytes(encode_rows(rows))

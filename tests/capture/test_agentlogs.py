@@ -1,0 +1,100 @@
+"""`agentx capture import` on synthetic Claude Code and Codex stores: request counts, token counts,
+subagents and timing as the files say, and nothing private in the export."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from agentx.capture.agentlogs import import_logs
+from agentx.capture.export import ExportConfig
+from agentx.errors import TraceError
+from agentx.traces.load import load_sessions
+from tests.capture.agentlogs_files import PRIVATE, claude_store, codex_store
+
+
+def _export(tmp_path, tokenizer_path, claude=(), codex=()):
+    out = tmp_path / "out"
+    report = import_logs(ExportConfig(store="", tokenizer=str(tokenizer_path), out=str(out)), list(claude), list(codex))
+    return report, out, load_sessions([out / "traces"])
+
+
+def _counts(stream):
+    return [(r.isl, r.osl) for r in stream.requests]
+
+
+def test_claude_code_store(tmp_path, tokenizer_path):
+    expect = claude_store(tmp_path / "projects")
+    report, out, sessions = _export(tmp_path, tokenizer_path, claude=[tmp_path / "projects"])
+    assert report.sessions == expect["sessions"] == len(sessions)
+    assert report.recorded == 6 and report.exported == 6 and report.subagents == 2
+    new, old = sorted(sessions, key=lambda s: -s.n_requests)
+    assert all(s.provider == "claude" for s in sessions)
+    assert _counts(new.main) == expect["main"]
+    (sub,) = new.main.children
+    assert sub.kind == "subagent" and _counts(sub) == expect["subagent"]
+    assert sub.spawn == expect["subagent_spawn"] and sub.agent_id == "agent_001"
+    assert [r.api_time for r in new.main.requests] == expect["api_time"]
+    assert new.main.requests[1].stop == "end_turn" and new.main.requests[0].output_types == ("thinking", "tool_use")
+    # the second main call repeats the first one's prompt: its hash blocks extend the first's
+    first, second = new.main.requests
+    assert second.hash_ids[:len(first.hash_ids)].tolist() == first.hash_ids.tolist()
+    assert len(first.hash_ids) == first.isl // 64  # the unlogged head counts: the blocks cover `in`
+    assert _counts(old.main) == expect["old"] and [_counts(c) for c in old.main.children] == [expect["old_subagent"]]
+
+
+def test_codex_store_with_a_subagent_thread(tmp_path, tokenizer_path):
+    expect = codex_store(tmp_path / "sessions")
+    report, out, (session,) = _export(tmp_path, tokenizer_path, codex=[tmp_path / "sessions"])
+    assert session.provider == "codex" and report.recorded == 3 and report.exported == 3
+    assert _counts(session.main) == expect["main"]
+    assert [r.api_time for r in session.main.requests] == expect["api_time"]
+    (sub,) = session.main.children
+    assert _counts(sub) == expect["subagent"] and sub.spawn == 20.0  # 21 s, from the first call at 1 s
+    assert session.main.requests[0].output_types == ("thinking", "tool_use")
+
+
+def test_nothing_private_leaves(tmp_path, tokenizer_path):
+    claude_store(tmp_path / "projects")
+    codex_store(tmp_path / "sessions")
+    report, out, sessions = _export(tmp_path, tokenizer_path, claude=[tmp_path / "projects"],
+                                    codex=[tmp_path / "sessions"])
+    assert report.sessions == 3
+    written = b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file())
+    for secret in PRIVATE + ("SECRET", "alice", "claude-code", "toolu_", "call_1", "msg_0"):
+        assert secret.encode() not in written, secret
+    assert sorted(p.name for p in (out / "traces").iterdir()) == [f"session_{n:04d}.json" for n in (1, 2, 3)]
+
+
+def test_cli_and_bad_input(tmp_path, tokenizer_path):
+    claude_store(tmp_path / "projects")
+    bad = tmp_path / "projects" / "-home-alice-repo" / "broken.jsonl"
+    bad.write_text('{"type": "user"}\n{not json\n')
+    res = subprocess.run([sys.executable, "-m", "agentx.cli", "capture", "import", "--claude", str(tmp_path / "projects"),
+                          "--tokenizer", str(tokenizer_path), "--out", str(tmp_path / "o")], capture_output=True, text=True)
+    assert res.returncode == 2 and f"{bad}: line 2: invalid JSON" in res.stderr
+    bad.unlink()
+    res = subprocess.run([sys.executable, "-m", "agentx.cli", "capture", "import", "--claude", str(tmp_path / "projects"),
+                          "--tokenizer", str(tokenizer_path), "--out", str(tmp_path / "o")], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert json.loads((tmp_path / "o" / "export_report.json").read_text())["exported"] == 6
+    with pytest.raises(TraceError, match="timestamp: not an ISO time"):
+        stamp = tmp_path / "stamp"
+        claude_store(stamp)
+        f = next(stamp.rglob("0b6f*.jsonl"))
+        f.write_text(f.read_text().replace("2026-06-01T10:00:02.000Z", "yesterday"))
+        _export(tmp_path / "x", tokenizer_path, claude=[stamp])
+
+
+@pytest.mark.parametrize("store, old, new, where", [
+    (claude_store, '"output_tokens": 25', '"output_tokens": "many"', "message.usage.output_tokens: want a count"),
+    (codex_store, '"input_tokens": 9400', '"input_tokens": -3', "payload.info.last_token_usage.input_tokens"),
+])
+def test_hostile_usage_is_one_line_naming_file_line_and_field(tmp_path, tokenizer_path, store, old, new, where):
+    store(tmp_path / "logs")
+    file = next(f for f in (tmp_path / "logs").rglob("*.jsonl") if old in f.read_text())
+    file.write_text(file.read_text().replace(old, new))
+    kind = {"claude": [tmp_path / "logs"]} if store is claude_store else {"codex": [tmp_path / "logs"]}
+    with pytest.raises(TraceError, match=rf"^{file}: line \d+: {where}"):
+        _export(tmp_path, tokenizer_path, **kind)
