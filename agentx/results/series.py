@@ -111,9 +111,7 @@ def _server_series(scrapes: list[dict], step: float, n: int) -> dict:
     hit_rate = None
     if hits is not None and queries is not None and len(hits) > 1:
         dh, dq = np.diff(hits), np.diff(queries)
-        k = 2 * HIT_WINDOW + 1
-        sh = np.convolve(dh, np.ones(k), mode="same")
-        sq = np.convolve(dq, np.ones(k), mode="same")
+        sh, sq = _centred_sum(dh), _centred_sum(dq)
         col = np.full(n, np.nan)
         col[b[1:]] = np.where(sq > 0, sh / np.where(sq > 0, sq, 1), np.nan)
         hit_rate = _r(col)
@@ -127,6 +125,14 @@ def _server_series(scrapes: list[dict], step: float, n: int) -> dict:
         "prompt_tokens_by_source": _by_source(scrapes, b, n),
         "phase": _phases(scrapes, b, n),
     }}
+
+
+def _centred_sum(values: np.ndarray) -> np.ndarray:
+    """Sum over indices i - HIT_WINDOW .. i + HIT_WINDOW (truncated at the ends)."""
+    cum = np.concatenate([[0.0], np.cumsum(values)])
+    i = np.arange(len(values))
+    hi, lo = np.minimum(i + HIT_WINDOW + 1, len(values)), np.maximum(i - HIT_WINDOW, 0)
+    return cum[hi] - cum[lo]
 
 
 def _by_source(scrapes: list[dict], b: np.ndarray, n: int) -> dict | None:
