@@ -7,7 +7,6 @@ A point survives a non-canonical view only if it is also on the canonical fronti
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,7 +14,8 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from agentx.errors import AgentxError
-from agentx.results.schema import datasets, deployments, points
+from agentx.results.query import Filters, filtered
+from agentx.results.schema import DEPLOYMENT_LABELS, deployments, points
 
 # x metric -> +1 if higher is better, -1 if lower is better
 X_METRICS = {"p50_intvty": 1, "p90_intvty": 1, "p50_e2e_norm_intvty": 1, "p90_e2e_norm_intvty": 1, "p90_ttft": -1}
@@ -23,16 +23,6 @@ Y_METRICS = ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu", "tok_p
              "tok_per_usd_neocloud", "tok_per_usd_rental_3y", "tok_s_per_mw")
 CANONICAL = ("p90_e2e_norm_intvty", "tput_per_gpu")
 CURVE = ("model", "hardware", "engine")
-
-
-@dataclass
-class Filters:
-    model: str | None = None
-    hardware: str | None = None
-    engine: str | None = None
-    dataset: str | None = None
-    since: str | None = None  # ISO date or time, inclusive
-    until: str | None = None  # exclusive
 
 
 @dataclass
@@ -51,25 +41,11 @@ def check_metrics(x: str, y: str) -> None:
 def load_points(engine: Engine, filters: Filters) -> list[dict]:
     """Successful points matching the filters, with their curve labels and every frontier metric."""
     cols = [points.c.id, points.c.concurrency, points.c.started_at, points.c.valid, points.c.simulated,
-            points.c.source, points.c.settings, deployments.c.model, deployments.c.hardware, deployments.c.engine,
-            deployments.c.gpus, deployments.c.precision, deployments.c.parallelism, deployments.c.spec_decoding,
-            deployments.c.kv_offload, deployments.c.router,
+            points.c.source, *[deployments.c[k] for k in DEPLOYMENT_LABELS],
             *[points.c[name] for name in sorted(set(X_METRICS) | set(Y_METRICS))]]
-    q = select(*cols).join(deployments, points.c.deployment_id == deployments.c.id).where(points.c.status == "ok")
-    for name in ("model", "hardware", "engine"):
-        if getattr(filters, name) is not None:
-            q = q.where(deployments.c[name] == getattr(filters, name))
-    if filters.dataset is not None:
-        q = q.where(points.c.dataset_id.in_(select(datasets.c.id).where(datasets.c.name == filters.dataset)))
-    if filters.since is not None:
-        q = q.where(points.c.started_at >= filters.since)
-    if filters.until is not None:
-        q = q.where(points.c.started_at < filters.until)
+    q = filtered(select(*cols).join(deployments, points.c.deployment_id == deployments.c.id), filters)
     with engine.connect() as conn:
-        rows = [dict(r._mapping) for r in conn.execute(q.order_by(points.c.id))]
-    for r in rows:
-        r["settings"] = json.loads(r["settings"]) if r["settings"] else {}
-    return rows
+        return [dict(r._mapping) for r in conn.execute(q.where(points.c.status == "ok").order_by(points.c.id))]
 
 
 def pareto(rows: list[dict], x: str, y: str) -> list[dict]:
