@@ -39,6 +39,7 @@ Label = Annotated[str | None, Query(max_length=300, pattern=r"^[^\x00]*$")]
 When = Annotated[datetime | date | None, Query(description="ISO 8601 date or time (UTC)")]
 XMetric = Literal[tuple(fr.X_METRICS)]  # type: ignore[valid-type]
 YMetric = Literal[fr.Y_METRICS]  # type: ignore[valid-type]
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(HTTPBearer(auto_error=False))]
 
 POINT_COLUMNS = [points.c[name] for name in ("id", "run_id", "deployment_id", "sweep_id", "dataset_id", "source",
                                              "status", "failure", "concurrency", "started_at", "valid", "simulated",
@@ -73,7 +74,6 @@ def create_app(engine: Engine, token: str | None = None, writable: bool = True,
                upload_dir: Path | None = None) -> FastAPI:
     app = FastAPI(title="agentx results", version="1", description="Points, frontiers and chart data of agentx runs.")
     app.add_middleware(GZipMiddleware, minimum_size=1000)
-    bearer = HTTPBearer(auto_error=False)
 
     def rows(q) -> list[dict]:
         with engine.connect() as conn:
@@ -178,7 +178,7 @@ def create_app(engine: Engine, token: str | None = None, writable: bool = True,
     if writable:
         @app.post(PREFIX + "/runs", status_code=201, summary="Upload a run folder's files for import (bearer token)")
         def upload_run(files: Annotated[list[UploadFile], File()],
-                       credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)] = None):
+                       credentials: Credentials = None):
             _authorize(token, credentials)
             return _json(_import_upload(engine, files, upload_dir), 201)
 
