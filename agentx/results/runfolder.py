@@ -49,7 +49,8 @@ def find_run_folders(paths: list[Path]) -> list[Path]:
         if is_run_folder(path):
             found.append(path)
             continue
-        inner = sorted(p.parent for p in path.rglob("run.json"))
+        inner = sorted(p.parent for p in path.rglob("run.json")
+                       if not any(part.startswith(".") for part in p.relative_to(path).parts))  # .interrupted/
         if not inner:
             raise AgentxError(f"{path}: no run.json in it or below it (not a run folder or a sweep folder)")
         found.extend(inner)
