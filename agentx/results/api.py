@@ -4,6 +4,7 @@ endpoint (upload a run folder's files) needs the bearer token the server was sta
 
 from __future__ import annotations
 
+import gzip
 import hmac
 import ipaddress
 import json
@@ -73,7 +74,7 @@ def _filters(model: Label = None, hardware: Label = None, engine: Label = None, 
 def create_app(engine: Engine, token: str | None = None, writable: bool = True,
                upload_dir: Path | None = None) -> FastAPI:
     app = FastAPI(title="agentx results", version="1", description="Points, frontiers and chart data of agentx runs.")
-    app.add_middleware(GZipMiddleware, minimum_size=1000)
+    app.add_middleware(GZipMiddleware, minimum_size=1000, compresslevel=4)
 
     def rows(q) -> list[dict]:
         with engine.connect() as conn:
@@ -114,15 +115,18 @@ def create_app(engine: Engine, token: str | None = None, writable: bool = True,
 
     @app.get(PREFIX + "/points/{point_id}", summary="One point: summary (result point), series and histograms")
     def point_detail(point_id: ItemId):
-        row = one(select(*POINT_COLUMNS, points.c.settings, points.c.result, points.c.run_dir)
-                  .where(points.c.id == point_id), f"point {point_id}")
-        row["settings"] = json.loads(row["settings"]) if row["settings"] else None
-        row["result"] = json.loads(row["result"]) if row["result"] else None
+        row = one(select(*POINT_COLUMNS, points.c.run_dir).where(points.c.id == point_id), f"point {point_id}")
+        # stored JSON is spliced in as it is (no decoding and encoding again of a large point's series)
         with engine.connect() as conn:
-            for kind, data in conn.execute(select(point_blobs.c.kind, point_blobs.c.data).where(
-                    (point_blobs.c.point_id == point_id) & point_blobs.c.kind.in_(("series", "histograms")))):
-                row[kind] = unpack(data)
-        return _json(row)
+            texts = conn.execute(select(points.c.settings, points.c.result).where(points.c.id == point_id)).one()
+            blobs = dict(conn.execute(select(point_blobs.c.kind, point_blobs.c.data).where(
+                (point_blobs.c.point_id == point_id) & point_blobs.c.kind.in_(("series", "histograms")))).all())
+        parts = [msgspec.json.encode(row)[:-1]]
+        for key, text in (("settings", texts.settings), ("result", texts.result)):
+            parts.append(b',"%s":%s' % (key.encode(), (text or "null").encode()))
+        for kind in ("series", "histograms"):
+            parts.append(b',"%s":%s' % (kind.encode(), gzip.decompress(blobs[kind]) if kind in blobs else b"null"))
+        return Response(b"".join(parts) + b"}", media_type="application/json")
 
     @app.get(PREFIX + "/points/{point_id}/series", summary="Series on the 1 s grid (compact arrays)")
     def point_series(request: Request, point_id: ItemId):
@@ -148,14 +152,14 @@ def create_app(engine: Engine, token: str | None = None, writable: bool = True,
     @app.get(PREFIX + "/frontier", summary="Pareto frontier per (model, hardware, engine), or over all points")
     def get_frontier(f: Annotated[Filters, Depends(_filters)], x: XMetric = fr.CANONICAL[0],
                      y: YMetric = fr.CANONICAL[1], overall: bool = False):
-        curves = fr.frontier(fr.load_points(engine, f), x, y, per_curve=not overall)
+        curves = fr.frontier(fr.load_points(engine, f, x, y), x, y, per_curve=not overall)
         return _json({"x": x, "y": y, "curves": [{"key": c.key, "points": c.points} for c in curves]})
 
     @app.get(PREFIX + "/frontier/interpolate", summary="y at a given x on each curve (monotone interpolation, "
              "null outside a curve's range)")
     def interpolate(f: Annotated[Filters, Depends(_filters)], at: Annotated[float, Query(allow_inf_nan=False)],
                     x: XMetric = fr.CANONICAL[0], y: YMetric = fr.CANONICAL[1]):
-        curves = fr.frontier(fr.load_points(engine, f), x, y)
+        curves = fr.frontier(fr.load_points(engine, f, x, y), x, y)
         return _json({"x": x, "y": y, "at": at,
                       "curves": [{"key": c.key, "value": fr.interpolate(c, x, y, at)} for c in curves]})
 

@@ -85,11 +85,10 @@ def frontier_cmd(
     """Pareto frontiers of the stored points (SPEC §5): one per (model, hardware, engine)."""
     from rich.table import Table
 
-    from agentx.results.frontier import check_metrics, frontier, interpolate, load_points
+    from agentx.results.frontier import frontier, interpolate, load_points
     from agentx.results.query import Filters
 
-    check_metrics(x, y)
-    rows = load_points(_engine(db), Filters(model=model, hardware=hardware, engine=engine, dataset=dataset))
+    rows = load_points(_engine(db), Filters(model=model, hardware=hardware, engine=engine, dataset=dataset), x, y)
     curves = frontier(rows, x, y, per_curve=not overall)
     if not curves:
         console.print("no stored points match")

@@ -38,14 +38,18 @@ def check_metrics(x: str, y: str) -> None:
         raise AgentxError(f"y: unknown metric {y!r} (want one of {', '.join(Y_METRICS)})")
 
 
-def load_points(engine: Engine, filters: Filters) -> list[dict]:
-    """Successful points matching the filters, with their curve labels and every frontier metric."""
+def load_points(engine: Engine, filters: Filters, x: str, y: str) -> list[dict]:
+    """Successful points matching the filters: curve labels, settings and the metrics of the (x, y)
+    view and of the canonical one."""
+    check_metrics(x, y)
     cols = [points.c.id, points.c.concurrency, points.c.started_at, points.c.valid, points.c.simulated,
             points.c.source, *[deployments.c[k] for k in DEPLOYMENT_LABELS],
-            *[points.c[name] for name in sorted(set(X_METRICS) | set(Y_METRICS))]]
+            *[points.c[name] for name in sorted({x, y, *CANONICAL})]]
     q = filtered(select(*cols).join(deployments, points.c.deployment_id == deployments.c.id), filters)
     with engine.connect() as conn:
-        return [dict(r._mapping) for r in conn.execute(q.where(points.c.status == "ok").order_by(points.c.id))]
+        result = conn.execute(q.where(points.c.status == "ok").order_by(points.c.id))
+        keys = list(result.keys())
+        return [dict(zip(keys, row)) for row in result]
 
 
 def pareto(rows: list[dict], x: str, y: str) -> list[dict]:

@@ -48,7 +48,7 @@ def test_aiperf_and_agentx_points_share_one_frontier(tmp_path, sweep_dir):
     engine = connect(f"sqlite:///{tmp_path / 'r.db'}")
     import_paths(engine, [sweep_dir])
     import_aiperf(engine, AIPERF, {"hardware": "H200", "gpus": 8, "engine": "agentx-sim"})
-    rows = load_points(engine, Filters(hardware="H200"))
+    rows = load_points(engine, Filters(hardware="H200"), "p90_ttft", "tput_per_gpu")
     assert sorted({r["source"] for r in rows}) == ["agentx", "aiperf"]
     (curve,) = frontier(rows, "p90_ttft", "tput_per_gpu")  # same model, hardware, engine: one curve
     assert curve.key["engine"] == "agentx-sim"
