@@ -15,6 +15,7 @@ import msgspec
 import numpy as np
 
 from agentx.errors import AgentxError
+from agentx.metrics.scrape import read_series
 
 # record field -> dtype of its column (None fields become NaN in float columns, -1 in int ones)
 FLOAT_FIELDS = ("planned", "start", "end", "ttft")
@@ -121,16 +122,3 @@ def _column(name: str, values: list):
     if name in FLOAT_FIELDS:
         return np.array([np.nan if v is None else v for v in values], dtype=float)
     return np.array([-1 if v is None else v for v in values], dtype=np.int64)
-
-
-def read_series(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_bytes().split(b"\n"):
-        if line.strip():
-            try:
-                out.append(msgspec.json.decode(line))
-            except msgspec.DecodeError:
-                break  # torn last line of a killed run
-    return out

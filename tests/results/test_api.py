@@ -148,3 +148,38 @@ def test_openapi_fuzz_has_no_server_errors(client):
                                                  response.text[:300])
 
         check()
+
+
+def test_agentx_serve_command(tmp_path, sweep_dir):
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from tests.results.conftest import free_port
+
+    db = str(tmp_path / "r.db")
+    cli = [sys.executable, "-m", "agentx.cli"]
+    refused = subprocess.run([*cli, "serve", "--db", db, "--host", "0.0.0.0"], capture_output=True, text=True,
+                             timeout=60)
+    assert refused.returncode == 2 and "needs --token" in refused.stderr
+    assert subprocess.run([*cli, "db", "import", str(sweep_dir), "--db", db], capture_output=True).returncode == 0
+    port = free_port()
+    proc = subprocess.Popen([*cli, "serve", "--db", db, "--port", str(port), "--read-only"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/points", timeout=2) as r:
+                    body = json.loads(r.read())
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else ""
+                time.sleep(0.2)
+        assert [p["concurrency"] for p in body] == [2, 6]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/openapi.json", timeout=5) as r:
+            assert "/api/v1/runs" not in json.loads(r.read())["paths"]  # --read-only: no write endpoint
+    finally:
+        proc.terminate()
+        proc.wait(10)
