@@ -10,7 +10,7 @@ import ipaddress
 import json
 import shutil
 import tempfile
-from datetime import date, datetime
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -67,8 +67,14 @@ def _json(obj, status: int = 200) -> Response:
 
 def _filters(model: Label = None, hardware: Label = None, engine: Label = None, dataset: Label = None,
              since: When = None, until: When = None) -> Filters:
-    return Filters(model, hardware, engine, dataset, since.isoformat() if since else None,
-                   until.isoformat() if until else None)
+    return Filters(model, hardware, engine, dataset, _utc(since), _utc(until))
+
+
+def _utc(when: datetime | date | None) -> str | None:
+    """As stored (`started_at` is ISO 8601 UTC), so that strings compare as times."""
+    if isinstance(when, datetime) and when.tzinfo is not None:
+        when = when.astimezone(timezone.utc)
+    return when.isoformat() if when is not None else None
 
 
 def create_app(engine: Engine, token: str | None = None, writable: bool = True,

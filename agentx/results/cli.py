@@ -115,6 +115,8 @@ def serve_cmd(
     token: Optional[str] = typer.Option(None, "--token", help="Bearer token that the write endpoint requires; "
                                         "without it uploads are refused (and a non-loopback host refuses to start)."),
     read_only: bool = typer.Option(False, "--read-only", help="No write endpoint."),
+    upload_dir: Optional[Path] = typer.Option(None, "--upload-dir", help="Where uploaded runs are kept "
+                                              "(default: uploads/ in the user's data directory)."),
 ):
     """The results REST API (OpenAPI at /openapi.json), served by uvicorn."""
     import uvicorn
@@ -122,7 +124,7 @@ def serve_cmd(
     from agentx.results.api import create_app, check_exposure
 
     check_exposure(host, token, read_only)
-    app = create_app(_engine(db), token=token, writable=not read_only)
+    app = create_app(_engine(db), token=token, writable=not read_only, upload_dir=upload_dir)
     console.print(f"agentx results API listening on http://{host}:{port} (OpenAPI: /openapi.json)", highlight=False)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 

@@ -104,7 +104,7 @@ def _server_series(scrapes: list[dict], step: float, n: int) -> dict:
             return None
         col = np.full(n, np.nan)
         dt = np.diff(t)
-        col[b[1:]] = np.where(dt > 0, np.diff(values) / np.where(dt > 0, dt, 1), np.nan) * 1.0
+        col[b[1:]] = np.where(dt > 0, np.diff(values) / np.where(dt > 0, dt, 1), np.nan)
         return _r(col, 1)
 
     hits, queries = counter("prefix_hits"), counter("prefix_queries")
