@@ -22,7 +22,7 @@ import numpy as np
 from fastapi.testclient import TestClient
 
 from agentx.metrics.summary import summarize
-from agentx.replay.records import Record, write_parquet
+from agentx.records import Record, write_parquet
 from agentx.results.api import create_app
 from agentx.results.db import connect
 from agentx.results.frontier import CANONICAL, frontier, load_points

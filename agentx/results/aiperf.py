@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine
 from agentx.errors import AgentxError
 from agentx.metrics.server import COUNTERS, GAUGES
 from agentx.metrics.summary import summarize
-from agentx.replay.records import Record
+from agentx.records import Record
 from agentx.results.importer import Imported
 from agentx.results.runfolder import FLOAT_FIELDS, INT_FIELDS, STR_FIELDS
 from agentx.results.schema import points

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import fields
 from pathlib import Path
 
 import msgspec
@@ -56,7 +55,7 @@ class Recipe(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     duration: float
     dataset: Dataset = msgspec.field(default_factory=Dataset)
     seed: int = 0
-    bench: dict[str, Scalar] = {}  # other `agentx bench` settings: warmup_requests_per_lane, grace, wire, ...
+    bench: dict[str, Scalar | list[int]] = {}  # other `agentx bench` settings: warmup_requests_per_lane, grace, ...
 
 
 # settings a recipe sets through its own keys, not through `bench:`
@@ -82,7 +81,7 @@ def load_recipe(path: Path) -> Recipe:
 
 
 def _check(recipe: Recipe, path: Path) -> None:
-    from agentx.replay.driver import BenchSettings
+    from agentx.replay.settings import BenchSettings
 
     if not recipe.deployments:
         raise AgentxError(f"{path}: deployments: want at least one")
@@ -104,7 +103,7 @@ def _check(recipe: Recipe, path: Path) -> None:
             raise AgentxError(f"{where}: want a target: url, command or sim")
         if d.sim is not None and d.url is not None:
             raise AgentxError(f"{where}: url: not with sim (agentx chooses its address)")
-    allowed = {f.name for f in fields(BenchSettings)} - _OWN
+    allowed = set(BenchSettings.build(url="", concurrency=1, duration=1.0).flat()) - _OWN
     for key in recipe.bench:
         if key not in allowed:
             raise AgentxError(f"{path}: bench.{key}: unknown setting (want one of {', '.join(sorted(allowed))})")

@@ -11,7 +11,7 @@ import msgspec
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from agentx.metrics.summary import COST_BASES, GPU_COST
+from agentx.engine.presets import COST_BASES, gpu_cost
 from agentx.results.db import now
 from agentx.results.schema import DEPLOYMENT_LABELS, METRIC_COLUMNS, conversations, datasets, deployments, \
     point_blobs, points
@@ -92,11 +92,11 @@ def metric_columns(result: dict) -> dict:
         out[f"{q}_intvty"] = _get(rm, "interactivity_tok_s", q)
         out[f"{q}_e2e_norm_intvty"] = _get(rm, "e2e_normalized_interactivity_tok_s", q)
     hardware = (result.get("identity") or {}).get("hardware")
-    if per_gpu and hardware in GPU_COST:
-        kw, *prices = GPU_COST[hardware]
-        for basis, price in zip(COST_BASES, prices):
-            out[f"tok_per_usd_{basis}"] = per_gpu * 3600 / price
-        out["tok_s_per_mw"] = per_gpu * 1000 / kw
+    cost = gpu_cost(hardware) if per_gpu and hardware else None
+    if cost is not None:
+        for basis in COST_BASES:
+            out[f"tok_per_usd_{basis}"] = per_gpu * 3600 / cost[basis]
+        out["tok_s_per_mw"] = per_gpu * 1000 / cost["kw"]
     req = result.get("requests") or {}
     if req.get("profiled"):
         out["error_rate"] = (req["profiled"] - req.get("succeeded", 0)) / req["profiled"]

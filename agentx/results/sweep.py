@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -102,7 +101,8 @@ def _deployment(engine, recipe: Recipe, dep: Deployment, sessions, folder: Path,
 
 def _point(engine, recipe: Recipe, dep: Deployment, sessions, url: str, folder: Path, n: int, fp: str,
            sweep_id: int, say) -> str:
-    from agentx.replay.driver import BenchSettings, bench
+    from agentx.replay.driver import bench
+    from agentx.replay.settings import BenchSettings
 
     if folder.exists():  # an interrupted point: keep its files aside, run it again
         aside = folder.parent / ".interrupted" / f"{folder.name}-{uuid.uuid4().hex[:6]}"
@@ -112,14 +112,14 @@ def _point(engine, recipe: Recipe, dep: Deployment, sessions, url: str, folder: 
     labels = msgspec.to_builtins(dep.labels)
     clock_scale = dep.clock_scale or (float(dep.sim.get("speed", 1.0)) if dep.sim else 1.0)
     ds = recipe.dataset
-    settings = BenchSettings(
+    options = {k: tuple(v) if isinstance(v, list) else v for k, v in recipe.bench.items()}
+    settings = BenchSettings.build(
         url=url, concurrency=n, duration=recipe.duration, out=str(folder), seed=recipe.seed, model=labels.get("model"),
         gpus=labels.get("gpus") or (int(dep.sim.get("gpus", 8)) if dep.sim else None),
         hardware=labels.get("hardware") or (str(dep.sim.get("hardware", "H200")) if dep.sim else None),
         engine=labels.get("engine") or ("agentx-sim" if dep.sim else None), clock_scale=clock_scale,
         scenario=ds.scenario, variant=ds.max_context,
-        dataset=ds.scenario or (", ".join(ds.traces) if ds.traces else "bundled WEKA sample"))
-    settings = replace(settings, **recipe.bench)
+        dataset=ds.scenario or (", ".join(ds.traces) if ds.traces else "bundled WEKA sample"), **options)
     say(f"{dep.name}: concurrency {n}, {recipe.duration:g} s profiling -> {folder}")
     result = bench(settings, sessions, f"agentx sweep ({recipe.name})")
     _label(folder, result, labels)

@@ -177,3 +177,14 @@ def test_the_readme_recipe_is_valid(tmp_path):
     block = readme.split("```yaml\n", 1)[1].split("```", 1)[0]
     recipe = load_recipe(write(tmp_path / "readme.yaml", block))
     assert [d.kind for d in recipe.deployments] == ["sim", "command", "url"]
+
+
+def test_bench_settings_by_name(tmp_path):
+    recipe = load_recipe(write(tmp_path / "r.yaml", """
+        name: x
+        duration: 1
+        concurrency: [1]
+        bench: {token_range: [1000, 2000], wire: chat, grace: 5}
+        deployments: [{name: a, url: u}]
+        """))
+    assert recipe.bench["token_range"] == [1000, 2000]
