@@ -17,6 +17,7 @@ from agentx.errors import AgentxError
 from agentx.replay.identity import PRESETS as SESSION_PRESETS
 from agentx.replay.plan import MODES
 from agentx.replay.scenarios import SCENARIOS
+from agentx.results.cli import register as register_results
 from agentx.traces.load import FORMATS, WRITE_FORMATS
 from agentx.traces.model import HashScope
 from agentx.traces.weka import TimeBasis
@@ -28,6 +29,7 @@ sim_app = typer.Typer(no_args_is_help=True, help="The simulated inference engine
 app.add_typer(sim_app, name="sim")
 capture_app = typer.Typer(no_args_is_help=True, help="Record agent traffic and export it as anonymized traces.")
 app.add_typer(capture_app, name="capture")
+register_results(app)
 
 console = Console()
 console.width = max(console.width, 112)  # tables of figures read badly when folded

@@ -1,0 +1,226 @@
+"""The results REST API (FastAPI; SPEC §8). Read endpoints return database rows; chart data comes
+from the per-point blobs precomputed at import, sent gzip-compressed as stored. The one write
+endpoint (upload a run folder's files) needs the bearer token the server was started with."""
+
+from __future__ import annotations
+
+import gzip
+import hmac
+import ipaddress
+import json
+import shutil
+import tempfile
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Annotated, Literal
+
+import msgspec
+from fastapi import Depends, FastAPI, File, HTTPException, Query, Request, UploadFile
+from fastapi import Path as PathParam
+from fastapi.middleware.gzip import GZipMiddleware
+from fastapi.responses import Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+
+from agentx.errors import AgentxError
+from agentx.results import frontier as fr
+from agentx.results.inferencex import export_row
+from agentx.results.query import Filters, filtered
+from agentx.results.schema import (DEPLOYMENT_LABELS, METRIC_COLUMNS, conversations, datasets, deployments,
+                                   point_blobs, points, sweeps)
+from agentx.results.store import unpack
+
+PREFIX = "/api/v1"
+UPLOAD_FILES = ("run.json", "result.json", "records.jsonl", "records.parquet", "server_metrics.jsonl", "trees.jsonl")
+MAX_ID = 2**31 - 1
+
+ItemId = Annotated[int, PathParam(ge=1, le=MAX_ID)]
+Label = Annotated[str | None, Query(max_length=300, pattern=r"^[^\x00]*$")]
+When = Annotated[datetime | date | None, Query(description="ISO 8601 date or time (UTC)")]
+XMetric = Literal[tuple(fr.X_METRICS)]  # type: ignore[valid-type]
+YMetric = Literal[fr.Y_METRICS]  # type: ignore[valid-type]
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(HTTPBearer(auto_error=False))]
+
+POINT_COLUMNS = [points.c[name] for name in ("id", "run_id", "deployment_id", "sweep_id", "dataset_id", "source",
+                                             "status", "failure", "concurrency", "started_at", "valid", "simulated",
+                                             "requests_ok", "requests_failed", *METRIC_COLUMNS)]
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(host: str, token: str | None, read_only: bool) -> None:
+    if not read_only and not token and not is_loopback(host):
+        raise AgentxError(f"--host {host}: a write API on a non-loopback address needs --token (or --read-only)")
+
+
+def _json(obj, status: int = 200) -> Response:
+    return Response(msgspec.json.encode(obj), status_code=status, media_type="application/json")
+
+
+def _filters(model: Label = None, hardware: Label = None, engine: Label = None, dataset: Label = None,
+             since: When = None, until: When = None) -> Filters:
+    return Filters(model, hardware, engine, dataset, _utc(since), _utc(until))
+
+
+def _utc(when: datetime | date | None) -> str | None:
+    """As stored (`started_at` is ISO 8601 UTC), so that strings compare as times."""
+    if isinstance(when, datetime) and when.tzinfo is not None:
+        when = when.astimezone(timezone.utc)
+    return when.isoformat() if when is not None else None
+
+
+def create_app(engine: Engine, token: str | None = None, writable: bool = True,
+               upload_dir: Path | None = None) -> FastAPI:
+    app = FastAPI(title="agentx results", version="1", description="Points, frontiers and chart data of agentx runs.")
+    app.add_middleware(GZipMiddleware, minimum_size=1000, compresslevel=4)
+
+    def rows(q) -> list[dict]:
+        with engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(q)]
+
+    def one(q, what: str) -> dict:
+        found = rows(q)
+        if not found:
+            raise HTTPException(404, f"{what} not found")
+        return found[0]
+
+    def blob(request: Request, point_id: int, kind: str) -> Response:
+        with engine.connect() as conn:
+            data = conn.execute(select(point_blobs.c.data).where(
+                (point_blobs.c.point_id == point_id) & (point_blobs.c.kind == kind))).scalar()
+        if data is None:
+            raise HTTPException(404, f"no {kind} for point {point_id}")
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            return Response(data, media_type="application/json", headers={"Content-Encoding": "gzip"})
+        return Response(msgspec.json.encode(unpack(data)), media_type="application/json")
+
+    @app.get(PREFIX + "/deployments", summary="Deployments (the natural key of labels)")
+    def list_deployments():
+        return _json(rows(select(deployments).order_by(deployments.c.id)))
+
+    @app.get(PREFIX + "/sweeps", summary="Sweeps (recipe, fingerprint, status, times)")
+    def list_sweeps():
+        return _json(rows(select(sweeps).order_by(sweeps.c.id)))
+
+    @app.get(PREFIX + "/points", summary="Points with their labels and scalar metrics")
+    def list_points(f: Annotated[Filters, Depends(_filters)], status: Literal["ok", "failed"] | None = None,
+                    limit: Annotated[int, Query(ge=1, le=10000)] = 1000, offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0):
+        q = filtered(select(*POINT_COLUMNS, *[deployments.c[k] for k in DEPLOYMENT_LABELS])
+                     .join(deployments, points.c.deployment_id == deployments.c.id), f)
+        if status is not None:
+            q = q.where(points.c.status == status)
+        return _json(rows(q.order_by(points.c.id).limit(limit).offset(offset)))
+
+    @app.get(PREFIX + "/points/{point_id}", summary="One point: summary (result point), series and histograms")
+    def point_detail(point_id: ItemId):
+        row = one(select(*POINT_COLUMNS, points.c.run_dir).where(points.c.id == point_id), f"point {point_id}")
+        # stored JSON is spliced in as it is (no decoding and encoding again of a large point's series)
+        with engine.connect() as conn:
+            texts = conn.execute(select(points.c.settings, points.c.result).where(points.c.id == point_id)).one()
+            blobs = dict(conn.execute(select(point_blobs.c.kind, point_blobs.c.data).where(
+                (point_blobs.c.point_id == point_id) & point_blobs.c.kind.in_(("series", "histograms")))).all())
+        parts = [msgspec.json.encode(row)[:-1]]
+        for key, text in (("settings", texts.settings), ("result", texts.result)):
+            parts.append(b',"%s":%s' % (key.encode(), (text or "null").encode()))
+        for kind in ("series", "histograms"):
+            parts.append(b',"%s":%s' % (kind.encode(), gzip.decompress(blobs[kind]) if kind in blobs else b"null"))
+        return Response(b"".join(parts) + b"}", media_type="application/json")
+
+    @app.get(PREFIX + "/points/{point_id}/series", summary="Series on the 1 s grid (compact arrays)")
+    def point_series(request: Request, point_id: ItemId):
+        return blob(request, point_id, "series")
+
+    @app.get(PREFIX + "/points/{point_id}/histograms", summary="ISL / OSL histograms with a log-normal fit")
+    def point_histograms(request: Request, point_id: ItemId):
+        return blob(request, point_id, "histograms")
+
+    @app.get(PREFIX + "/points/{point_id}/timeline", summary="Request timeline (compact arrays), rows by "
+             "conversation stream or by lane")
+    def point_timeline(request: Request, point_id: ItemId,
+                       by: Literal["conversation", "lane"] = "conversation"):
+        return blob(request, point_id, f"timeline_{by}")
+
+    @app.get(PREFIX + "/points/{point_id}/inferencex", summary="The point as InferenceX's flat AgentX row")
+    def point_inferencex(point_id: ItemId):
+        try:
+            return _json(export_row(engine, point_id))
+        except AgentxError as e:
+            raise HTTPException(404, str(e)) from None
+
+    @app.get(PREFIX + "/frontier", summary="Pareto frontier per (model, hardware, engine), or over all points")
+    def get_frontier(f: Annotated[Filters, Depends(_filters)], x: XMetric = fr.CANONICAL[0],
+                     y: YMetric = fr.CANONICAL[1], overall: bool = False):
+        curves = fr.frontier(fr.load_points(engine, f, x, y), x, y, per_curve=not overall)
+        return _json({"x": x, "y": y, "curves": [{"key": c.key, "points": c.points} for c in curves]})
+
+    @app.get(PREFIX + "/frontier/interpolate", summary="y at a given x on each curve (monotone interpolation, "
+             "null outside a curve's range)")
+    def interpolate(f: Annotated[Filters, Depends(_filters)], at: Annotated[float, Query(allow_inf_nan=False)],
+                    x: XMetric = fr.CANONICAL[0], y: YMetric = fr.CANONICAL[1]):
+        curves = fr.frontier(fr.load_points(engine, f, x, y), x, y)
+        return _json({"x": x, "y": y, "at": at,
+                      "curves": [{"key": c.key, "value": fr.interpolate(c, x, y, at)} for c in curves]})
+
+    @app.get(PREFIX + "/datasets", summary="Datasets")
+    def list_datasets():
+        return _json(rows(select(datasets).order_by(datasets.c.id)))
+
+    @app.get(PREFIX + "/datasets/{dataset_id}/conversations", summary="A dataset's conversations (totals)")
+    def list_conversations(dataset_id: ItemId):
+        one(select(datasets.c.id).where(datasets.c.id == dataset_id), f"dataset {dataset_id}")
+        cols = [c for c in conversations.c if c.name != "tree"]
+        return _json(rows(select(*cols).where(conversations.c.dataset_id == dataset_id).order_by(conversations.c.id)))
+
+    @app.get(PREFIX + "/conversations/{conversation_id}", summary="One conversation with its structure (flamegraph)")
+    def get_conversation(conversation_id: ItemId):
+        row = one(select(conversations).where(conversations.c.id == conversation_id), f"conversation {conversation_id}")
+        row["tree"] = json.loads(row["tree"])
+        return _json(row)
+
+    if writable:
+        @app.post(PREFIX + "/runs", status_code=201, summary="Upload a run folder's files for import (bearer token)")
+        def upload_run(files: Annotated[list[UploadFile], File()],
+                       credentials: Credentials = None):
+            _authorize(token, credentials)
+            return _json(_import_upload(engine, files, upload_dir), 201)
+
+    return app
+
+
+def _authorize(token: str | None, credentials) -> None:
+    if not token:
+        raise HTTPException(403, "uploads are disabled: start the server with --token")
+    if credentials is None or not hmac.compare_digest(credentials.credentials.encode(), token.encode()):
+        raise HTTPException(401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"})
+
+
+def _import_upload(engine: Engine, files: list[UploadFile], upload_dir: Path | None) -> dict:
+    from agentx.results.db import default_path
+    from agentx.results.importer import import_run
+
+    names = [f.filename for f in files]
+    bad = [n for n in names if n not in UPLOAD_FILES]
+    if bad or len(set(names)) != len(names):
+        raise HTTPException(422, f"files: want distinct names among {', '.join(UPLOAD_FILES)}, got {names}")
+    root = upload_dir or default_path().parent / "uploads"
+    root.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="run-", dir=root))
+    for f in files:
+        with open(folder / f.filename, "wb") as out:
+            shutil.copyfileobj(f.file, out)
+    try:
+        done = import_run(engine, folder)
+    except AgentxError as e:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise HTTPException(422, str(e).replace(str(folder) + "/", "").replace(str(folder), "upload")) from None
+    if not done.new:
+        shutil.rmtree(folder, ignore_errors=True)
+    return {"point_id": done.point_id, "new": done.new}

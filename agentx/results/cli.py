@@ -1,0 +1,177 @@
+"""The results commands: `agentx db ...`, `agentx frontier`, `agentx serve`, `agentx sweep`.
+`register(app)` adds them to the main `agentx` command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+console = Console()
+console.width = max(console.width, 112)
+err_console = Console(stderr=True)
+
+db_app = typer.Typer(no_args_is_help=True, help="The results database: import, export, inspect.")
+DB_HELP = "Results database: a SQLAlchemy URL (postgresql://..., sqlite:///...) or a SQLite file path " \
+          "(default: results.db in the user's data directory)."
+
+
+def _say(message: str) -> None:
+    err_console.print(message, highlight=False, soft_wrap=True)
+
+
+def _engine(db: Optional[str]):
+    from agentx.results.db import connect
+
+    return connect(db, _say)
+
+
+@db_app.command("import")
+def db_import_cmd(
+    paths: list[Path] = typer.Argument(..., help="Run folders, or folders holding run folders (a sweep)."),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+):
+    """Store run folders made by `agentx bench` / `demo` / `sweep` as points."""
+    from agentx.results.importer import import_paths
+
+    for done in import_paths(_engine(db), paths):
+        state = "stored as" if done.new else "already stored as"
+        console.print(f"{done.path}: {state} point {done.point_id}", highlight=False)
+
+
+@db_app.command("points")
+def db_points_cmd(
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    model: Optional[str] = typer.Option(None, "--model"), hardware: Optional[str] = typer.Option(None, "--hardware"),
+    engine: Optional[str] = typer.Option(None, "--engine"), dataset: Optional[str] = typer.Option(None, "--dataset"),
+):
+    """List the stored points (ids for `export-inferencex` and the API)."""
+    from sqlalchemy import select
+
+    from agentx.results.query import Filters, filtered
+    from agentx.results.schema import deployments, points
+
+    q = filtered(select(points.c.id, points.c.status, points.c.source, deployments.c.model, deployments.c.hardware,
+                        deployments.c.engine, points.c.concurrency, points.c.tput_per_gpu,
+                        points.c.p90_e2e_norm_intvty, points.c.valid, points.c.started_at)
+                 .join(deployments, points.c.deployment_id == deployments.c.id),
+                 Filters(model=model, hardware=hardware, engine=engine, dataset=dataset))
+    with _engine(db).connect() as conn:
+        rows = conn.execute(q.order_by(points.c.id)).all()
+    fmt = lambda v, f: "-" if v is None else f.format(v)  # noqa: E731
+    print(f"{'point':>6} {'status':<7} {'source':<7} {'hardware':<9} {'engine':<16} {'lanes':>5} {'tok/s/GPU':>10} "
+          f"{'E2E-norm p90':>12} {'valid':<6} {'started':<17} model")
+    for r in rows:
+        print(f"{r.id:>6} {r.status:<7} {r.source:<7} {r.hardware or '-':<9} {r.engine or '-':<16} "
+              f"{fmt(r.concurrency, '{}'):>5} {fmt(r.tput_per_gpu, '{:,.1f}'):>10} "
+              f"{fmt(r.p90_e2e_norm_intvty, '{:,.2f}'):>12} {fmt(r.valid, '{}'):<6} {(r.started_at or '-')[:16]:<17} "
+              f"{r.model or '-'}")
+
+
+@db_app.command("import-aiperf")
+def db_import_aiperf_cmd(
+    artifact_dir: Path = typer.Argument(..., help="An AIPerf artifact folder (profile_export.jsonl, "
+                                        "profile_export_aiperf.json, server_metrics_export.json)."),
+    hardware: Optional[str] = typer.Option(None, "--hardware"), gpus: Optional[int] = typer.Option(None, "--gpus"),
+    engine: Optional[str] = typer.Option(None, "--engine"), precision: Optional[str] = typer.Option(None, "--precision"),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+):
+    """Store an AIPerf run as a point (AIPerf does not know the deployment: label it here)."""
+    from agentx.results.aiperf import import_aiperf
+
+    labels = {"hardware": hardware, "gpus": gpus, "engine": engine, "precision": precision}
+    done = import_aiperf(_engine(db), artifact_dir, labels)
+    console.print(f"{artifact_dir}: {'stored as' if done.new else 'already stored as'} point {done.point_id}",
+                  highlight=False)
+
+
+@db_app.command("export-inferencex")
+def db_export_cmd(
+    point: int = typer.Argument(..., help="A point id."),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+):
+    """Print a point as InferenceX's flat AgentX metrics row (JSON)."""
+    import json
+
+    from agentx.results.inferencex import export_row
+
+    console.print_json(json.dumps(export_row(_engine(db), point)))
+
+
+def frontier_cmd(
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    x: str = typer.Option("p90_e2e_norm_intvty", "--x", help="p50_intvty, p90_intvty, p50_e2e_norm_intvty, "
+                          "p90_e2e_norm_intvty or p90_ttft (lower is better)."),
+    y: str = typer.Option("tput_per_gpu", "--y", help="tput_per_gpu, output_tput_per_gpu, input_tput_per_gpu, "
+                          "tok_per_usd_{hyperscaler,neocloud,rental_3y} or tok_s_per_mw."),
+    model: Optional[str] = typer.Option(None, "--model"), hardware: Optional[str] = typer.Option(None, "--hardware"),
+    engine: Optional[str] = typer.Option(None, "--engine"), dataset: Optional[str] = typer.Option(None, "--dataset"),
+    overall: bool = typer.Option(False, "--all", help="One frontier over every deployment instead of one per curve."),
+    at: Optional[float] = typer.Option(None, "--at", help="Also interpolate y at this x on each curve."),
+):
+    """Pareto frontiers of the stored points (SPEC §5): one per (model, hardware, engine)."""
+    from rich.table import Table
+
+    from agentx.results.frontier import frontier, interpolate, load_points
+    from agentx.results.query import Filters
+
+    rows = load_points(_engine(db), Filters(model=model, hardware=hardware, engine=engine, dataset=dataset), x, y)
+    curves = frontier(rows, x, y, per_curve=not overall)
+    if not curves:
+        console.print("no stored points match")
+        return
+    for curve in curves:
+        title = "all deployments" if overall else " / ".join(str(v) for v in curve.key.values())
+        t = Table(title=f"{title}: {y} against {x}", title_justify="left", show_edge=False)
+        for col in ("point", "lanes", x, y, "parallelism", "spec decoding", "KV offload", "valid"):
+            t.add_column(col, justify="right")
+        for r in curve.points:
+            t.add_row(str(r["id"]), str(r["concurrency"]), f"{r[x]:,.3f}", f"{r[y]:,.1f}", r["parallelism"] or "-",
+                      r["spec_decoding"] or "-", r["kv_offload"] or "-", "yes" if r["valid"] else "no")
+        console.print(t)
+        if at is not None:
+            value = interpolate(curve, x, y, at)
+            console.print(f"  {y} at {x} = {at:g}: " + ("outside the curve" if value is None else f"{value:,.1f}"),
+                          highlight=False)
+
+
+def serve_cmd(
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8400, "--port", min=0),
+    token: Optional[str] = typer.Option(None, "--token", help="Bearer token that the write endpoint requires; "
+                                        "without it uploads are refused (and a non-loopback host refuses to start)."),
+    read_only: bool = typer.Option(False, "--read-only", help="No write endpoint."),
+    upload_dir: Optional[Path] = typer.Option(None, "--upload-dir", help="Where uploaded runs are kept "
+                                              "(default: uploads/ in the user's data directory)."),
+):
+    """The results REST API (OpenAPI at /openapi.json), served by uvicorn."""
+    import uvicorn
+
+    from agentx.results.api import create_app, check_exposure
+
+    check_exposure(host, token, read_only)
+    app = create_app(_engine(db), token=token, writable=not read_only, upload_dir=upload_dir)
+    console.print(f"agentx results API listening on http://{host}:{port} (OpenAPI: /openapi.json)", highlight=False)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def sweep_cmd(
+    recipe: Path = typer.Argument(..., help="A sweep recipe (YAML)."),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder of the sweep's runs (default "
+                                       "runs/sweep-NAME-FINGERPRINT)."),
+):
+    """Run a sweep recipe: each deployment's points, stored as they finish; re-running resumes."""
+    from agentx.results.sweep import run_sweep
+
+    run_sweep(recipe, _engine(db), out, say=lambda m: console.print(m, highlight=False))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(db_app, name="db")
+    app.command("frontier")(frontier_cmd)
+    app.command("serve")(serve_cmd)
+    app.command("sweep")(sweep_cmd)

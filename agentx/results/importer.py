@@ -1,0 +1,48 @@
+"""`agentx db import`: store run folders (one run, or a sweep's folder of runs) as points."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+
+from agentx.results.runfolder import find_run_folders, read_run
+from agentx.results.schema import points
+from agentx.results.series import build_histograms, build_series
+from agentx.results.store import add_conversations, dataset_id, deployment_labels, insert_point, point_row
+from agentx.results.timeline import build_conversations, build_timelines
+
+
+@dataclass
+class Imported:
+    path: Path
+    point_id: int
+    new: bool  # False: the run was stored already (same run id)
+
+
+def import_run(engine: Engine, path: Path, sweep_id: int | None = None, fingerprint: str | None = None) -> Imported:
+    run = read_run(path)
+    run_id = run.info.get("run_id") or run.result.get("provenance", {}).get("run_id")
+    with engine.connect() as conn:
+        found = conn.execute(select(points.c.id).where(points.c.run_id == run_id)).scalar()
+    if found is not None:
+        return Imported(path, found, False)
+    identity = run.result["identity"]
+    clock_scale = identity.get("clock_scale") or run.info.get("settings", {}).get("clock_scale") or 1.0
+    blobs = {"series": build_series(run.columns, run.series, clock_scale),
+             "histograms": build_histograms(run.columns), **build_timelines(run.columns)}
+    convs = build_conversations(run.columns)
+    row = point_row(run.result, run_id, "agentx", run_dir=str(path.resolve()), sweep_id=sweep_id,
+                    fingerprint=fingerprint)
+    with engine.begin() as conn:
+        row["dataset_id"] = dataset_id(conn, identity.get("dataset"), identity.get("variant"))
+        if row["dataset_id"] is not None:
+            add_conversations(conn, row["dataset_id"], convs)
+        point = insert_point(conn, deployment_labels(identity), row, blobs)
+    return Imported(path, point, True)
+
+
+def import_paths(engine: Engine, paths: list[Path]) -> list[Imported]:
+    return [import_run(engine, folder) for folder in find_run_folders(paths)]

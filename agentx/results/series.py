@@ -1,0 +1,186 @@
+"""Per-point chart data precomputed at import (SPEC §8): series on a 1 s grid and ISL / OSL
+histograms. The grid step is one scrape interval: 1 s of wall time, which is `clock_scale`
+seconds of the run's (modeled) clock."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from agentx.metrics.server import COUNTERS, GAUGES
+
+SERIES_VERSION = 1
+BY_SOURCE = "vllm:prompt_tokens_by_source_total"
+HIT_WINDOW = 2  # the prefix hit rate at a grid step is the ratio of sums over steps i-2 .. i+2
+
+
+def _r(values, digits: int = 4) -> list:
+    """A float array as a JSON list: NaN -> null, rounded (compact and exact enough for charts)."""
+    a = np.round(np.asarray(values, dtype=float), digits)
+    return [None if math.isnan(v) else v for v in a.tolist()]
+
+
+def build_series(columns: dict, scrapes: list[dict], clock_scale: float) -> dict:
+    step = float(clock_scale or 1.0)
+    ends = columns["end"]
+    horizon = max([float(np.nanmax(ends)) if len(ends) else 0.0] + [s["t"] for s in scrapes])
+    n = int(horizon // step) + 1
+    out = {"version": SERIES_VERSION, "step_s": step, "t": _r(np.arange(n) * step, 3)}
+    out.update(_request_series(columns, step, n))
+    out.update(_server_series(scrapes, step, n))
+    return out
+
+
+def _request_series(c: dict, step: float, n: int) -> dict:
+    """Requests by the step they ended in: completions, errors, output tok/s, TTFT and interactivity p50."""
+    ok = np.array([e is None for e in c["error"]], dtype=bool)
+    b = np.minimum((c["end"] // step).astype(np.int64), n - 1)
+    done = np.bincount(b[ok], minlength=n)
+    errors = np.bincount(b[~ok], minlength=n)
+    osl = np.where(c["osl"] >= 0, c["osl"], c["chunks"]).astype(float)
+    out_tok = np.bincount(b[ok], weights=osl[ok], minlength=n) / step
+    ttft_p50 = np.full(n, np.nan)
+    inter_p50 = np.full(n, np.nan)
+    dur = c["end"] - c["start"]
+    itl = np.where((osl >= 2) & ok, (dur - c["ttft"]) / np.maximum(osl - 1, 1), np.nan)
+    order = np.argsort(b[ok], kind="stable")
+    bins_ok, ttft_ok, itl_ok = b[ok][order], c["ttft"][ok][order], itl[ok][order]
+    cuts = np.flatnonzero(np.diff(bins_ok)) + 1
+    for idx, tt, it in zip(np.split(bins_ok, cuts), np.split(ttft_ok, cuts), np.split(itl_ok, cuts)):
+        if len(idx):
+            if np.isfinite(tt).any():
+                ttft_p50[idx[0]] = np.nanmedian(tt)
+            if np.isfinite(it).any():
+                med = np.nanmedian(it)
+                inter_p50[idx[0]] = 1.0 / med if med > 0 else np.nan
+    profile = np.array([p == "profile" for p in c["phase"]], dtype=bool)
+    starts = c["start"][profile]
+    return {
+        "requests_done": done.tolist(), "requests_failed": errors.tolist(), "output_tok_s": _r(out_tok, 2),
+        "ttft_p50_s": _r(ttft_p50), "interactivity_p50_tok_s": _r(inter_p50, 2),
+        "profile_start_s": float(starts.min()) if starts.size else None,
+        "profile_end_s": float(c["end"][profile].max()) if starts.size else None,
+    }
+
+
+def _totals(samples: dict) -> dict[str, float]:
+    """Sum of every label set per metric name."""
+    out: dict[str, float] = {}
+    for key, value in samples.items():
+        name = key.split("{", 1)[0]
+        out[name] = out.get(name, 0.0) + value
+    return out
+
+
+def _pick(names: list[str], present: set[str]) -> str | None:
+    return next((n for n in names if n in present), None)
+
+
+def _server_series(scrapes: list[dict], step: float, n: int) -> dict:
+    """KV usage, queue depth, prefix hit rate, prefill / decode tok/s and prompt tokens by source per step
+    (the last scrape in a step; null where a step has none)."""
+    if not scrapes:
+        return {"server": None}
+    totals = [_totals(s["samples"]) for s in scrapes]
+    present = set().union(*totals)
+    b = np.minimum(np.array([int(s["t"] // step) for s in scrapes]), n - 1)
+    t = np.array([s["t"] for s in scrapes])
+
+    def gauge(metric: str) -> list | None:
+        name = _pick(GAUGES[metric], present)
+        if name is None:
+            return None
+        col = np.full(n, np.nan)
+        col[b] = [row.get(name, np.nan) for row in totals]
+        return _r(col)
+
+    def counter(metric: str) -> np.ndarray | None:
+        name = _pick(COUNTERS[metric], present)
+        return None if name is None else np.array([row.get(name, 0.0) for row in totals])
+
+    def rate(values: np.ndarray | None) -> list | None:
+        if values is None or len(values) < 2:
+            return None
+        col = np.full(n, np.nan)
+        dt = np.diff(t)
+        col[b[1:]] = np.where(dt > 0, np.diff(values) / np.where(dt > 0, dt, 1), np.nan)
+        return _r(col, 1)
+
+    hits, queries = counter("prefix_hits"), counter("prefix_queries")
+    hit_rate = None
+    if hits is not None and queries is not None and len(hits) > 1:
+        dh, dq = np.diff(hits), np.diff(queries)
+        sh, sq = _centred_sum(dh), _centred_sum(dq)
+        col = np.full(n, np.nan)
+        col[b[1:]] = np.where(sq > 0, sh / np.where(sq > 0, sq, 1), np.nan)
+        hit_rate = _r(col)
+    prompt, gen = counter("prompt_tokens"), counter("generation_tokens")
+    prefill = None
+    if prompt is not None:
+        prefill = rate(prompt - hits if hits is not None else prompt)  # computed prompt tokens
+    return {"server": {
+        "kv_usage": gauge("kv_usage"), "running": gauge("running"), "waiting": gauge("waiting"),
+        "prefix_hit_rate": hit_rate, "prefill_tok_s": prefill, "decode_tok_s": rate(gen),
+        "prompt_tokens_by_source": _by_source(scrapes, b, n),
+        "phase": _phases(scrapes, b, n),
+    }}
+
+
+def _centred_sum(values: np.ndarray) -> np.ndarray:
+    """Sum over indices i - HIT_WINDOW .. i + HIT_WINDOW (truncated at the ends)."""
+    cum = np.concatenate([[0.0], np.cumsum(values)])
+    i = np.arange(len(values))
+    hi, lo = np.minimum(i + HIT_WINDOW + 1, len(values)), np.maximum(i - HIT_WINDOW, 0)
+    return cum[hi] - cum[lo]
+
+
+def _by_source(scrapes: list[dict], b: np.ndarray, n: int) -> dict | None:
+    """Cumulative prompt tokens per source since the first scrape."""
+    rows = []
+    for s in scrapes:
+        row: dict[str, float] = {}
+        for key, value in s["samples"].items():
+            if key.startswith(BY_SOURCE + "{") and 'source="' in key:
+                src = key.split('source="', 1)[1].split('"', 1)[0]
+                row[src] = row.get(src, 0.0) + value
+        rows.append(row)
+    sources = sorted(set().union(*rows))
+    if not sources:
+        return None
+    out = {}
+    for src in sources:
+        col = np.full(n, np.nan)
+        values = np.array([row.get(src, 0.0) for row in rows])
+        col[b] = values - values[0]
+        out[src] = _r(col, 0)
+    return out
+
+
+def _phases(scrapes: list[dict], b: np.ndarray, n: int) -> list:
+    """warmup / profile / drain per step, from the scrapes' phase labels (null without a scrape)."""
+    col: list = [None] * n
+    for i, s in zip(b.tolist(), scrapes):
+        col[i] = s.get("phase")
+    return col
+
+
+def histogram(values: np.ndarray, bins: int = 40) -> dict | None:
+    """Log-spaced histogram of positive token counts with a log-normal fit (mu, sigma of ln x)."""
+    v = values[values > 0].astype(float)
+    if v.size == 0:
+        return None
+    lo, hi = float(v.min()), float(v.max())
+    edges = np.geomspace(lo, hi if hi > lo else lo + 1, bins + 1)
+    counts, _ = np.histogram(v, edges)
+    logs = np.log(v)
+    return {"edges": _r(edges, 2), "counts": counts.tolist(), "n": int(v.size),
+            "lognormal": {"mu": float(logs.mean()), "sigma": float(logs.std())}}
+
+
+def build_histograms(columns: dict) -> dict:
+    """ISL / OSL of the successful profiling requests (the ones the result point counts)."""
+    keep = np.array([p == "profile" and e is None for p, e in zip(columns["phase"], columns["error"])], dtype=bool)
+    isl = np.where(columns["isl"] >= 0, columns["isl"], columns["isl_planned"])[keep]
+    osl = np.where(columns["osl"] >= 0, columns["osl"], columns["chunks"])[keep]
+    return {"version": SERIES_VERSION, "isl": histogram(isl), "osl": histogram(osl)}

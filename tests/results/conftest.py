@@ -1,0 +1,110 @@
+"""Fixtures of the results tests: a throwaway PostgreSQL 15 cluster, a database URL per backend,
+and run folders from real short runs of `agentx bench` against the simulated engine."""
+
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from itertools import count
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from agentx.engine.launch import sim_server
+from tests.conftest import WEKA
+
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+SPEED = 50
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+_server = None  # the URL of the running cluster, while the `postgres` fixture holds it
+
+
+def _postgres_url() -> str:
+    assert _server is not None, "request the postgres fixture first"
+    return _server
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """The URL of a PostgreSQL 15 cluster in a temp folder (as the postgres user when root), stopped after."""
+    if not (PG_BIN / "initdb").exists():
+        pytest.skip(f"PostgreSQL 15 is not installed ({PG_BIN})")
+    folder = Path(tempfile.mkdtemp(prefix="agentx-pg-"))
+    as_user = []
+    if os.geteuid() == 0:
+        pw = pwd.getpwnam("postgres")
+        os.chown(folder, pw.pw_uid, pw.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    data, port = folder / "data", free_port()
+
+    def run(*cmd):
+        subprocess.run([*as_user, *map(str, cmd)], check=True, capture_output=True, timeout=120)
+
+    run(PG_BIN / "initdb", "-A", "trust", "-U", "postgres", "-D", data)
+    run(PG_BIN / "pg_ctl", "-D", data, "-l", folder / "log", "-w", "-o",
+        f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+    global _server
+    _server = f"postgresql://postgres@127.0.0.1:{port}"
+    try:
+        yield _server
+    finally:
+        _server = None
+        run(PG_BIN / "pg_ctl", "-D", data, "-m", "fast", "-w", "stop")
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+_databases = count()
+
+
+@pytest.fixture(scope="session")
+def new_database(tmp_path_factory):
+    """A factory of fresh, empty results database URLs: new_database("sqlite" | "postgresql")."""
+    def create(kind: str) -> str:
+        if kind == "sqlite":
+            return f"sqlite:///{tmp_path_factory.mktemp('db') / 'results.db'}"
+        server = _postgres_url()
+        name = f"agentx_{next(_databases)}"
+        admin = create_engine(server.replace("postgresql://", "postgresql+psycopg://") + "/postgres",
+                              isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f"CREATE DATABASE {name}"))
+        admin.dispose()
+        return f"{server}/{name}"
+
+    return create
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, new_database):
+    """A fresh, empty results database on each backend."""
+    if request.param == "postgresql":
+        request.getfixturevalue("postgres")
+    return new_database(request.param)
+
+
+def bench_cli(url: str, out: Path, concurrency: str, *extra: str) -> None:
+    cmd = [sys.executable, "-m", "agentx.cli", "bench", "--url", url, "--traces", str(WEKA), "--concurrency",
+           concurrency, "--duration", "150", "--clock-scale", str(SPEED), "--gpus", "8", "--hardware", "H200",
+           "--engine", "agentx-sim", "--warmup-requests-per-lane", "3", "--grace", "10", "--out", str(out), *extra]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+
+
+@pytest.fixture(scope="session")
+def sweep_dir(tmp_path_factory) -> Path:
+    """A folder of two real runs (concurrency 2 and 6) of the bundled traces against the sim."""
+    out = tmp_path_factory.mktemp("runs") / "sweep"
+    with sim_server("--speed", str(SPEED)) as url:
+        bench_cli(url, out, "2,6")
+    return out

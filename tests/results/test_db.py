@@ -1,0 +1,142 @@
+"""The results database on SQLite and PostgreSQL: migrations, importing real run folders, the
+precomputed chart data, and errors on bad input."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from sqlalchemy import select, text
+
+from agentx.errors import AgentxError
+from agentx.results.db import SCHEMA_VERSION, connect, tables
+from agentx.results.importer import import_paths, import_run
+from agentx.results.runfolder import read_columns
+from agentx.results.schema import conversations, datasets, deployments, point_blobs, points
+from agentx.results.store import unpack
+
+
+def blob(engine, point_id, kind):
+    with engine.connect() as conn:
+        return unpack(conn.execute(select(point_blobs.c.data).where(
+            (point_blobs.c.point_id == point_id) & (point_blobs.c.kind == kind))).scalar_one())
+
+
+def test_migrations_apply_once(db_url):
+    engine = connect(db_url)
+    assert {"deployments", "sweeps", "points", "point_blobs", "datasets", "conversations",
+            "agentx_schema"} <= tables(engine)
+    connect(db_url)  # a second open applies nothing
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT version FROM agentx_schema")).scalars().all() == [SCHEMA_VERSION]
+
+
+def test_import_sweep_folder(db_url, sweep_dir):
+    engine = connect(db_url)
+    done = import_paths(engine, [sweep_dir])
+    assert [d.path.name for d in done] == ["c2", "c6"] and all(d.new for d in done)
+    again = import_paths(engine, [sweep_dir / "c2"])
+    assert not again[0].new and again[0].point_id == done[0].point_id
+    with engine.connect() as conn:
+        rows = [dict(r._mapping) for r in conn.execute(select(points).order_by(points.c.concurrency))]
+        deps = conn.execute(select(deployments)).all()
+        ds = conn.execute(select(datasets)).one()
+        convs = conn.execute(select(conversations)).all()
+    assert len(rows) == 2 and len(deps) == 1 and deps[0].hardware == "H200" and deps[0].gpus == 8
+    for row in rows:
+        result = json.loads((sweep_dir / f"c{row['concurrency']}" / "result.json").read_text())
+        rm = result["request_metrics"]
+        assert row["status"] == "ok" and row["simulated"] and row["valid"] == result["validity"]["valid"]
+        assert row["tput_per_gpu"] == pytest.approx(rm["throughput"]["total_tok_s_per_gpu"])
+        assert row["p90_e2e_norm_intvty"] == pytest.approx(rm["e2e_normalized_interactivity_tok_s"]["p90"])
+        assert row["p90_ttft"] == pytest.approx(rm["ttft_s"]["p90"])
+        # tokens per dollar and per MW from the SPEC §3 table (H200: 1.73 kW, $1.74 neocloud)
+        assert row["tok_per_usd_neocloud"] == pytest.approx(row["tput_per_gpu"] * 3600 / 1.74)
+        assert row["tok_s_per_mw"] == pytest.approx(row["tput_per_gpu"] * 1000 / 1.73)
+        assert json.loads(row["result"]) == result
+    # a higher concurrency gives more throughput per GPU and less interactivity on the sim
+    assert rows[1]["tput_per_gpu"] > rows[0]["tput_per_gpu"]
+    assert ds.name == "bundled WEKA sample" or ds.name.endswith("weka")
+    assert ds.conversations == len(convs) > 0
+    tree = json.loads(convs[0].tree)
+    turns = [t for s in tree["streams"] for t in s["turns"]]
+    assert convs[0].turns == len(turns) and convs[0].input_tokens == sum(t[1] for t in turns)
+    assert all(t[1] == t[2] + t[3] for t in turns)  # input = cached + uncached
+
+
+def test_precomputed_series_and_timeline_agree_with_the_records(db_url, sweep_dir):
+    engine = connect(db_url)
+    point = import_run(engine, sweep_dir / "c6").point_id
+    cols = read_columns(sweep_dir / "c6")
+    ok = np.array([e is None for e in cols["error"]])
+    series = blob(engine, point, "series")
+    assert series["step_s"] == 50  # one scrape interval: 1 wall second at clock scale 50
+    assert sum(series["requests_done"]) == ok.sum()
+    assert series["t"][1] - series["t"][0] == 50
+    server = series["server"]
+    assert max(v for v in server["kv_usage"] if v is not None) > 0
+    assert {"local_compute", "local_cache_hit"} <= set(server["prompt_tokens_by_source"])
+    hits = [v for v in server["prefix_hit_rate"] if v is not None]
+    assert hits and all(0 <= v <= 1 for v in hits)
+    assert "profile" in server["phase"] and "warmup" in server["phase"]
+    for by in ("conversation", "lane"):
+        tl = blob(engine, point, f"timeline_{by}")
+        assert tl["n"] == len(cols["start"]) == len(tl["start"]) == len(tl["row"])
+        assert max(tl["row"]) == len(tl["rows"]) - 1
+        assert tl["start"][:5] == pytest.approx(cols["start"][:5], abs=1e-4)
+        assert [tl["sessions"][i] for i in tl["session"]] == cols["session"]
+    assert len(blob(engine, point, "timeline_lane")["rows"]) == 6
+    hist = blob(engine, point, "histograms")
+    assert hist["isl"]["n"] == json.loads((sweep_dir / "c6" / "result.json").read_text())["request_metrics"]["isl"]["n"]
+    assert sum(hist["osl"]["counts"]) == hist["osl"]["n"]
+
+
+def test_jsonl_and_parquet_read_alike(sweep_dir, tmp_path):
+    copy = tmp_path / "c2"
+    shutil.copytree(sweep_dir / "c2", copy)
+    (copy / "records.parquet").unlink()
+    a, b = read_columns(sweep_dir / "c2"), read_columns(copy)
+    for name in a:
+        same = np.array_equal(a[name], b[name], equal_nan=True) if isinstance(a[name], np.ndarray) else a[name] == b[name]
+        assert same, name
+
+
+def test_bad_run_folders_are_named(tmp_path, sweep_dir):
+    engine = connect(f"sqlite:///{tmp_path / 'r.db'}")
+    with pytest.raises(AgentxError, match="no run.json in it or below it"):
+        import_paths(engine, [tmp_path])
+    broken = tmp_path / "broken"
+    shutil.copytree(sweep_dir / "c2", broken)
+    (broken / "result.json").unlink()
+    with pytest.raises(AgentxError, match="no result.json .*agentx report"):
+        import_paths(engine, [broken])
+    (broken / "result.json").write_text('{"schema_version": 1}')
+    with pytest.raises(AgentxError, match="field 'identity' missing"):
+        import_paths(engine, [broken])
+    lines = (broken / "records.jsonl").read_bytes().split(b"\n")
+    lines[1] = b"{not json"
+    (broken / "records.jsonl").write_bytes(b"\n".join(lines))
+    (broken / "records.parquet").unlink()
+    with pytest.raises(AgentxError, match=r"records.jsonl: line 2"):
+        read_columns(broken)
+
+
+def test_cli_default_database_is_announced(tmp_path, sweep_dir):
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
+    cmd = [sys.executable, "-m", "agentx.cli", "db", "import", str(sweep_dir)]
+    first = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert first.returncode == 0, first.stderr
+    default = tmp_path / "data" / "agentx" / "results.db"
+    assert f"creating {default}" in first.stderr and default.exists()
+    assert "stored as point 1" in first.stdout and "stored as point 2" in first.stdout
+    listed = subprocess.run([sys.executable, "-m", "agentx.cli", "db", "points", "--hardware", "H200"],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert listed.returncode == 0 and listed.stdout.count("agentx-sim") == 2, listed.stdout
+    second = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert "creating" not in second.stderr and "already stored as point 1" in second.stdout
+    bad = subprocess.run([sys.executable, "-m", "agentx.cli", "db", "import", str(sweep_dir), "--db", "nosuch://x"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--db: cannot use 'nosuch://x'" in bad.stderr

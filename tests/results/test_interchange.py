@@ -1,0 +1,82 @@
+"""Interchange: an AIPerf artifact set (made by AIPerf 0.13.0 itself against the sim, checked in
+under data/aiperf) imports as a point; a point exports as InferenceX's flat AgentX row."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agentx.errors import AgentxError
+from agentx.results.aiperf import import_aiperf
+from agentx.results.db import connect
+from agentx.results.frontier import frontier, load_points
+from agentx.results.importer import import_paths
+from agentx.results.inferencex import export_row
+from agentx.results.query import Filters
+
+AIPERF = Path(__file__).parent / "data" / "aiperf"
+
+
+def aiperf_summary() -> dict:
+    return json.loads((AIPERF / "profile_export_aiperf.json").read_text())
+
+
+def test_aiperf_artifacts_import_as_a_point(db_url):
+    engine = connect(db_url)
+    done = import_aiperf(engine, AIPERF, {"hardware": "H200", "gpus": 8, "engine": "agentx-sim"})
+    assert done.new and not import_aiperf(engine, AIPERF, {"hardware": "H200", "gpus": 8, "engine": "agentx-sim"}).new
+    row = export_row(engine, done.point_id)
+    ref = aiperf_summary()
+    for stat, key in (("median", "p50"), ("p75", "p75"), ("p90", "p90"), ("p95", "p95"), ("p99", "p99"),
+                      ("mean", "avg"), ("std", "std")):
+        assert row[f"{stat}_ttft"] * 1000 == pytest.approx(ref["time_to_first_token"][key], rel=1e-9), stat
+        assert row[f"{stat}_e2el"] * 1000 == pytest.approx(ref["request_latency"][key], rel=1e-9), stat
+    # agentx's throughput window is AIPerf's benchmark_duration (first start .. last end)
+    duration = ref["benchmark_duration"]["avg"]
+    assert row["output_tput"] == pytest.approx(ref["total_osl"]["avg"] / duration, rel=1e-6)
+    assert row["input_tput"] == pytest.approx(ref["total_isl"]["avg"] / duration, rel=1e-6)
+    assert row["tput_per_gpu"] == pytest.approx((ref["total_isl"]["avg"] + ref["total_osl"]["avg"]) / duration / 8,
+                                                 rel=1e-6)
+    assert row["profiled_requests"] == ref["request_count"]["avg"] and row["error_requests"] == 0
+    assert row["theoretical_cache_hit_rate"] == pytest.approx(ref["theoretical_prefix_cache_hit"]["avg"] / 100)
+    assert row["server_gpu_cache_hit_rate"] == pytest.approx(ref["overall_usage_prompt_cache_read_pct"]["avg"] / 100)
+    assert row["model"] == ref["input_config"]["models"]["items"][0]["name"] and row["conc"] == 4
+
+
+def test_aiperf_and_agentx_points_share_one_frontier(tmp_path, sweep_dir):
+    engine = connect(f"sqlite:///{tmp_path / 'r.db'}")
+    import_paths(engine, [sweep_dir])
+    import_aiperf(engine, AIPERF, {"hardware": "H200", "gpus": 8, "engine": "agentx-sim"})
+    rows = load_points(engine, Filters(hardware="H200"), "p90_ttft", "tput_per_gpu")
+    assert sorted({r["source"] for r in rows}) == ["agentx", "aiperf"]
+    (curve,) = frontier(rows, "p90_ttft", "tput_per_gpu")  # same model, hardware, engine: one curve
+    assert curve.key["engine"] == "agentx-sim"
+
+
+def test_bad_aiperf_folders(tmp_path):
+    engine = connect(f"sqlite:///{tmp_path / 'r.db'}")
+    with pytest.raises(AgentxError, match="no profile_export.jsonl"):
+        import_aiperf(engine, tmp_path, {})
+    bad = tmp_path / "bad"
+    shutil.copytree(AIPERF, bad)
+    lines = (bad / "profile_export.jsonl").read_text().splitlines()
+    lines[2] = '{"metadata": {}}'
+    (bad / "profile_export.jsonl").write_text("\n".join(lines))
+    with pytest.raises(AgentxError, match=r"profile_export.jsonl: line 3: field 'metrics' missing"):
+        import_aiperf(engine, bad, {})
+
+
+def test_inferencex_row_of_an_agentx_point(tmp_path, sweep_dir):
+    engine = connect(f"sqlite:///{tmp_path / 'r.db'}")
+    point = import_paths(engine, [sweep_dir / "c2"])[0].point_id
+    row = export_row(engine, point)
+    result = json.loads((sweep_dir / "c2" / "result.json").read_text())
+    rm = result["request_metrics"]
+    assert row["hw"] == "H200" and row["conc"] == 2 and row["framework"] == "agentx-sim" and row["num_gpus"] == 8
+    assert row["median_ttft"] == rm["ttft_s"]["p50"] and row["p90_intvty"] == rm["interactivity_tok_s"]["p90"]
+    assert row["median_tpot"] == rm["itl_s"]["p50"] and "median_itl" not in row  # no per-chunk gaps kept
+    assert row["p90_e2e_norm_intvty"] == rm["e2e_normalized_interactivity_tok_s"]["p90"]
+    assert row["tput_per_gpu"] == rm["throughput"]["total_tok_s_per_gpu"] and row["power_valid"] is False
+    with pytest.raises(AgentxError, match="point 99: not in the results database"):
+        export_row(engine, 99)
