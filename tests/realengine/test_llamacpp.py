@@ -77,3 +77,18 @@ def test_chat_mode_against_llamacpp(server, model, sessions, tmp_path):
     drift = [r.isl - r.isl_planned for r in prof]
     assert result["request_metrics"]["isl_drift_tokens_mean"] == pytest.approx(sum(drift) / len(drift))
     assert result["server_metrics"]["engine"] == "llama.cpp"
+
+
+def test_cache_probe_finds_no_mismatch_in_llamacpp(model, sessions):
+    import asyncio
+
+    from agentx.content.tokens import ContentConfig
+    from agentx.replay.probe import ProbeConfig, probe_cache
+
+    # micro-batches of one token: a cold prompt's last token is computed as a warm one's is (bitwise)
+    with llamacpp_server(model, ctx=8192, slots=1, ubatch=1) as url:
+        cfg = ProbeConfig(url=url, model="tiny-llama", probes=3, content=ContentConfig(0, (300, 8000), 64), max_isl=700)
+        result = asyncio.run(probe_cache(cfg, sessions))
+    assert result["probes"] == 3 and result["errors"] == 0, result["items"]
+    assert result["mismatches"] == 0
+    assert all(p["prefix"] == p["isl"] - 1 for p in result["items"])  # llama.cpp reuses all but the last token
