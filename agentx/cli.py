@@ -25,6 +25,8 @@ trace_app = typer.Typer(no_args_is_help=True, help="Inspect, generate and conver
 app.add_typer(trace_app, name="trace")
 sim_app = typer.Typer(no_args_is_help=True, help="The simulated inference engine.")
 app.add_typer(sim_app, name="sim")
+probe_app = typer.Typer(no_args_is_help=True, help="Correctness probes of a serving engine.")
+app.add_typer(probe_app, name="probe")
 capture_app = typer.Typer(no_args_is_help=True, help="Record agent traffic and export it as anonymized traces.")
 app.add_typer(capture_app, name="capture")
 
@@ -152,9 +154,12 @@ def sim_serve_cmd(
     host_links: int = typer.Option(1, "--host-links", min=1, help="Host links a KV transfer is striped over."),
     seed: int = typer.Option(0, "--seed", help="Seed of answer lengths and faults."),
     fault_rate: float = typer.Option(0.0, "--fault-rate", help="Probability that a request gets a fault."),
-    fault_kinds: str = typer.Option("http500,disconnect,stall,malformed,overflow", "--fault-kinds"),
+    fault_kinds: str = typer.Option("http500,disconnect,stall,malformed,overflow", "--fault-kinds",
+                                    help="Drawn uniformly; 'corrupt' (silent KV corruption of cache hits) only when named."),
     fault_stall_s: float = typer.Option(5.0, "--fault-stall-s", help="Length of a stall fault."),
     truth_log: Optional[Path] = typer.Option(None, "--truth-log", help="JSONL of true per-request times."),
+    reasoning_share: float = typer.Option(0.0, "--reasoning-share", help="Chat answers stream this share as reasoning first."),
+    reasoning_field: str = typer.Option("reasoning_content", "--reasoning-field", help="reasoning_content or reasoning."),
 ):
     """Serve a simulated deployment over the OpenAI API (default: 8 x H200, Qwen3-235B-A22B)."""
     from agentx.engine.config import EngineConfig
@@ -171,7 +176,8 @@ def sim_serve_cmd(
     faults = FaultConfig(rate=fault_rate, kinds=tuple(k.strip() for k in fault_kinds.split(",") if k.strip()),
                          stall_s=fault_stall_s, seed=seed)
     serve(ServeConfig(engine=engine, host=host, port=port, speed=speed, served_model_name=served_model_name,
-                      faults=faults, truth_log=str(truth_log) if truth_log else None))
+                      faults=faults, truth_log=str(truth_log) if truth_log else None,
+                      reasoning_share=reasoning_share, reasoning_field=reasoning_field))
 
 
 @capture_app.command("proxy")
@@ -356,6 +362,36 @@ def bench_cmd(
     else:
         sessions = _load(traces or [], fmt, max_context)
     _sweep(settings, sessions, levels, out or _default_out("bench"), "bench")
+
+
+@probe_app.command("cache")
+def probe_cache_cmd(
+    url: str = typer.Option(..., "--url", help="Base URL of an OpenAI-compatible server (/v1/completions with token ids)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name; discovered from /v1/models when omitted."),
+    traces: list[Path] = typer.Option(None, "--traces", help="Trace files or folders (default: the bundled real traces)."),
+    probes: int = typer.Option(8, "--probes", min=1, help="Trace requests to probe."),
+    seed: int = typer.Option(0, "--seed"),
+    token_range: str = typer.Option("1000:30000", "--token-range", help="Token ids to draw content from, LO:HI."),
+    token_scale: int = typer.Option(1, "--token-scale", min=1, help="Render each hash block as block/K tokens."),
+    max_isl: Optional[int] = typer.Option(None, "--max-isl", help="Probe only prompts up to this many tokens."),
+    flush_tokens: int = typer.Option(0, "--flush-tokens", min=0, help="Other traffic between cold and warm."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the full result here."),
+):
+    """Greedy answers of trace prompts, cold and then warm (prefix cached): they must match."""
+    import json
+
+    from agentx.content.tokens import ContentConfig, parse_token_range
+    from agentx.replay.probe import ProbeConfig, describe, run_probe
+
+    content = ContentConfig(seed, parse_token_range(token_range), token_scale)
+    cfg = ProbeConfig(url=url, model=model or "", probes=probes, seed=seed, content=content, max_isl=max_isl,
+                      flush_tokens=flush_tokens)
+    result = run_probe(cfg, _load(traces or [], None, None))
+    if json_out:
+        json_out.write_text(json.dumps(result, indent=1))
+    console.print(describe(result), highlight=False)
+    if result["mismatches"]:
+        raise typer.Exit(1)
 
 
 @app.command("report")
