@@ -26,15 +26,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def server_process(cmd: list[str], url: str, env: dict | None = None, startup_s: float = 120):
-    """Run a server command until its /health answers 200; yield; always stop it."""
+def server_process(cmd: list[str], url: str, env: dict | None = None, startup_s: float = 120, health: str = "/health"):
+    """Run a server command until its `health` path answers 200; yield; always stop it."""
     log = tempfile.TemporaryFile()
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         deadline = time.monotonic() + startup_s
         while True:
             try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                with urllib.request.urlopen(url + health, timeout=2) as r:
                     if r.status == 200:
                         break
             except OSError:
