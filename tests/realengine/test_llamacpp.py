@@ -92,3 +92,13 @@ def test_cache_probe_finds_no_mismatch_in_llamacpp(model, sessions):
     assert result["probes"] == 3 and result["errors"] == 0, result["items"]
     assert result["mismatches"] == 0
     assert all(p["prefix"] == p["isl"] - 1 for p in result["items"])  # llama.cpp reuses all but the last token
+
+
+def test_identity_of_llamacpp(server):
+    import asyncio
+
+    from agentx.metrics.identity import discover
+
+    found = asyncio.run(discover(server))
+    assert found["engine"] == ("llama.cpp", "/props") and found["engine_version"][0]  # its build info
+    assert found["block_size"][0] == 1 and found["max_model_len"] == (8192, "/props")  # 32768 over 4 slots
