@@ -11,10 +11,9 @@ from pathlib import Path
 import aiohttp
 import msgspec
 
+from agentx.records import read_jsonl
 
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-from agentx.records import read_jsonl
 
 
 def parse_samples(text: str) -> dict[str, float]:

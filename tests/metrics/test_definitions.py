@@ -3,7 +3,7 @@
 import pytest
 
 from agentx.metrics.summary import client_health, distribution, request_metrics, summarize
-from agentx.replay.records import Record
+from agentx.records import Record
 
 
 def rec(start, ttft, end, osl, isl=100, cached=None, theo=0, planned=None, phase="profile", error=None) -> Record:

@@ -13,8 +13,9 @@ import sys
 import pytest
 
 from agentx.engine.launch import sim_server
-from agentx.replay.driver import BenchSettings, bench
-from agentx.replay.records import read_records
+from agentx.records import read_records
+from agentx.replay.driver import bench
+from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
 from tests.conftest import WEKA
 from tests.realengine.llamacpp import free_port, server_process
@@ -41,7 +42,7 @@ def big_metrics(tmp_path_factory):
 def test_due_requests_leave_on_time_while_others_are_in_flight(big_metrics, tmp_path):
     sessions = load_sessions([WEKA], None)
     with sim_server("--speed", str(SPEED)) as url:
-        s = BenchSettings(url=url, concurrency=6, duration=600, out=str(tmp_path / "run"), clock_scale=SPEED,
+        s = BenchSettings.build(url=url, concurrency=6, duration=600, out=str(tmp_path / "run"), clock_scale=SPEED,
                           warmup_requests_per_lane=2, grace=10, server_metrics=big_metrics)
         result = bench(s, sessions)
     prof = [r for r in read_records(tmp_path / "run") if r.phase == "profile"]
