@@ -44,34 +44,48 @@ def parse_samples(text: str) -> dict[str, float]:
 
 
 class Scraper:
+    """Periodic scrapes (`run()`), plus the two that bound the profiling window (`scrape_once`
+    with phase "open" when the warmup has drained, "close" when the last profiled request has
+    ended): server counters over the window are their difference."""
+
     def __init__(self, url: str, path: Path, clock, phase, interval_s: float = 1.0):
         self.url, self.path, self.clock, self.phase, self.interval = url, path, clock, phase, interval_s
         self.errors = 0
         self.scrapes = 0
+        self.session: aiohttp.ClientSession | None = None
+        self.file = None
+
+    async def __aenter__(self):
+        self.file = open(self.path, "ab", buffering=0)
+        self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=max(2.0, self.interval * 2)))
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.session.close()
+        self.file.close()
 
     async def run(self) -> None:
-        timeout = aiohttp.ClientTimeout(total=max(2.0, self.interval * 2))
-        with open(self.path, "ab", buffering=0) as f:
-            async with aiohttp.ClientSession(timeout=timeout) as session:
-                next_at = time.perf_counter()
-                while True:
-                    await self.scrape_once(session, f)
-                    next_at += self.interval
-                    await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+        next_at = time.perf_counter()
+        while True:
+            await self.scrape_once()
+            next_at += self.interval
+            await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
 
-    async def scrape_once(self, session: aiohttp.ClientSession, f) -> None:
-        t, phase = self.clock(), self.phase()
+    async def scrape_once(self, phase: str | None = None) -> bool:
+        """One scrape, labelled with the run's phase (or `phase`); False when it failed."""
+        t, phase = self.clock(), phase or self.phase()
         try:
-            async with session.get(self.url) as r:
+            async with self.session.get(self.url) as r:
                 body = await r.read()
             # off the event loop, whose turns are the replay's dispatch times (hundreds of KB from
             # an engine with many histograms; the thread yields the GIL every few ms)
             line = await asyncio.to_thread(_line, t, phase, body)
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, UnicodeDecodeError):
             self.errors += 1
-            return
+            return False
         self.scrapes += 1
-        f.write(line)
+        self.file.write(line)
+        return True
 
 
 def _line(t: float, phase: str, body: bytes) -> bytes:

@@ -24,6 +24,7 @@ import aiohttp
 
 from agentx.common import gc_paused
 from agentx.errors import AgentxError
+from agentx.metrics.identity import discover
 from agentx.metrics.scrape import Scraper
 from agentx.records import Record, RecordWriter
 from agentx.replay.client import Client, Exchange
@@ -121,15 +122,26 @@ class Run:
         self.clock = clock
         writer = RecordWriter(self.folder.path)
         self.folder.open_trees()
-        scrape_task = None
+        self.folder.info["server_identity"] = {k: list(v) for k, v in (await discover(target.url)).items()}
+        self.folder.write_info()
+        scraper = scrape_task = None
         if target.server_metrics is not None:
             url = target.server_metrics or target.url.rstrip("/") + "/metrics"
-            scraper = Scraper(url, self.folder.path / "server_metrics.jsonl", clock, self._phase)
+            scraper = await Scraper(url, self.folder.path / "server_metrics.jsonl", clock, self._phase).__aenter__()
             scrape_task = asyncio.create_task(scraper.run())
         wake = asyncio.Event()
         tasks: set[asyncio.Task] = set()
+        window: list[asyncio.Task] = []  # the scrape that opens the window
         cpu0 = time.process_time()
         async with Client(target.url, target.request_timeout, target.keep_chunks) as client:
+
+            def window_opens() -> None:
+                """Scrape as the window opens: at once when nothing is in flight (the warmup has
+                drained; nothing is sent before the profiling start), else at the start itself."""
+                if scraper is None or window or self.plan.phase not in (PROFILE, DONE):
+                    return
+                wait = 0.0 if self.plan.inflight == 0 else max(0.0, (self.plan.profile_start - clock()) / scale)
+                window.append(loop.create_task(_after(wait, scraper.scrape_once("open"))))
 
             def launch(now: float) -> None:
                 """Send what is due: each request is written here, its answer awaited by a task."""
@@ -155,6 +167,7 @@ class Run:
                 # the agent can act once the response is complete (its last bytes may come after
                 # the last token): that, not the record's `end`, starts the end-to-start delays
                 self.plan.ended(d.key, clock())
+                window_opens()
                 self._finished_trees()
                 if self.plan.phase != DONE:
                     launch(clock())  # what this completion made due goes out now, not a loop hop later
@@ -162,6 +175,7 @@ class Run:
 
             ticker = loop.create_task(self._tick(on_tick)) if on_tick else None
             self.plan.start(clock())
+            window_opens()
             while True:
                 now = clock()
                 launch(now)
@@ -194,10 +208,15 @@ class Run:
                 for task in pending:
                     task.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
+        if scraper is not None:  # the window closes when its last request has ended
+            await asyncio.gather(*window)
+            await scraper.scrape_once("close")
         for task in (scrape_task, ticker):
             if task:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+        if scraper is not None:
+            await scraper.__aexit__(None, None, None)
         writer.close()
         self.folder.finish({
             "cpu_percent": 100.0 * cpu / cpu_wall if cpu_wall else None,  # until the window closed
@@ -270,6 +289,11 @@ class Run:
             self.trees_written += 1
             self.render.forget(tree.uid, len(tree.graph.streams))
             self.folder.write_tree(tree, self.plan.profile_end)
+
+
+async def _after(seconds: float, coro):
+    await asyncio.sleep(seconds)
+    return await coro
 
 
 def bench(settings: BenchSettings, sessions: list, command: str = "", on_tick=None) -> dict:
