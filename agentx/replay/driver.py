@@ -132,7 +132,7 @@ class Run:
         wake = asyncio.Event()
         tasks: set[asyncio.Task] = set()
         window: list[asyncio.Task] = []  # the scrape that opens the window
-        cpu0 = time.process_time()
+        cpu0, waited0 = time.process_time(), _runqueue_wait_s()
         async with Client(target.url, target.request_timeout, target.keep_chunks) as client:
 
             def window_opens() -> None:
@@ -203,6 +203,7 @@ class Run:
                     timer.cancel()
             profile_wall = (clock() - self.plan.profile_start) / scale if self.plan.profile_start < math.inf else 0
             cpu, cpu_wall = time.process_time() - cpu0, clock() / scale
+            waited = _runqueue_wait_s()
             if tasks:
                 _, pending = await asyncio.wait(set(tasks), timeout=target.grace)
                 for task in pending:
@@ -220,6 +221,7 @@ class Run:
         writer.close()
         self.folder.finish({
             "cpu_percent": 100.0 * cpu / cpu_wall if cpu_wall else None,  # until the window closed
+            "runqueue_wait_percent": 100.0 * (waited - waited0) / cpu_wall if cpu_wall and waited is not None else None,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "wall_s": clock() / scale, "profile_wall_s": profile_wall,
         })
@@ -266,6 +268,8 @@ class Run:
         if rec.osl is None and res.error is None:
             rec.osl = res.chunks
         rec.chunks, rec.finish_reason, rec.status = res.chunks, res.finish_reason, res.status
+        if res.reasoning_tokens is not None or res.reasoning_chunks:
+            rec.reasoning = res.reasoning_tokens if res.reasoning_tokens is not None else res.reasoning_chunks
         rec.error, rec.detail = res.error, res.detail
         if res.error is None and res.first is None:
             rec.error = "empty"  # a 200 with no output at all
@@ -289,6 +293,16 @@ class Run:
             self.trees_written += 1
             self.render.forget(tree.uid, len(tree.graph.streams))
             self.folder.write_tree(tree, self.plan.profile_end)
+
+
+def _runqueue_wait_s() -> float | None:
+    """Seconds the loop's thread has waited for a CPU while runnable (Linux schedstat; None
+    elsewhere): a client late with CPU to spare was either held in its loop or kept off a CPU."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 async def _after(seconds: float, coro):

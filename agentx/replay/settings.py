@@ -36,6 +36,7 @@ class Labels:
     gpus: int | None = None
     hardware: str | None = None
     engine: str | None = None
+    engine_block_size: int | None = None  # KV block of the engine (None: what the server publishes)
     dataset: str | None = None
     variant: str | None = None
     scenario: str | None = None
