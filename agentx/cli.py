@@ -320,6 +320,9 @@ def bench_cmd(
     gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs of the deployment (per-GPU, cost and power figures)."),
     hardware: Optional[str] = typer.Option(None, "--hardware", help="GPU kind for cost and power (H100, H200, B200, ...)."),
     engine: Optional[str] = typer.Option(None, "--engine", help="Engine label for the result (e.g. vllm-0.11)."),
+    engine_block_size: Optional[int] = typer.Option(None, "--engine-block-size", min=1,
+                                                    help="The engine's KV block (default: what the server publishes)."),
+    probe_cache: int = typer.Option(0, "--probe-cache", min=0, help="Cache-correctness probes before and after the run."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/bench-TIMESTAMP)."),
     warmup_requests_per_lane: int = typer.Option(10, "--warmup-requests-per-lane", min=0),
     no_warmup: bool = typer.Option(False, "--no-warmup", help="Start every lane at t = 0 without warmup."),
@@ -349,7 +352,8 @@ def bench_cmd(
         raise AgentxError("--duration, --clock-scale and --time-scale must be > 0, --warmup-seconds >= 0")
     settings = BenchSettings.build(
         url=url, concurrency=levels[0], duration=duration, model=model, wire=wire.value, seed=seed, gpus=gpus,
-        hardware=hardware, engine=engine, warmup_requests_per_lane=warmup_requests_per_lane,
+        hardware=hardware, engine=engine, engine_block_size=engine_block_size, probe_cache=probe_cache,
+        warmup_requests_per_lane=warmup_requests_per_lane,
         idle_cap=idle_cap, system_idle_cap=system_idle_cap, grace=grace, request_timeout=request_timeout,
         token_range=parse_token_range(token_range), token_scale=token_scale, tokenizer=tokenizer,
         server_metrics=None if server_metrics == "none" else server_metrics, keep_chunks=keep_chunks,
@@ -381,7 +385,8 @@ def probe_cache_cmd(
     import json
 
     from agentx.content.tokens import ContentConfig, parse_token_range
-    from agentx.replay.probe import ProbeConfig, describe, run_probe
+    from agentx.metrics.report import probe_line
+    from agentx.replay.probe import ProbeConfig, run_probe
 
     content = ContentConfig(seed, parse_token_range(token_range), token_scale)
     cfg = ProbeConfig(url=url, model=model or "", probes=probes, seed=seed, content=content, max_isl=max_isl,
@@ -389,7 +394,7 @@ def probe_cache_cmd(
     result = run_probe(cfg, _load(traces or [], None, None))
     if json_out:
         json_out.write_text(json.dumps(result, indent=1))
-    console.print(describe(result), highlight=False)
+    console.print(probe_line(result), highlight=False)
     if result["mismatches"]:
         raise typer.Exit(1)
 

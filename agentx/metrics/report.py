@@ -46,6 +46,19 @@ def identity_line(ident: dict) -> str:
     return ", ".join(parts) + (f" ({said})" if said else " (nothing published, nothing given)")
 
 
+def probe_line(result: dict) -> str:
+    """The cache probe's result in one line (`agentx/replay/probe.py`)."""
+    line = f"cache probe: {result['mismatches']} mismatches in {result['probes'] - result['errors']} probes"
+    if result["errors"]:
+        line += f" ({result['errors']} failed)"
+    bad = [p for p in result["items"] if p["match"] is False]
+    if bad:
+        p = bad[0]
+        line += (f"; first: session {p['session']} request {p['request']}, ISL {p['isl']}, prefix {p['prefix']}, "
+                 f"tier {p['tier']}, outputs differ from position {p['first_difference']}")
+    return line
+
+
 def result_lines(result: dict) -> list[str]:
     rm, req, sm = result["request_metrics"], result["requests"], result["server_metrics"]
     tp, cache, health = rm.get("throughput", {}), rm.get("cache", {}), result["client_health"]
@@ -105,6 +118,8 @@ def result_lines(result: dict) -> list[str]:
                  + (f", or the host kept it waiting for a CPU {_pct(waited / 100)} of the time)" if waited is not None
                     else ")"))
     lines.append(line)
+    for when, probe in (result.get("cache_probe") or {}).items():
+        lines.append(f"{probe_line(probe)} ({when} the run)")
     v = result["validity"]
     lines.append("valid" if v["valid"] else "NOT VALID: " + "; ".join(v["reasons"]))
     return lines

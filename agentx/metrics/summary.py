@@ -138,6 +138,9 @@ def summarize(records: list[Record], run: dict, series: list[dict], trees: list[
         reasons.append("the run did not finish (killed or cancelled): partial records")
     if not ok:
         reasons.append("no successful request in the profiling window")
+    mismatches = sum(p.get("mismatches", 0) for p in (run.get("cache_probe") or {}).values())
+    if mismatches:
+        reasons.append(f"the cache probe found {mismatches} answers that differ warm from cold")
     ident, server = identity(settings, run), summarize_server(series)
     rm = request_metrics(ok, settings.get("gpus"), settings.get("hardware"), settings.get("cost_basis") or "neocloud")
     if ok:
@@ -156,6 +159,7 @@ def summarize(records: list[Record], run: dict, series: list[dict], trees: list[
         "sessions": session_metrics(trees),
         "server_metrics": server,
         "client_health": client_health(prof, run.get("client", {}), settings.get("clock_scale") or 1.0),
+        "cache_probe": run.get("cache_probe"),
         "validity": {"valid": not reasons, "reasons": reasons},
         "provenance": {k: run.get(k) for k in ("agentx_version", "command", "start_time", "host", "run_id")},
     }

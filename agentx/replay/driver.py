@@ -30,6 +30,7 @@ from agentx.records import Record, RecordWriter
 from agentx.replay.client import Client, Exchange
 from agentx.replay.folder import RunFolder, report
 from agentx.replay.plan import DONE, PROFILE, Dispatch, ReplayPlan
+from agentx.replay.probe import ANSWER_TOKENS, ProbeConfig, probe_cache
 from agentx.replay.render import Renderer
 from agentx.replay.settings import BenchSettings
 from agentx.serving import run_async
@@ -70,6 +71,7 @@ class Run:
         self.run_id = uuid.uuid4().hex[:12]
         self.folder = RunFolder(Path(settings.out), self.run_id,
                                 {**settings.flat(), "model": target.model, "sessions": len(sessions)}, command)
+        self.sessions = sessions
         with gc_paused():
             graphs = [build_graph(s) for s in sessions]
         self.plan = ReplayPlan(graphs, replace(settings.plan, run_id=self.run_id, lead=LEAD_S * target.clock_scale))
@@ -122,7 +124,11 @@ class Run:
         self.clock = clock
         writer = RecordWriter(self.folder.path)
         self.folder.open_trees()
-        self.folder.info["server_identity"] = {k: list(v) for k, v in (await discover(target.url)).items()}
+        found = await discover(target.url)
+        self.folder.info["server_identity"] = {k: list(v) for k, v in found.items()}
+        probe = self._probe_config(found)
+        if probe:
+            self.folder.info["cache_probe"] = {"before": await probe_cache(probe, self.sessions)}
         self.folder.write_info()
         scraper = scrape_task = None
         if target.server_metrics is not None:
@@ -212,6 +218,8 @@ class Run:
         if scraper is not None:  # the window closes when its last request has ended
             await asyncio.gather(*window)
             await scraper.scrape_once("close")
+        if probe:
+            self.folder.info["cache_probe"]["after"] = await probe_cache(probe, self.sessions)
         for task in (scrape_task, ticker):
             if task:
                 task.cancel()
@@ -225,6 +233,16 @@ class Run:
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "wall_s": clock() / scale, "profile_wall_s": profile_wall,
         })
+
+    def _probe_config(self, found: dict) -> ProbeConfig | None:
+        """The cache probe of `--probe-cache N` (prompts that fit the published context)."""
+        target = self.s.target
+        if not target.probe_cache:
+            return None
+        limit = found.get("max_model_len", (None,))[0]
+        return ProbeConfig(url=target.url, model=target.model, probes=target.probe_cache, seed=self.s.content.seed,
+                           content=self.s.content, max_isl=limit - ANSWER_TOKENS if limit else None,
+                           timeout_s=target.request_timeout)
 
     async def _tick(self, on_tick) -> None:
         while True:

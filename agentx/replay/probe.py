@@ -140,16 +140,3 @@ def run_probe(cfg: ProbeConfig, sessions: list[Session]) -> dict:
 
         cfg = replace(cfg, model=discover_model(cfg.url))
     return asyncio.run(probe_cache(cfg, sessions))
-
-
-def describe(result: dict) -> str:
-    """One line for a printout."""
-    line = f"cache probe: {result['mismatches']} mismatches in {result['probes'] - result['errors']} probes"
-    if result["errors"]:
-        line += f" ({result['errors']} failed)"
-    bad = [p for p in result["items"] if p["match"] is False]
-    if bad:
-        p = bad[0]
-        line += (f"; first: session {p['session']} request {p['request']}, ISL {p['isl']}, prefix {p['prefix']}, "
-                 f"tier {p['tier']}, outputs differ from position {p['first_difference']}")
-    return line

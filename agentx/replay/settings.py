@@ -27,6 +27,7 @@ class TargetConfig:
     server_metrics: str | None = ""  # "" -> the target's /metrics; None -> no scraping
     grace: float = 60.0  # seconds in-flight requests may finish after the window
     clock_scale: float = 1.0  # the target runs this much faster than what it models (sim --speed)
+    probe_cache: int = 0  # cache-correctness probes before and after the run (0: none)
 
 
 @dataclass(frozen=True)

@@ -102,3 +102,24 @@ def test_identity_of_llamacpp(server):
     found = asyncio.run(discover(server))
     assert found["engine"] == ("llama.cpp", "/props") and found["engine_version"][0]  # its build info
     assert found["block_size"][0] == 1 and found["max_model_len"] == (8192, "/props")  # 32768 over 4 slots
+
+
+def test_bench_with_cache_probe_prints_identity_efficiency_and_no_mismatch(model, sessions, tmp_path):
+    from agentx.metrics.report import result_lines
+
+    # micro-batches of one token, so the probe's cold and warm answers are bitwise comparable
+    with llamacpp_server(model, ctx=32768, slots=4, ubatch=1) as url:
+        result = run(url, tmp_path / "probed", sessions, probe_cache=2)
+    lines = "\n".join(result_lines(result))
+    ident = result["identity"]
+    assert ident["engine"] == "llama.cpp" and ident["engine_version"] and ident["block_size"] == 1
+    assert ident["sources"]["engine"] == "server /props" and lines.startswith("engine: llama.cpp ")
+    cache = result["request_metrics"]["cache"]
+    assert cache["engine_block_size"] == 1 and cache["cache_efficiency_source"] == "usage"
+    assert cache["cache_efficiency"] == pytest.approx(1.0, abs=0.001), lines  # nothing evicted at 2 lanes
+    assert "cache efficiency: 1.00" in lines
+    probes = result["cache_probe"]
+    assert probes["before"]["mismatches"] == probes["after"]["mismatches"] == 0
+    assert probes["before"]["probes"] == probes["after"]["probes"] == 2
+    assert "cache probe: 0 mismatches in 2 probes (before the run)" in lines
+    assert result["server_metrics"]["window"] == "exact"

@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from agentx.engine.launch import sim_server
-from agentx.replay.probe import ProbeConfig, describe, probe_cache
+from agentx.metrics.report import probe_line
+from agentx.replay.probe import ProbeConfig, probe_cache
 from agentx.traces.load import load_sessions
 from tests.conftest import WEKA
 from tests.engine.test_server import MODEL, metrics
@@ -29,7 +30,7 @@ def test_a_correct_cache_gives_no_mismatch(sessions):
     assert result["probes"] == 4 and result["errors"] == 0 and result["mismatches"] == 0
     for p in result["items"]:  # every warm answer really read its prefix from the cache
         assert p["match"] and p["tier"] == "gpu" and p["isl"] - 16 <= p["prefix"] < p["isl"]
-    assert describe(result) == "cache probe: 0 mismatches in 4 probes"
+    assert probe_line(result) == "cache probe: 0 mismatches in 4 probes"
 
 
 def test_corrupted_cache_blocks_are_detected(sessions, tmp_path):
@@ -41,7 +42,7 @@ def test_corrupted_cache_blocks_are_detected(sessions, tmp_path):
     assert result["mismatches"] == 4 and result["errors"] == 0
     bad = result["items"][0]
     assert bad["match"] is False and bad["prefix"] > 0 and bad["cold"] != bad["warm"]
-    line = describe(result)
+    line = probe_line(result)
     assert line.startswith("cache probe: 4 mismatches in 4 probes; first: session ") and "tier gpu" in line
     assert cli.returncode == 1 and "2 mismatches in 2 probes" in cli.stdout  # the model was discovered
     assert json.loads(out.read_text())["mismatches"] == 2
