@@ -104,7 +104,7 @@ def result_lines(result: dict) -> list[str]:
     if slow:
         line += f", slowdown p50 {slow['p50']:.2f}x p90 {slow['p90']:.2f}x"
         if slow["p50"] < 1:
-            line += " (below 1: idle caps shortened the recorded gaps)"
+            line += " (below 1: faster than recorded; the idle caps shorten long gaps)"
     lines.append(line)
     late = health.get("dispatch_lateness_ms") or {}
     line = (f"client: dispatch lateness p50 {_f(late.get('p50'), fmt='{:.2f}')} ms, "
