@@ -382,16 +382,18 @@ def probe_cache_cmd(
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the full result here."),
 ):
     """Greedy answers of trace prompts, cold and then warm (prefix cached): they must match."""
+    import asyncio
     import json
 
     from agentx.content.tokens import ContentConfig, parse_token_range
     from agentx.metrics.report import probe_line
-    from agentx.replay.probe import ProbeConfig, run_probe
+    from agentx.replay.driver import discover_model
+    from agentx.replay.probe import ProbeConfig, probe_cache
 
     content = ContentConfig(seed, parse_token_range(token_range), token_scale)
-    cfg = ProbeConfig(url=url, model=model or "", probes=probes, seed=seed, content=content, max_isl=max_isl,
-                      flush_tokens=flush_tokens)
-    result = run_probe(cfg, _load(traces or [], None, None))
+    cfg = ProbeConfig(url=url, model=model or discover_model(url), probes=probes, seed=seed, content=content,
+                      max_isl=max_isl, flush_tokens=flush_tokens)
+    result = asyncio.run(probe_cache(cfg, _load(traces or [], None, None)))
     if json_out:
         json_out.write_text(json.dumps(result, indent=1))
     console.print(probe_line(result), highlight=False)

@@ -118,18 +118,18 @@ class Run:
     async def _execute(self, on_tick) -> None:
         loop = asyncio.get_running_loop()
         target = self.s.target
+        found = await discover(target.url)  # (before the run's clock starts, as is the probe)
+        self.folder.info["server_identity"] = {k: list(v) for k, v in found.items()}
+        probe = self._probe_config(found)
+        if probe:
+            self.folder.info["cache_probe"] = {"before": await probe_cache(probe, self.sessions)}
+        self.folder.write_info()
         t0, scale = time.perf_counter(), target.clock_scale
         self.t0 = t0
         clock = lambda: (time.perf_counter() - t0) * scale  # noqa: E731
         self.clock = clock
         writer = RecordWriter(self.folder.path)
         self.folder.open_trees()
-        found = await discover(target.url)
-        self.folder.info["server_identity"] = {k: list(v) for k, v in found.items()}
-        probe = self._probe_config(found)
-        if probe:
-            self.folder.info["cache_probe"] = {"before": await probe_cache(probe, self.sessions)}
-        self.folder.write_info()
         scraper = scrape_task = None
         if target.server_metrics is not None:
             url = target.server_metrics or target.url.rstrip("/") + "/metrics"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 import aiohttp
 import msgspec
@@ -131,12 +131,3 @@ async def probe_cache(cfg: ProbeConfig, sessions: list[Session]) -> dict:
         "errors": sum(1 for p in probes if p.error), "answer_tokens": cfg.max_tokens,
         "flush_tokens": cfg.flush_tokens, "items": [asdict(p) for p in probes],
     }
-
-
-def run_probe(cfg: ProbeConfig, sessions: list[Session]) -> dict:
-    """`probe_cache` from synchronous code; an empty `cfg.model` is discovered from /v1/models."""
-    if not cfg.model:
-        from agentx.replay.driver import discover_model
-
-        cfg = replace(cfg, model=discover_model(cfg.url))
-    return asyncio.run(probe_cache(cfg, sessions))
