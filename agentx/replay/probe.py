@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass
 import aiohttp
 import msgspec
 
-from agentx.content.tokens import ContentConfig, PromptBuilder, key64
+from agentx.common import key64
+from agentx.content.tokens import ContentConfig, PromptBuilder
 from agentx.traces.model import Request, Session
 
 ANSWER_TOKENS = 16  # greedy tokens compared per probe

@@ -8,9 +8,9 @@ import openai
 import pytest
 
 from agentx import __version__
+from agentx.engine import presets
 from agentx.engine.core import output_token, prompt_digest
 from agentx.engine.kvcache import block_hashes
-from agentx.engine import presets
 from agentx.engine.launch import sim_server
 from agentx.engine.tokenizer import Tokenizer
 from tests.engine.test_server import MODEL, metrics, post
