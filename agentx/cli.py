@@ -27,6 +27,8 @@ trace_app = typer.Typer(no_args_is_help=True, help="Inspect, generate and conver
 app.add_typer(trace_app, name="trace")
 sim_app = typer.Typer(no_args_is_help=True, help="The simulated inference engine.")
 app.add_typer(sim_app, name="sim")
+probe_app = typer.Typer(no_args_is_help=True, help="Correctness probes of a serving engine.")
+app.add_typer(probe_app, name="probe")
 capture_app = typer.Typer(no_args_is_help=True, help="Record agent traffic and export it as anonymized traces.")
 app.add_typer(capture_app, name="capture")
 register_results(app)
@@ -177,9 +179,12 @@ def sim_serve_cmd(
     host_links: int = typer.Option(1, "--host-links", min=1, help="Host links a KV transfer is striped over."),
     seed: int = typer.Option(0, "--seed", help="Seed of answer lengths and faults."),
     fault_rate: float = typer.Option(0.0, "--fault-rate", help="Probability that a request gets a fault."),
-    fault_kinds: str = typer.Option("http500,disconnect,stall,malformed,overflow", "--fault-kinds"),
+    fault_kinds: str = typer.Option("http500,disconnect,stall,malformed,overflow", "--fault-kinds",
+                                    help="Drawn uniformly; 'corrupt' (silent KV corruption of cache hits) only when named."),
     fault_stall_s: float = typer.Option(5.0, "--fault-stall-s", help="Length of a stall fault."),
     truth_log: Optional[Path] = typer.Option(None, "--truth-log", help="JSONL of true per-request times."),
+    reasoning_share: float = typer.Option(0.0, "--reasoning-share", help="Chat answers stream this share as reasoning first."),
+    reasoning_field: str = typer.Option("reasoning_content", "--reasoning-field", help="reasoning_content or reasoning."),
 ):
     """Serve a simulated deployment over the OpenAI API (default: 8 x H200, Qwen3-235B-A22B)."""
     from agentx.engine.config import EngineConfig
@@ -196,7 +201,8 @@ def sim_serve_cmd(
     faults = FaultConfig(rate=fault_rate, kinds=tuple(k.strip() for k in fault_kinds.split(",") if k.strip()),
                          stall_s=fault_stall_s, seed=seed)
     serve(ServeConfig(engine=engine, host=host, port=port, speed=speed, served_model_name=served_model_name,
-                      faults=faults, truth_log=str(truth_log) if truth_log else None))
+                      faults=faults, truth_log=str(truth_log) if truth_log else None,
+                      reasoning_share=reasoning_share, reasoning_field=reasoning_field))
 
 
 @capture_app.command("proxy")
@@ -362,6 +368,9 @@ def bench_cmd(
     gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs of the deployment (per-GPU, cost and power figures)."),
     hardware: Optional[str] = typer.Option(None, "--hardware", help="GPU kind for cost and power (H100, H200, B200, ...)."),
     engine: Optional[str] = typer.Option(None, "--engine", help="Engine label for the result (e.g. vllm-0.11)."),
+    engine_block_size: Optional[int] = typer.Option(None, "--engine-block-size", min=1,
+                                                    help="The engine's KV block (default: what the server publishes)."),
+    probe_cache: int = typer.Option(0, "--probe-cache", min=0, help="Cache-correctness probes before and after the run."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/bench-TIMESTAMP)."),
     warmup_requests_per_lane: int = typer.Option(10, "--warmup-requests-per-lane", min=0),
     no_warmup: bool = typer.Option(False, "--no-warmup", help="Start every lane at t = 0 without warmup."),
@@ -395,7 +404,8 @@ def bench_cmd(
         raise AgentxError("--duration, --clock-scale and --time-scale must be > 0, --warmup-seconds >= 0")
     settings = BenchSettings.build(
         url=url, concurrency=levels[0], duration=duration, model=model, wire=wire.value, seed=seed, gpus=gpus,
-        hardware=hardware, engine=engine, warmup_requests_per_lane=warmup_requests_per_lane,
+        hardware=hardware, engine=engine, engine_block_size=engine_block_size, probe_cache=probe_cache,
+        warmup_requests_per_lane=warmup_requests_per_lane,
         idle_cap=idle_cap, system_idle_cap=system_idle_cap, grace=grace, request_timeout=request_timeout,
         token_range=parse_token_range(token_range), token_scale=token_scale, tokenizer=tokenizer,
         server_metrics=None if server_metrics == "none" else server_metrics, keep_chunks=keep_chunks,
@@ -412,6 +422,39 @@ def bench_cmd(
         if provider:
             sessions = _of_provider(sessions, provider)
     _sweep(settings, sessions, levels, out or _default_out("bench"), "bench")
+
+
+@probe_app.command("cache")
+def probe_cache_cmd(
+    url: str = typer.Option(..., "--url", help="Base URL of an OpenAI-compatible server (/v1/completions with token ids)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name; discovered from /v1/models when omitted."),
+    traces: list[Path] = typer.Option(None, "--traces", help="Trace files or folders (default: the bundled real traces)."),
+    probes: int = typer.Option(8, "--probes", min=1, help="Trace requests to probe."),
+    seed: int = typer.Option(0, "--seed"),
+    token_range: str = typer.Option("1000:30000", "--token-range", help="Token ids to draw content from, LO:HI."),
+    token_scale: int = typer.Option(1, "--token-scale", min=1, help="Render each hash block as block/K tokens."),
+    max_isl: Optional[int] = typer.Option(None, "--max-isl", help="Probe only prompts up to this many tokens."),
+    flush_tokens: int = typer.Option(0, "--flush-tokens", min=0, help="Other traffic between cold and warm."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the full result here."),
+):
+    """Greedy answers of trace prompts, cold and then warm (prefix cached): they must match."""
+    import asyncio
+    import json
+
+    from agentx.content.tokens import ContentConfig, parse_token_range
+    from agentx.metrics.report import probe_line
+    from agentx.replay.driver import discover_model
+    from agentx.replay.probe import ProbeConfig, probe_cache
+
+    content = ContentConfig(seed, parse_token_range(token_range), token_scale)
+    cfg = ProbeConfig(url=url, model=model or discover_model(url), probes=probes, seed=seed, content=content,
+                      max_isl=max_isl, flush_tokens=flush_tokens)
+    result = asyncio.run(probe_cache(cfg, _load(traces or [], None, None)))
+    if json_out:
+        json_out.write_text(json.dumps(result, indent=1))
+    console.print(probe_line(result), highlight=False)
+    if result["mismatches"]:
+        raise typer.Exit(1)
 
 
 @app.command("report")

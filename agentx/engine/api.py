@@ -136,8 +136,10 @@ class OpenAIShape:
     `tool`, chat answers are one tool call whose arguments are streamed token by token.
     """
 
-    def __init__(self, rid: str, model: str, created: int, chat: bool, tool: str | None = None):
+    def __init__(self, rid: str, model: str, created: int, chat: bool, tool: str | None = None,
+                 reasoning_field: str = "reasoning_content"):
         self.rid, self.chat, self.tool = rid, chat, tool if chat else None
+        self.reasoning_field = reasoning_field
         head = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
                 "created": created, "model": model}
         self._head = head
@@ -148,6 +150,7 @@ class OpenAIShape:
         elif chat:
             self._prefix = b"data: " + encoded + b',"choices":[{"index":0,"delta":{"content":'
             self._suffix = b'},"logprobs":null,"finish_reason":null}]}\n\n'
+            self._thinking = b"data: " + encoded + b',"choices":[{"index":0,"delta":{"' + reasoning_field.encode() + b'":'
         else:
             self._prefix = b"data: " + encoded + b',"choices":[{"index":0,"text":'
             self._suffix = b',"logprobs":null,"finish_reason":null}]}\n\n'
@@ -164,6 +167,10 @@ class OpenAIShape:
     def token_frame(self, json_text: bytes) -> bytes:
         """The frame of one token whose text is already JSON-encoded."""
         return self._prefix + json_text + self._suffix
+
+    def reasoning_frame(self, json_text: bytes) -> bytes:
+        """The frame of one reasoning token (chat only, as vLLM's reasoning parsers stream it)."""
+        return self._thinking + json_text + self._suffix
 
     def open(self, prompt_tokens: int, cached: int) -> bytes:
         """Chat streams open with the assistant role, as OpenAI's and vLLM's do."""
@@ -186,9 +193,11 @@ class OpenAIShape:
         frames.append(DONE)
         return b"".join(frames)
 
-    def full_body(self, text: str, reason: str, u: dict) -> bytes:
+    def full_body(self, text: str, reason: str, u: dict, reasoning: str = "") -> bytes:
         if self.chat:
             message = {"role": "assistant", "content": text}
+            if reasoning:
+                message[self.reasoning_field] = reasoning
             if self.tool:
                 message = {"role": "assistant", "content": None, "tool_calls": [self._call(ARGS_OPEN + text + ARGS_CLOSE)]}
             choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": self._reason(reason)}

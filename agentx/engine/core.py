@@ -27,6 +27,17 @@ from agentx.errors import AgentxError
 # Without ignore_eos the simulated model ends its answer at a length drawn per prompt from a
 # log-normal fitted to the AgentX corpus's output lengths (median 441 tokens, sigma 1.32).
 NATURAL_MEDIAN, NATURAL_SIGMA = 441, 1.32
+CORRUPTION = 0x5A5A_5A5A  # what a corrupted cached block changes in the digest its reader sees
+
+
+def prompt_digest(prompt: list[int], hashes: list[int], block_size: int) -> int:
+    """A deterministic digest of a whole prompt (its last full block's chained hash and the rest)."""
+    return hash((hashes[-1] if hashes else 0, tuple(prompt[len(hashes) * block_size:])))
+
+
+def output_token(digest: int, position: int, vocab: int) -> int:
+    """The simulated model's greedy answer: token `position` is a function of the prompt only."""
+    return hash((digest, position)) % vocab
 
 
 @dataclass(eq=False)
@@ -45,6 +56,9 @@ class Sequence:
     first_token_at: float | None = None
     finish_reason: str | None = None  # "stop", "length" or "abort"
     preemptions: int = 0
+    corrupt: bool = False  # fault: prefix-cache hits read corrupted KV (the output differs from cold)
+    digest: int = 0  # of the prompt as the model sees it: the output is a function of it
+    reasoning: int = 0  # leading output tokens the server streams as reasoning (chat)
     waiter: object = None  # the server's wake-up handle; the core never touches it
     delivered: int = 0  # output tokens whose iteration has ended in the caller's clock (server-owned)
 
@@ -112,7 +126,7 @@ class EngineCore:
         )
 
     def new_sequence(self, seq_id: str, prompt: list[int], max_tokens: int | None, min_tokens: int = 0,
-                     ignore_eos: bool = False) -> Sequence:
+                     ignore_eos: bool = False, corrupt: bool = False) -> Sequence:
         if max_tokens is None:
             max_tokens = max(1, self.max_model_len - len(prompt))
         hashes = block_hashes(prompt, self.cfg.block_size)
@@ -121,7 +135,8 @@ class EngineCore:
         else:
             rng = random.Random(hash((self.cfg.seed, len(prompt), hashes[-1] if hashes else tuple(prompt))))
             stop = min(max_tokens, max(min_tokens, 1, round(rng.lognormvariate(0, NATURAL_SIGMA) * NATURAL_MEDIAN)))
-        return Sequence(seq_id, prompt, max_tokens, stop, hashes=hashes, arrival=self.now)
+        return Sequence(seq_id, prompt, max_tokens, stop, hashes=hashes, arrival=self.now, corrupt=corrupt,
+                        digest=prompt_digest(prompt, hashes, self.cfg.block_size))
 
     def add(self, seq: Sequence, now: float | None = None) -> None:
         """Queue a sequence that arrived at `now` (the caller's clock; default: the core's)."""
@@ -166,7 +181,7 @@ class EngineCore:
                 decodes += 1
             out = seq.output
             if seq.computed == prompt_len + len(out):
-                out.append((prompt_len * 7919 + len(out) * 104729 + 12345) % vocab)  # the 'text'
+                out.append(output_token(seq.digest, len(out), vocab))
                 if seq.first_token_at is None:
                     seq.first_token_at = self.now
                 emitted.append(seq)
@@ -232,6 +247,8 @@ class EngineCore:
             if seq.cached_tokens < 0:  # first admission (not a resume after preemption)
                 seq.cached_tokens = hit
                 seq.scheduled_at = self.now
+                if seq.corrupt and hit:
+                    seq.digest ^= CORRUPTION
                 self.sources.local_cache_hit += g * bs
                 self.sources.external_kv_transfer += c * bs
                 self.sources.local_compute += total - hit

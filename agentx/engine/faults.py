@@ -9,8 +9,11 @@ from agentx.errors import AgentxError
 
 # http500: answer 500 at once; disconnect: drop the connection mid-answer; stall: stop emitting
 # for stall_s after the first token; malformed: one broken SSE frame (a truncated JSON body when
-# not streaming); overflow: refuse with the context-length 400.
+# not streaming); overflow: refuse with the context-length 400. These are drawn by default.
 KINDS = ("http500", "disconnect", "stall", "malformed", "overflow")
+# corrupt: silent, only when asked for: the answer is complete, but the request's prefix-cache
+# hits read corrupted KV blocks, so its output differs from what the same prompt gives cold.
+ALL_KINDS = KINDS + ("corrupt",)
 
 
 @dataclass(frozen=True)
@@ -23,9 +26,9 @@ class FaultConfig:
     def __post_init__(self):
         if not 0 <= self.rate <= 1:
             raise AgentxError(f"fault rate must be in [0, 1], got {self.rate}")
-        unknown = [k for k in self.kinds if k not in KINDS]
+        unknown = [k for k in self.kinds if k not in ALL_KINDS]
         if unknown or not self.kinds:
-            raise AgentxError(f"unknown fault kind(s) {unknown or self.kinds}; known: {', '.join(KINDS)}")
+            raise AgentxError(f"unknown fault kind(s) {unknown or self.kinds}; known: {', '.join(ALL_KINDS)}")
 
     def fault_for(self, index: int) -> str | None:
         """The fault of the `index`-th request the server accepted (0-based), or None."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from agentx import __version__
 from agentx.engine import api
 from agentx.engine.api import (AnthropicShape, BadRequest, ChatRequest, CompletionRequest, MessagesRequest,
                                OpenAIShape, forced_tool)
@@ -36,6 +37,7 @@ SLICE_S = 0.01  # while behind, run iterations back to back for this long betwee
 # session headers routers read (agentx's --session-headers presets): logged as sent, for checking a replay
 ROUTER_SESSION_HEADERS = ("X-Dynamo-Session-ID", "X-Dynamo-Parent-Session-ID", "X-Dynamo-Session-Final",
                           "X-SMG-Routing-Key", "Cookie")
+REASONING_FIELDS = ("reasoning_content", "reasoning")
 ID_PREFIX = {"completion": "cmpl", "chat": "chatcmpl", "messages": "msg"}  # response ids, as the APIs write them
 
 
@@ -48,10 +50,16 @@ class ServeConfig:
     served_model_name: str = ""  # default: the model preset's name
     faults: FaultConfig = field(default_factory=FaultConfig)
     truth_log: str | None = None  # JSONL of true arrival / first-token / last-token times
+    reasoning_share: float = 0.0  # chat answers stream this share of their tokens as reasoning first
+    reasoning_field: str = "reasoning_content"  # or "reasoning" (vLLM's newer name)
 
     def __post_init__(self):
         if self.speed <= 0:
             raise AgentxError(f"speed must be > 0, got {self.speed}")
+        if not 0 <= self.reasoning_share <= 1:
+            raise AgentxError(f"reasoning share must be in [0, 1], got {self.reasoning_share}")
+        if self.reasoning_field not in REASONING_FIELDS:
+            raise AgentxError(f"reasoning field must be one of {', '.join(REASONING_FIELDS)}, got {self.reasoning_field!r}")
 
 
 class SimServer:
@@ -129,6 +137,7 @@ class SimServer:
         app.router.add_post("/v1/messages", self.messages)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
+        app.router.add_get("/version", self.version)
         app.router.add_get("/metrics", self.metrics)
         return app
 
@@ -136,6 +145,10 @@ class SimServer:
 
     async def health(self, request):
         return web.Response()
+
+    async def version(self, request):
+        """vLLM's /version ({"version"}), plus the engine's name (vLLM's has none)."""
+        return web.json_response({"version": __version__, "engine": "agentx-sim"})
 
     async def metrics(self, request):
         body = exposition(self.core, self.stats, self.model_name)
@@ -170,7 +183,7 @@ class SimServer:
         rid = f"{ID_PREFIX[style]}-{next(self.ids)}"
         if fault in ("http500", "overflow"):
             return self._fault_response(request, rid, fault, prompt, arrival, anthropic)
-        seq = self.core.new_sequence(rid, prompt, max_tokens, req.min_tokens, req.ignore_eos)
+        seq = self.core.new_sequence(rid, prompt, max_tokens, req.min_tokens, req.ignore_eos, fault == "corrupt")
         seq.waiter = asyncio.Event()
         self.core.add(seq, self.modeled_now())
         self._wake.set()
@@ -178,8 +191,10 @@ class SimServer:
             shape = AnthropicShape(rid, self.model_name, tool)
             include_usage = True
         else:
-            shape = OpenAIShape(rid, self.model_name, int(arrival), style == "chat", tool)
+            shape = OpenAIShape(rid, self.model_name, int(arrival), style == "chat", tool, self.cfg.reasoning_field)
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
+            if style == "chat" and not tool:
+                seq.reasoning = round(self.cfg.reasoning_share * seq.stop_len)
         timing = {"first": None}
         try:
             if req.stream:
@@ -259,7 +274,13 @@ class SimServer:
                 timing["first"] = time.time()
             if head is None:
                 head = shape.open(len(seq.prompt), max(seq.cached_tokens, 0))
-            frames = [head] + [shape.token_frame(json_word(t)) for t in new]
+            if sent + len(new) <= seq.reasoning:
+                frames = [head] + [shape.reasoning_frame(json_word(t)) for t in new]
+            elif sent < seq.reasoning:
+                frames = [head] + [(shape.reasoning_frame if sent + i < seq.reasoning else shape.token_frame)(json_word(t))
+                                   for i, t in enumerate(new)]
+            else:
+                frames = [head] + [shape.token_frame(json_word(t)) for t in new]
             head = b""
             if fault == "malformed" and sent == 0:
                 frames.insert(2, b'data: {"id": "' + shape.rid.encode() + b'", "choices": [{"text\n\n')
@@ -289,8 +310,12 @@ class SimServer:
         if fault == "disconnect":
             request.transport.close()
             return web.Response(status=499)
-        text = self.tokenizer.decode(seq.output)
-        body = shape.full_body(text, seq.finish_reason, shape.usage(len(seq.prompt), len(seq.output), seq.cached_tokens))
+        u = shape.usage(len(seq.prompt), len(seq.output), seq.cached_tokens)
+        if seq.reasoning:
+            thinking, text = (self.tokenizer.decode(part) for part in (seq.output[:seq.reasoning], seq.output[seq.reasoning:]))
+            body = shape.full_body(text, seq.finish_reason, u, thinking)
+        else:
+            body = shape.full_body(self.tokenizer.decode(seq.output), seq.finish_reason, u)
         if fault == "malformed":
             body = body[: len(body) // 2]
         return web.Response(body=body, content_type=JSON)
@@ -311,7 +336,9 @@ class SimServer:
         self.stats.e2e.observe(end - arrival)
         if seq.scheduled_at is not None:
             self.stats.queue.observe(max(0.0, seq.scheduled_at - seq.arrival) / self.cfg.speed)
-        if fault:
+        if fault == "corrupt":  # silent, and only where the prompt read cached blocks
+            fault = "corrupt" if seq.cached_tokens > 0 else None
+        elif fault:
             self._count_error(fault)
         self._log(request, seq.id, arrival, first, len(seq.prompt), max(seq.cached_tokens, 0), len(seq.output),
                   fault or reason, end)

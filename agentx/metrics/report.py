@@ -26,11 +26,49 @@ def result_table(result: dict, title: str) -> Table:
     return table
 
 
+def _pct(fraction) -> str:
+    """A share as a percentage that keeps small values visible (0.25 %, not 0 %)."""
+    if fraction is None:
+        return "-"
+    v = fraction * 100
+    return f"{v:.2g}%" if 0 < v < 10 else f"{v:.0f}%"
+
+
+def identity_line(ident: dict) -> str:
+    src = ident.get("sources") or {}
+    parts = [f"engine: {ident.get('engine') or 'unknown'}" + (f" {ident['engine_version']}" if ident.get("engine_version") else "")]
+    if ident.get("block_size"):
+        parts.append(f"KV block {ident['block_size']} tokens")
+    if ident.get("max_model_len"):
+        parts.append(f"max model length {ident['max_model_len']:,}")
+    by = {who: [k for k, v in src.items() if v.split(" ")[0] == who] for who in ("user", "server")}
+    said = "; ".join(f"{who}: {', '.join(keys)}" for who, keys in by.items() if keys)
+    return ", ".join(parts) + (f" ({said})" if said else " (nothing published, nothing given)")
+
+
+def probe_line(result: dict) -> str:
+    """The cache probe's result in one line (`agentx/replay/probe.py`)."""
+    line = f"cache probe: {result['mismatches']} mismatches in {result['probes'] - result['errors']} probes"
+    if result["errors"]:
+        line += f" ({result['errors']} failed)"
+    bad = [p for p in result["items"] if p["match"] is False]
+    if bad:
+        p = bad[0]
+        line += (f"; first: session {p['session']} request {p['request']}, ISL {p['isl']}, prefix {p['prefix']}, "
+                 f"tier {p['tier']}, outputs differ from position {p['first_difference']}")
+    return line
+
+
 def result_lines(result: dict) -> list[str]:
     rm, req, sm = result["request_metrics"], result["requests"], result["server_metrics"]
     tp, cache, health = rm.get("throughput", {}), rm.get("cache", {}), result["client_health"]
+    ident = result["identity"]
     errors = ", ".join(f"{k} {v}" for k, v in req["errors"].items()) or "none"
-    lines = [
+    lines = [identity_line(ident)]
+    if (ident.get("token_scale") or 1) > 1:
+        k = ident["token_scale"]
+        lines.append(f"token scale {k}: ISL, OSL and throughput are 1/{k} of the trace's (prefix structure kept)")
+    lines += [
         f"requests: {req['succeeded']:,} ok of {req['profiled']:,} profiled (+{req['warmup']:,} warmup); "
         f"errors: {errors}; cancelled {req['cancelled']}",
         f"throughput: {_f(tp.get('total_tok_s'), fmt='{:,.0f}')} tok/s total, "
@@ -42,24 +80,46 @@ def result_lines(result: dict) -> list[str]:
             line += (f"; ${tp['usd_per_m_output_tokens']:,.2f} per M output tokens ({tp['cost_basis']}), "
                      f"{tp['output_tok_s_per_mw']:,.0f} output tok/s per MW")
         lines.append(line)
+    reasoning = rm.get("reasoning_tokens")
+    if reasoning:
+        lines.append(f"reasoning tokens: p50 {reasoning['p50']:,.0f}, mean {reasoning['mean']:,.1f} per answer "
+                     f"({reasoning['n']:,} answers with reasoning; OSL counts them)")
     hit = sm.get("prefix_hit_rate")
-    lines.append(
-        f"prefix cache hit: theoretical {_f(cache.get('theoretical_hit_rate'), 100, '{:.1f}%')}, "
-        f"measured {_f(cache.get('measured_hit_rate'), 100, '{:.1f}%')} (usage), "
-        f"server {_f(hit, 100, '{:.1f}%')} ({sm.get('engine')})"
-        + (f", CPU tier {sm['external_hit_rate']:.1%}" if sm.get("external_hit_rate") is not None else ""))
+    line = (f"prefix cache hit: theoretical {_f(cache.get('theoretical_hit_rate'), 100, '{:.1f}%')} (hash blocks)")
+    if cache.get("engine_ceiling_hit_rate") is not None:
+        line += f", ceiling {cache['engine_ceiling_hit_rate']:.1%} at {cache['engine_block_size']}-token blocks"
+    line += (f", measured {_f(cache.get('measured_hit_rate'), 100, '{:.1f}%')} (usage), "
+             f"server {_f(hit, 100, '{:.1f}%')} ({sm.get('engine')})"
+             + (f", CPU tier {sm['external_hit_rate']:.1%}" if sm.get("external_hit_rate") is not None else ""))
+    lines.append(line)
+    if cache.get("cache_efficiency") is not None:
+        lines.append(f"cache efficiency: {cache['cache_efficiency']:.3f} ({cache['cache_efficiency_source']} hits over "
+                     "the engine-block ceiling; 1 = nothing lost to eviction or routing)")
     if "kv_usage_mean" in sm:
-        lines.append(f"server: KV usage mean {sm['kv_usage_mean']:.0%} max {sm['kv_usage_max']:.0%}; "
+        lines.append(f"server: KV usage mean {_pct(sm['kv_usage_mean'])} max {_pct(sm['kv_usage_max'])}; "
                      f"running mean {sm.get('running_mean', 0):.1f}, waiting mean {sm.get('waiting_mean', 0):.1f} "
                      f"max {sm.get('waiting_max', 0):.0f}")
     slow = result["sessions"]["slowdown"]
+    line = f"sessions replayed whole: {result['sessions']['trees_whole']}"
     if slow:
-        lines.append(f"sessions replayed whole: {result['sessions']['trees_whole']}, "
-                     f"slowdown p50 {slow['p50']:.2f}x p90 {slow['p90']:.2f}x")
+        line += f", slowdown p50 {slow['p50']:.2f}x p90 {slow['p90']:.2f}x"
+        if slow["p50"] < 1:
+            line += " (below 1: faster than recorded; the idle caps shorten long gaps)"
+    lines.append(line)
     late = health.get("dispatch_lateness_ms") or {}
-    lines.append(f"client: dispatch lateness p50 {_f(late.get('p50'), fmt='{:.2f}')} ms, "
-                 f"p99 {_f(late.get('p99'), fmt='{:.2f}')} ms, CPU {_f(health.get('cpu_percent'), fmt='{:.0f}%')}"
-                 + (" - CLIENT-BOUND" if health["client_bound"] else ""))
+    line = (f"client: dispatch lateness p50 {_f(late.get('p50'), fmt='{:.2f}')} ms, "
+            f"p99 {_f(late.get('p99'), fmt='{:.2f}')} ms, CPU {_f(health.get('cpu_percent'), fmt='{:.0f}%')}")
+    verdict = health.get("verdict") or ("cpu_bound" if health.get("client_bound") else "ok")
+    if verdict == "cpu_bound":
+        line += " - CLIENT-BOUND (CPU)"
+    elif verdict == "late_dispatch":
+        waited = health.get("runqueue_wait_percent")
+        line += (" - LATE DISPATCH (the client had CPU to spare: its event loop was held"
+                 + (f", or the host kept it waiting for a CPU {_pct(waited / 100)} of the time)" if waited is not None
+                    else ")"))
+    lines.append(line)
+    for when, probe in (result.get("cache_probe") or {}).items():
+        lines.append(f"{probe_line(probe)} ({when} the run)")
     v = result["validity"]
     lines.append("valid" if v["valid"] else "NOT VALID: " + "; ".join(v["reasons"]))
     return lines
@@ -69,7 +129,7 @@ def sweep_table(results: list[tuple[int, dict]]) -> Table:
     """One row per run of a concurrency sweep."""
     t = Table(title="sweep", title_justify="left", show_edge=False)
     for col in ("lanes", "ok", "total tok/s", "output tok/s", "TTFT p50 ms", "TTFT p90 ms",
-                "interact. p50", "E2E-norm. p90", "server hit", "valid"):
+                "interact. p50", "E2E-norm. p90", "server hit", "cache eff.", "valid"):
         t.add_column(col, justify="right")
     for n, r in results:
         rm, sm = r["request_metrics"], r["server_metrics"]
@@ -80,6 +140,6 @@ def sweep_table(results: list[tuple[int, dict]]) -> Table:
                   fmt(ttft.get("p50") and ttft["p50"] * 1000), fmt(ttft.get("p90") and ttft["p90"] * 1000),
                   fmt(inter.get("p50"), "{:,.1f}"), fmt(norm.get("p90"), "{:,.1f}"),
                   fmt(sm.get("prefix_hit_rate") and sm["prefix_hit_rate"] * 100, "{:.1f}%"),
-                  "yes" if r["validity"]["valid"] else "no")
+                  fmt(rm.get("cache", {}).get("cache_efficiency"), "{:.3f}"), "yes" if r["validity"]["valid"] else "no")
     return t
 

@@ -4,54 +4,93 @@ time, phase and every sample except histogram buckets, as {"name{labels}": value
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
 
 import aiohttp
 import msgspec
-from prometheus_client.parser import text_string_to_metric_families
 
 from agentx.records import read_jsonl
 
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
 
 def parse_samples(text: str) -> dict[str, float]:
+    """Every sample of a Prometheus text exposition but histogram buckets and `_created`
+    timestamps, as {"name{k="v",...}": value} with labels sorted. A plain line scan: the
+    exposition of an engine with many histograms is tens to hundreds of KB every second, and
+    prometheus_client's parser takes ~0.6 ms per KB of it."""
     out = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            if s.name.endswith("_bucket") or s.name.endswith("_created"):
-                continue
-            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
-            out[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        brace = line.find("{")
+        if brace >= 0:
+            close = line.rfind("}")
+            name, rest = line[:brace], line[close + 1:]
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(_LABEL.findall(line[brace + 1: close])))
+            key = f"{name}{{{labels}}}" if labels else name
+        else:
+            name, _, rest = line.partition(" ")
+            key = name
+        if name.endswith("_bucket") or name.endswith("_created"):
+            continue
+        fields = rest.split()
+        if not fields:
+            raise ValueError(f"no value in {line[:120]!r}")
+        out[key] = float(fields[0])  # (an optional timestamp may follow)
     return out
 
 
 class Scraper:
+    """Periodic scrapes (`run()`), plus the two that bound the profiling window (`scrape_once`
+    with phase "open" when the warmup has drained, "close" when the last profiled request has
+    ended): server counters over the window are their difference."""
+
     def __init__(self, url: str, path: Path, clock, phase, interval_s: float = 1.0):
         self.url, self.path, self.clock, self.phase, self.interval = url, path, clock, phase, interval_s
         self.errors = 0
         self.scrapes = 0
+        self.session: aiohttp.ClientSession | None = None
+        self.file = None
+
+    async def __aenter__(self):
+        self.file = open(self.path, "ab", buffering=0)
+        self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=max(2.0, self.interval * 2)))
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.session.close()
+        self.file.close()
 
     async def run(self) -> None:
-        timeout = aiohttp.ClientTimeout(total=max(2.0, self.interval * 2))
-        with open(self.path, "ab", buffering=0) as f:
-            async with aiohttp.ClientSession(timeout=timeout) as session:
-                next_at = time.perf_counter()
-                while True:
-                    await self.scrape_once(session, f)
-                    next_at += self.interval
-                    await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+        next_at = time.perf_counter()
+        while True:
+            await self.scrape_once()
+            next_at += self.interval
+            await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
 
-    async def scrape_once(self, session: aiohttp.ClientSession, f) -> None:
-        t, phase = self.clock(), self.phase()
+    async def scrape_once(self, phase: str | None = None) -> bool:
+        """One scrape, labelled with the run's phase (or `phase`); False when it failed."""
+        t, phase = self.clock(), phase or self.phase()
         try:
-            async with session.get(self.url) as r:
-                text = await r.text()
-            samples = parse_samples(text)
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+            async with self.session.get(self.url) as r:
+                body = await r.read()
+            # off the event loop, whose turns are the replay's dispatch times (hundreds of KB from
+            # an engine with many histograms; the thread yields the GIL every few ms)
+            line = await asyncio.to_thread(_line, t, phase, body)
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, UnicodeDecodeError):
             self.errors += 1
-            return
+            return False
         self.scrapes += 1
-        f.write(msgspec.json.encode({"t": t, "phase": phase, "samples": samples}) + b"\n")
+        self.file.write(line)
+        return True
+
+
+def _line(t: float, phase: str, body: bytes) -> bytes:
+    samples = parse_samples(body.decode())
+    return msgspec.json.encode({"t": t, "phase": phase, "samples": samples}) + b"\n"
 
 
 def read_series(path: Path) -> list[dict]:

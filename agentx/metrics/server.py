@@ -51,14 +51,26 @@ def detect_engine(series: list[dict]) -> str:
 
 
 def summarize_server(series: list[dict]) -> dict:
-    """Hit rates, KV usage, queue depth and prompt tokens by source over the profile window."""
+    """Hit rates, KV usage, queue depth and prompt tokens by source over the profile window.
+
+    Counters are the difference between the scrapes taken as the window opened and as its last
+    request ended (`window: exact`); runs recorded without them fall back to the last scrape
+    before the window and the last one inside it (`window: periodic`). Gauges are the mean and
+    max over the periodic scrapes inside the window."""
     profile = [row for row in series if row["phase"] == "profile"]
-    if not profile:
+    opened = next((row for row in series if row["phase"] == "open"), None)
+    closed = next((row for row in series if row["phase"] == "close"), None)
+    if not profile and not (opened and closed):
         return {"engine": detect_engine(series) if series else "none", "scrapes": 0,
                 "missing": ["no scrape inside the profiling window"]}
-    before = [row for row in series if row["phase"] != "profile" and row["t"] <= profile[0]["t"]]
-    first, last = (before[-1] if before else profile[0])["samples"], profile[-1]["samples"]
-    out: dict = {"engine": detect_engine(series), "scrapes": len(profile)}
+    if opened and closed:
+        first, last = opened["samples"], closed["samples"]
+        profile = profile or [opened, closed]
+    else:
+        before = [row for row in series if row["phase"] not in ("profile", "close") and row["t"] <= profile[0]["t"]]
+        first, last = (before[-1] if before else profile[0])["samples"], profile[-1]["samples"]
+    out: dict = {"engine": detect_engine(series), "scrapes": len(profile),
+                 "window": "exact" if opened and closed else "periodic"}
     missing = []
     deltas = {}
     for metric, names in COUNTERS.items():

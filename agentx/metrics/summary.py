@@ -9,6 +9,8 @@ import numpy as np
 
 from agentx.common import percentiles
 from agentx.engine.presets import gpu_cost
+from agentx.metrics.cache import cache_summary
+from agentx.metrics.identity import merge
 from agentx.metrics.server import summarize_server
 from agentx.records import Record
 
@@ -49,6 +51,7 @@ def request_metrics(ok: list[Record], gpus: int | None, hardware: str | None, co
         "interactivity_tok_s": inverted(itl_d), "e2e_normalized_interactivity_tok_s": inverted(norm_d),
         "isl": distribution(r.isl if r.isl is not None else r.isl_planned for r in ok),
         "osl": distribution(output_tokens(r) for r in ok),
+        "reasoning_tokens": distribution(r.reasoning for r in ok),
     }
     if ok:
         window = max(r.end for r in ok) - min(r.start for r in ok)
@@ -92,12 +95,31 @@ def session_metrics(trees: list[dict]) -> dict:
 
 
 def client_health(prof: list[Record], client: dict, clock_scale: float) -> dict:
+    """Dispatch lateness, client CPU and the verdict: `cpu_bound` (the client's CPU over 90 %: it
+    cannot keep up), `late_dispatch` (p99 lateness over 10 ms while the client had CPU to spare:
+    its event loop was held or the host kept it off a CPU, see `runqueue_wait_percent`), or `ok`."""
     late = [(r.start - r.planned) * 1000 / clock_scale for r in prof]  # wall milliseconds
     d = distribution(late)
     cpu = client.get("cpu_percent")
-    bound = bool((d and d["p99"] > 10) or (cpu is not None and cpu > 90))
-    return {"dispatch_lateness_ms": d, "cpu_percent": cpu, "client_bound": bound,
-            "peak_rss_mb": client.get("peak_rss_mb")}
+    verdict = ("cpu_bound" if cpu is not None and cpu > 90 else
+               "late_dispatch" if d and d["p99"] > 10 else "ok")
+    return {"dispatch_lateness_ms": d, "cpu_percent": cpu, "verdict": verdict, "client_bound": verdict != "ok",
+            "runqueue_wait_percent": client.get("runqueue_wait_percent"), "peak_rss_mb": client.get("peak_rss_mb")}
+
+
+def identity(settings: dict, run: dict) -> dict:
+    """What was measured: the user's labels, and what the server published where the user said
+    nothing (`sources` names where each engine field came from)."""
+    out = {k: settings.get(k) for k in (
+        "hardware", "gpus", "engine", "engine_version", "model", "precision", "parallelism", "spec_decoding",
+        "kv_offload", "router", "concurrency", "dataset", "variant", "seed", "duration", "wire", "token_scale",
+        "scenario", "clock_scale", "session_headers")}
+    user = {"engine": settings.get("engine"), "block_size": settings.get("engine_block_size")}
+    server = {k: tuple(v) for k, v in (run.get("server_identity") or {}).items()}
+    values, sources = merge(user, server)
+    out.update(values)
+    out["sources"] = sources
+    return out
 
 
 def summarize(records: list[Record], run: dict, series: list[dict], trees: list[dict]) -> dict:
@@ -116,23 +138,28 @@ def summarize(records: list[Record], run: dict, series: list[dict], trees: list[
         reasons.append("the run did not finish (killed or cancelled): partial records")
     if not ok:
         reasons.append("no successful request in the profiling window")
+    mismatches = sum(p.get("mismatches", 0) for p in (run.get("cache_probe") or {}).values())
+    if mismatches:
+        reasons.append(f"the cache probe found {mismatches} answers that differ warm from cold")
+    ident, server = identity(settings, run), summarize_server(series)
+    rm = request_metrics(ok, settings.get("gpus"), settings.get("hardware"), settings.get("cost_basis") or "neocloud")
+    if ok:
+        exact_hits = server.get("counters", {}).get("prefix_hits") if server.get("window") == "exact" else None
+        rm["cache"].update(cache_summary(ok, ident.get("block_size"), exact_hits))
     return {
         "schema_version": SCHEMA_VERSION,
-        "identity": {k: settings.get(k) for k in (
-            "hardware", "gpus", "engine", "engine_version", "model", "precision", "parallelism",
-            "spec_decoding", "kv_offload", "router", "concurrency", "dataset", "variant", "seed",
-            "duration", "wire", "token_scale", "scenario", "clock_scale", "session_headers")},
+        "identity": ident,
         "requests": {
             "total": len(records), "profiled": len(prof), "succeeded": len(ok),
             "warmup": sum(1 for r in records if r.phase == "warmup"),
             "warmup_errors": sum(1 for r in records if r.phase == "warmup" and r.error),
             "errors": dict(errors), "cancelled": cancelled,
         },
-        "request_metrics": request_metrics(ok, settings.get("gpus"), settings.get("hardware"),
-                                           settings.get("cost_basis") or "neocloud"),
+        "request_metrics": rm,
         "sessions": session_metrics(trees),
-        "server_metrics": summarize_server(series),
+        "server_metrics": server,
         "client_health": client_health(prof, run.get("client", {}), settings.get("clock_scale") or 1.0),
+        "cache_probe": run.get("cache_probe"),
         "validity": {"valid": not reasons, "reasons": reasons},
         "provenance": {k: run.get(k) for k in ("agentx_version", "command", "start_time", "host", "run_id")},
     }

@@ -24,12 +24,14 @@ import aiohttp
 
 from agentx.common import gc_paused
 from agentx.errors import AgentxError
+from agentx.metrics.identity import discover
 from agentx.metrics.scrape import Scraper
 from agentx.records import Record, RecordWriter
 from agentx.replay.client import Client, Exchange
 from agentx.replay.folder import RunFolder, report
 from agentx.replay.identity import SessionIdentity, session_body_field, session_headers, with_body_field
 from agentx.replay.plan import DONE, PROFILE, Dispatch, ReplayPlan
+from agentx.replay.probe import ANSWER_TOKENS, ProbeConfig, probe_cache
 from agentx.replay.render import Renderer
 from agentx.replay.settings import BenchSettings
 from agentx.serving import run_async
@@ -70,6 +72,7 @@ class Run:
         self.run_id = uuid.uuid4().hex[:12]
         self.folder = RunFolder(Path(settings.out), self.run_id,
                                 {**settings.flat(), "model": target.model, "sessions": len(sessions)}, command)
+        self.sessions = sessions
         with gc_paused():
             graphs = [build_graph(s) for s in sessions]
         self.plan = ReplayPlan(graphs, replace(settings.plan, run_id=self.run_id, lead=LEAD_S * target.clock_scale))
@@ -117,21 +120,36 @@ class Run:
     async def _execute(self, on_tick) -> None:
         loop = asyncio.get_running_loop()
         target = self.s.target
+        found = await discover(target.url)  # (before the run's clock starts, as is the probe)
+        self.folder.info["server_identity"] = {k: list(v) for k, v in found.items()}
+        probe = self._probe_config(found)
+        if probe:
+            self.folder.info["cache_probe"] = {"before": await probe_cache(probe, self.sessions)}
+        self.folder.write_info()
         t0, scale = time.perf_counter(), target.clock_scale
         self.t0 = t0
         clock = lambda: (time.perf_counter() - t0) * scale  # noqa: E731
         self.clock = clock
         writer = RecordWriter(self.folder.path)
         self.folder.open_trees()
-        scrape_task = None
+        scraper = scrape_task = None
         if target.server_metrics is not None:
             url = target.server_metrics or target.url.rstrip("/") + "/metrics"
-            scraper = Scraper(url, self.folder.path / "server_metrics.jsonl", clock, self._phase)
+            scraper = await Scraper(url, self.folder.path / "server_metrics.jsonl", clock, self._phase).__aenter__()
             scrape_task = asyncio.create_task(scraper.run())
         wake = asyncio.Event()
         tasks: set[asyncio.Task] = set()
-        cpu0 = time.process_time()
+        window: list[asyncio.Task] = []  # the scrape that opens the window
+        cpu0, waited0 = time.process_time(), _runqueue_wait_s()
         async with Client(target.url, target.request_timeout, target.keep_chunks) as client:
+
+            def window_opens() -> None:
+                """Scrape as the window opens: at once when nothing is in flight (the warmup has
+                drained; nothing is sent before the profiling start), else at the start itself."""
+                if scraper is None or window or self.plan.phase not in (PROFILE, DONE):
+                    return
+                wait = 0.0 if self.plan.inflight == 0 else max(0.0, (self.plan.profile_start - clock()) / scale)
+                window.append(loop.create_task(_after(wait, scraper.scrape_once("open"))))
 
             def launch(now: float) -> None:
                 """Send what is due: each request is written here, its answer awaited by a task."""
@@ -157,6 +175,7 @@ class Run:
                 # the agent can act once the response is complete (its last bytes may come after
                 # the last token): that, not the record's `end`, starts the end-to-start delays
                 self.plan.ended(d.key, clock())
+                window_opens()
                 self._finished_trees()
                 if self.plan.phase != DONE:
                     launch(clock())  # what this completion made due goes out now, not a loop hop later
@@ -164,6 +183,7 @@ class Run:
 
             ticker = loop.create_task(self._tick(on_tick)) if on_tick else None
             self.plan.start(clock())
+            window_opens()
             while True:
                 now = clock()
                 launch(now)
@@ -191,21 +211,40 @@ class Run:
                     timer.cancel()
             profile_wall = (clock() - self.plan.profile_start) / scale if self.plan.profile_start < math.inf else 0
             cpu, cpu_wall = time.process_time() - cpu0, clock() / scale
+            waited = _runqueue_wait_s()
             if tasks:
                 _, pending = await asyncio.wait(set(tasks), timeout=target.grace)
                 for task in pending:
                     task.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
+        if scraper is not None:  # the window closes when its last request has ended
+            await asyncio.gather(*window)
+            await scraper.scrape_once("close")
+        if probe:
+            self.folder.info["cache_probe"]["after"] = await probe_cache(probe, self.sessions)
         for task in (scrape_task, ticker):
             if task:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+        if scraper is not None:
+            await scraper.__aexit__(None, None, None)
         writer.close()
         self.folder.finish({
             "cpu_percent": 100.0 * cpu / cpu_wall if cpu_wall else None,  # until the window closed
+            "runqueue_wait_percent": 100.0 * (waited - waited0) / cpu_wall if cpu_wall and waited is not None else None,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "wall_s": clock() / scale, "profile_wall_s": profile_wall,
         })
+
+    def _probe_config(self, found: dict) -> ProbeConfig | None:
+        """The cache probe of `--probe-cache N` (prompts that fit the published context)."""
+        target = self.s.target
+        if not target.probe_cache:
+            return None
+        limit = found.get("max_model_len", (None,))[0]
+        return ProbeConfig(url=target.url, model=target.model, probes=target.probe_cache, seed=self.s.content.seed,
+                           content=self.s.content, max_isl=limit - ANSWER_TOKENS if limit else None,
+                           timeout_s=target.request_timeout)
 
     async def _tick(self, on_tick) -> None:
         while True:
@@ -253,6 +292,8 @@ class Run:
         if rec.osl is None and res.error is None:
             rec.osl = res.chunks
         rec.chunks, rec.finish_reason, rec.status = res.chunks, res.finish_reason, res.status
+        if res.reasoning_tokens is not None or res.reasoning_chunks:
+            rec.reasoning = res.reasoning_tokens if res.reasoning_tokens is not None else res.reasoning_chunks
         rec.error, rec.detail = res.error, res.detail
         if res.error is None and res.first is None:
             rec.error = "empty"  # a 200 with no output at all
@@ -277,6 +318,21 @@ class Run:
             self.render.forget(tree.uid, len(tree.graph.streams))
             self.identity.forget(tree.uid, len(tree.graph.streams))
             self.folder.write_tree(tree, self.plan.profile_end)
+
+
+def _runqueue_wait_s() -> float | None:
+    """Seconds the loop's thread has waited for a CPU while runnable (Linux schedstat; None
+    elsewhere): a client late with CPU to spare was either held in its loop or kept off a CPU."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+async def _after(seconds: float, coro):
+    await asyncio.sleep(seconds)
+    return await coro
 
 
 def bench(settings: BenchSettings, sessions: list, command: str = "", on_tick=None) -> dict:

@@ -28,6 +28,7 @@ class TargetConfig:
     grace: float = 60.0  # seconds in-flight requests may finish after the window
     clock_scale: float = 1.0  # the target runs this much faster than what it models (sim --speed)
     session_headers: str = "plain"  # how stream session ids are sent: plain, dynamo, sglang, llm-d (identity.py)
+    probe_cache: int = 0  # cache-correctness probes before and after the run (0: none)
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Labels:
     gpus: int | None = None
     hardware: str | None = None
     engine: str | None = None
+    engine_block_size: int | None = None  # KV block of the engine (None: what the server publishes)
     dataset: str | None = None
     variant: str | None = None
     scenario: str | None = None

@@ -1,6 +1,6 @@
 """The wire format of a streamed answer, apart from its transport (`client.py`): what one
 server-sent event means for a request's `Result`. One parser per API style; today the OpenAI
-completions / chat completions chunk (text or delta content, finish reason, usage)."""
+completions / chat completions chunk (text, or delta content and reasoning, finish reason, usage)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ class Result:
     start: float  # perf_counter seconds
     first: float | None = None  # first chunk carrying output
     end: float | None = None  # last output chunk (or the failure)
-    chunks: int = 0  # chunks that carried output
+    chunks: int = 0  # chunks that carried output (reasoning or content)
+    reasoning_chunks: int = 0  # of them, reasoning
+    reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens, where given
     chunk_times: list[float] = field(default_factory=list)  # kept only when asked
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
@@ -38,6 +40,8 @@ def names_context_overflow(error_text: bytes) -> bool:
 
 class _Delta(msgspec.Struct):
     content: str | None = None
+    reasoning_content: str | None = None  # reasoning models' thinking (vLLM, SGLang, DeepSeek)
+    reasoning: str | None = None  # vLLM's newer name for it
 
 
 class _Choice(msgspec.Struct):
@@ -50,10 +54,15 @@ class _Details(msgspec.Struct):
     cached_tokens: int | None = None
 
 
+class _OutputDetails(msgspec.Struct):
+    reasoning_tokens: int | None = None
+
+
 class _Usage(msgspec.Struct):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     prompt_tokens_details: _Details | None = None
+    completion_tokens_details: _OutputDetails | None = None
 
 
 class _Chunk(msgspec.Struct):
@@ -80,7 +89,13 @@ def openai_event(event: bytes, now: float, res: Result, keep_chunks: bool) -> bo
                 res.error, res.detail = "malformed", payload[:200].decode(errors="replace")
             continue
         for c in chunk.choices:
-            text = c.text if c.text is not None else (c.delta.content if c.delta else None)
+            text, delta = c.text, c.delta
+            if text is None and delta is not None:
+                text = delta.content
+                thinking = delta.reasoning_content or delta.reasoning
+                if thinking:  # the first token of either kind is the first token (TTFT)
+                    res.reasoning_chunks += 1
+                    text = text or thinking
             if text:
                 if res.first is None:
                     res.first = now
@@ -95,4 +110,6 @@ def openai_event(event: bytes, now: float, res: Result, keep_chunks: bool) -> bo
             res.prompt_tokens, res.completion_tokens = u.prompt_tokens, u.completion_tokens
             if u.prompt_tokens_details is not None:
                 res.cached_tokens = u.prompt_tokens_details.cached_tokens
+            if u.completion_tokens_details is not None:
+                res.reasoning_tokens = u.completion_tokens_details.reasoning_tokens
     return False

@@ -1,6 +1,6 @@
 """llama.cpp's own server (the `xllamacpp` wheel) in a process of its own, on 127.0.0.1.
 
-    python tests/realengine/llamacpp.py MODEL.gguf PORT [--ctx 32768 --slots 4 --threads 2]
+    python tests/realengine/llamacpp.py MODEL.gguf PORT [--ctx 32768 --slots 4 --threads 2 --ubatch 512]
 runs until SIGTERM; `llamacpp_server()` starts one on a free port and always stops it.
 """
 
@@ -26,15 +26,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def server_process(cmd: list[str], url: str, env: dict | None = None, startup_s: float = 120):
-    """Run a server command until its /health answers 200; yield; always stop it."""
+def server_process(cmd: list[str], url: str, env: dict | None = None, startup_s: float = 120, health: str = "/health"):
+    """Run a server command until its `health` path answers 200; yield; always stop it."""
     log = tempfile.TemporaryFile()
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         deadline = time.monotonic() + startup_s
         while True:
             try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                with urllib.request.urlopen(url + health, timeout=2) as r:
                     if r.status == 200:
                         break
             except OSError:
@@ -49,10 +49,13 @@ def server_process(cmd: list[str], url: str, env: dict | None = None, startup_s:
         log.close()
 
 
-def llamacpp_server(model: Path, ctx: int = 32768, slots: int = 4, threads: int = 2):
+def llamacpp_server(model: Path, ctx: int = 32768, slots: int = 4, threads: int = 2, ubatch: int = 512):
+    """`ubatch 1` computes every prompt token alone, as a cache hit's last token is: answers are then
+    bitwise the same cold and warm (with bigger micro-batches the kernels differ, and a random-weight
+    model's near-tied logits can flip)."""
     port = free_port()
     cmd = [sys.executable, __file__, str(model), str(port), "--ctx", str(ctx), "--slots", str(slots),
-           "--threads", str(threads)]
+           "--threads", str(threads), "--ubatch", str(ubatch)]
     return server_process(cmd, f"http://127.0.0.1:{port}")
 
 
@@ -65,12 +68,14 @@ def main() -> None:
     ap.add_argument("--ctx", type=int, default=32768)
     ap.add_argument("--slots", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ubatch", type=int, default=512)
     args = ap.parse_args()
     p = xllamacpp.CommonParams()
     p.model.path = args.model
     p.n_ctx = args.ctx
     p.n_parallel = args.slots
     p.cpuparams.n_threads = args.threads
+    p.n_ubatch = args.ubatch
     p.hostnames = ["127.0.0.1"]
     p.port = args.port
     p.model_alias = "tiny-llama"

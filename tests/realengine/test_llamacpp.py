@@ -77,3 +77,49 @@ def test_chat_mode_against_llamacpp(server, model, sessions, tmp_path):
     drift = [r.isl - r.isl_planned for r in prof]
     assert result["request_metrics"]["isl_drift_tokens_mean"] == pytest.approx(sum(drift) / len(drift))
     assert result["server_metrics"]["engine"] == "llama.cpp"
+
+
+def test_cache_probe_finds_no_mismatch_in_llamacpp(model, sessions):
+    import asyncio
+
+    from agentx.content.tokens import ContentConfig
+    from agentx.replay.probe import ProbeConfig, probe_cache
+
+    # micro-batches of one token: a cold prompt's last token is computed as a warm one's is (bitwise)
+    with llamacpp_server(model, ctx=8192, slots=1, ubatch=1) as url:
+        cfg = ProbeConfig(url=url, model="tiny-llama", probes=3, content=ContentConfig(0, (300, 8000), 64), max_isl=700)
+        result = asyncio.run(probe_cache(cfg, sessions))
+    assert result["probes"] == 3 and result["errors"] == 0, result["items"]
+    assert result["mismatches"] == 0
+    assert all(p["prefix"] == p["isl"] - 1 for p in result["items"])  # llama.cpp reuses all but the last token
+
+
+def test_identity_of_llamacpp(server):
+    import asyncio
+
+    from agentx.metrics.identity import discover
+
+    found = asyncio.run(discover(server))
+    assert found["engine"] == ("llama.cpp", "/props") and found["engine_version"][0]  # its build info
+    assert found["block_size"][0] == 1 and found["max_model_len"] == (8192, "/props")  # 32768 over 4 slots
+
+
+def test_bench_with_cache_probe_prints_identity_efficiency_and_no_mismatch(model, sessions, tmp_path):
+    from agentx.metrics.report import result_lines
+
+    # micro-batches of one token, so the probe's cold and warm answers are bitwise comparable
+    with llamacpp_server(model, ctx=32768, slots=4, ubatch=1) as url:
+        result = run(url, tmp_path / "probed", sessions, probe_cache=2)
+    lines = "\n".join(result_lines(result))
+    ident = result["identity"]
+    assert ident["engine"] == "llama.cpp" and ident["engine_version"] and ident["block_size"] == 1
+    assert ident["sources"]["engine"] == "server /props" and lines.startswith("engine: llama.cpp ")
+    cache = result["request_metrics"]["cache"]
+    assert cache["engine_block_size"] == 1 and cache["cache_efficiency_source"] == "usage"
+    assert cache["cache_efficiency"] == pytest.approx(1.0, abs=0.001), lines  # nothing evicted at 2 lanes
+    assert "cache efficiency: 1.00" in lines
+    probes = result["cache_probe"]
+    assert probes["before"]["mismatches"] == probes["after"]["mismatches"] == 0
+    assert probes["before"]["probes"] == probes["after"]["probes"] == 2
+    assert "cache probe: 0 mismatches in 2 probes (before the run)" in lines
+    assert result["server_metrics"]["window"] == "exact"

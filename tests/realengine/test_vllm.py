@@ -37,7 +37,7 @@ def test_bench_against_real_vllm(vllm_url, tmp_path):
     sessions = load_sessions([WEKA], None)
     s = BenchSettings.build(url=vllm_url, concurrency=2, duration=30, out=str(tmp_path / "run"), token_scale=64,
                             token_range=(300, 8000), warmup_requests_per_lane=1, idle_cap=2, system_idle_cap=1,
-                            grace=120, request_timeout=300)
+                            grace=120, request_timeout=300, probe_cache=2)
     result = bench(s, sessions)
     prof = [r for r in read_records(tmp_path / "run") if r.phase == "profile"]
     assert prof and all(r.error is None for r in prof), [r.detail for r in prof if r.error][:3]
@@ -47,3 +47,13 @@ def test_bench_against_real_vllm(vllm_url, tmp_path):
     assert sm["prefix_hit_rate"] > 0 and "prompt_tokens_by_source" in sm
     assert "kv_usage_mean" in sm and "running_mean" in sm
     assert result["request_metrics"]["cache"]["measured_hit_rate"] > 0
+    # identity from /version and the block size from vllm:cache_config_info (128 on the CPU backend)
+    ident = result["identity"]
+    assert ident["engine"] == "vllm" and ident["engine_version"] and ident["sources"]["engine"] == "server /version"
+    assert ident["block_size"] == 128 and ident["max_model_len"] == 8192
+    # nothing is evicted at 2 lanes: vLLM hits its whole-block ceiling
+    cache = result["request_metrics"]["cache"]
+    assert cache["cache_efficiency"] == pytest.approx(1.0, abs=0.001)
+    assert sm["window"] == "exact" and sm["counters"]["prefix_hits"] == sum(r.cached for r in prof)
+    probes = result["cache_probe"]
+    assert probes["before"]["mismatches"] == probes["after"]["mismatches"] == 0
