@@ -188,8 +188,9 @@ def prompt_sources_over_time(tl: Timeline) -> dict:
     data = []
     for key in keys:
         v = tl.counter(np.array([row["samples"].get(key, np.nan) for row in tl.run.series], dtype=float))
-        if v is not None:
-            data.append({**tl.line(v - np.nanmin(v), _source(key)), "stackgroup": "src"})
+        if v is not None:  # a stack drops to zero at a gap: draw the scraped span only
+            keep = np.isfinite(v)
+            data.append({**tl.line(v[keep] - v[keep].min(), _source(key)), "x": tl.t[keep].tolist(), "stackgroup": "src"})
     return tl.figure(data, title, "tokens") if data else empty(title, "fewer than two scrapes")
 
 

@@ -99,7 +99,7 @@ def token_histogram(run: RunData, which: str) -> dict:
     centers = (edges[:-1] + edges[1:]) / 2
     ticks = [t for t in range(int(lo), int(hi) + 1)]
     hover = [f"{10 ** a:,.0f}-{10 ** b:,.0f} tokens" for a, b in zip(edges[:-1], edges[1:])]
-    data = [{"type": "bar", "x": centers.tolist(), "y": counts.tolist(), "name": "requests", "text": hover,
+    data = [{"type": "bar", "x": centers.tolist(), "y": counts.tolist(), "name": "requests", "text": hover, "textposition": "none",
              "hovertemplate": "%{text}: %{y}<extra></extra>", "marker": {"color": COLORS["cached"]}},
             {"type": "scatter", "mode": "lines", "x": centers.tolist(), "y": _lognormal_counts(logs, edges).tolist(),
              "name": "log-normal fit", "line": {"color": "#333", "width": 2},
