@@ -140,7 +140,8 @@ def latency_over_time(tl: Timeline) -> dict:
     data = [tl.line(tl.trailing(end, ttft, 50), "TTFT p50 s", color="#f4a259"),
             tl.line(tl.trailing(end, ttft, 90), "TTFT p90 s", color="#d1495b", dash="dot")]
     if multi.any():
-        inter = 1.0 / tl.trailing(end[multi], itl, 50)
+        with np.errstate(divide="ignore"):  # a zero ITL (all tokens in one chunk) has no finite rate
+            inter = 1.0 / tl.trailing(end[multi], itl, 50)
         data.append({**tl.line(inter, "interactivity p50 tok/s", color="#00798c"), "yaxis": "y2"})
     return tl.figure(data, f"TTFT and interactivity (requests ended in the last {WINDOW_S:g} s)", "TTFT s",
                      yaxis2={"title": {"text": "tok/s"}, "overlaying": "y", "side": "right", "rangemode": "tozero"})
