@@ -1,0 +1,56 @@
+"""Headless Chromium (Debian's package) driven by Playwright, offline, for the page tests."""
+
+from __future__ import annotations
+
+import shutil
+from contextlib import contextmanager
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+# every Plotly graph div: its id, and per trace the number of points it draws
+GRAPHS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => ({
+    id: gd.id, points: gd.data.map(t => (t.x || []).filter(v => v !== null).length),
+    hidden: gd.data.map(t => t.visible === false)}))"""
+
+
+class Page:
+    """A page and everything it said on its console."""
+
+    def __init__(self, page):
+        self.page = page
+        self.errors: list[str] = []
+        page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        page.on("pageerror", lambda e: self.errors.append(str(e)))
+
+    def graphs(self) -> list[dict]:
+        return self.page.evaluate(GRAPHS)
+
+    def click_point(self, graph_id: str, trace: int, point: int) -> None:
+        """A real mouse click on a drawn point (its pixel from the graph's axes)."""
+        self.page.evaluate("id => document.getElementById(id).scrollIntoView({block: 'center'})", graph_id)
+        x, y = self.page.evaluate("""([id, i, j]) => {
+            const gd = document.getElementById(id), t = gd._fullData[i], r = gd.getBoundingClientRect();
+            const xa = gd._fullLayout[(t.xaxis || 'x').replace('x', 'xaxis')], ya = gd._fullLayout[(t.yaxis || 'y').replace('y', 'yaxis')];
+            return [r.left + xa._offset + xa.l2p(t.x[j]), r.top + ya._offset + ya.l2p(t.y[j])];
+        }""", [graph_id, trace, point])
+        self.page.mouse.move(x, y)
+        self.page.mouse.click(x, y)
+
+
+@contextmanager
+def chromium_page(width: int = 1400, height: int = 900):
+    """A fresh offline page in headless Chromium."""
+    if CHROMIUM is None:
+        pytest.skip("Debian's chromium is not installed (.ci/run installs it: apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            context = browser.new_context(offline=True, viewport={"width": width, "height": height})
+            context.route("http*://**", lambda route: route.abort())  # offline: no request may leave
+            yield Page(context.new_page())
+        finally:
+            browser.close()
