@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import math
 
 import numpy as np
@@ -14,6 +15,16 @@ def values(a) -> list:
     """A numpy array or list as a JSON list (NaN and inf become null)."""
     out = np.asarray(a, dtype=float).tolist()
     return [v if math.isfinite(v) else None for v in out] if not np.isfinite(a).all() else out
+
+
+def typed(a, dtype: str = "f4") -> dict:
+    """A numpy array as plotly.js's base64 typed array (NaN stays NaN: a gap in a line). Parses
+    much faster in the browser than a JSON list; 2-D arrays (customdata) keep their shape."""
+    a = np.ascontiguousarray(a, dtype=np.dtype(dtype).newbyteorder("<"))
+    out = {"dtype": dtype, "bdata": base64.b64encode(a.tobytes()).decode("ascii")}
+    if a.ndim == 2:
+        out["shape"] = f"{a.shape[0]},{a.shape[1]}"
+    return out
 
 
 def figure(data: list[dict], title: str, x_title: str = "", y_title: str = "", **layout) -> dict:

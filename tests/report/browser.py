@@ -11,8 +11,8 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 # every Plotly graph div: its id, and per trace the number of points it draws
 GRAPHS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => ({
-    id: gd.id, points: gd.data.map(t => (t.x || []).filter(v => v !== null).length),
-    hidden: gd.data.map(t => t.visible === false)}))"""
+    id: gd.id, points: gd._fullData.map(t => Array.from(t.x || []).filter(v => v !== null && !Number.isNaN(v)).length),
+    hidden: gd._fullData.map(t => t.visible !== true)}))"""
 
 
 class Page:

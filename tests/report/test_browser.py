@@ -41,8 +41,8 @@ def test_sweep_report_in_chromium(sweep, tmp_path):
 
         # a click on a timeline bar of another conversation opens its flamegraph at that turn
         shown = page.page.evaluate("document.getElementById('flame').layout.meta.tree")
-        markers = page.page.evaluate("""() => { const gd = document.getElementById('fig-timeline');
-            return [gd.data.length - 1, gd.data[gd.data.length - 1].customdata]; }""")
+        markers = page.page.evaluate("""() => { const data = document.getElementById('fig-timeline')._fullData;
+            const i = data.findIndex(t => t.name === 'request'); return [i, data[i].customdata.map(r => Array.from(r))]; }""")
         trace, custom = markers
         embedded = page.page.evaluate("DATA.points[current].flame_trees.map(t => t[0])")
         j = next(j for j, cd in enumerate(custom) if cd[0] != shown and cd[0] in embedded)

@@ -1,5 +1,6 @@
 """Chart builders on a real sweep: every figure carries the run's numbers, not just a shape."""
 
+import base64
 import json
 
 import numpy as np
@@ -44,19 +45,25 @@ def test_over_time_charts_have_data_and_shade_the_warmup(sweep):
     assert 0 <= min(gpu) and max(gpu) <= 100 and max(gpu) > 50
 
 
+def _decoded(typed: dict) -> np.ndarray:
+    a = np.frombuffer(base64.b64decode(typed["bdata"]), "<" + typed["dtype"])
+    return a.reshape([int(n) for n in typed["shape"].split(",")]) if "shape" in typed else a
+
+
 def test_timeline_draws_every_request_and_its_hover(sweep):
     run = read_run(sweep / "c6")
     records = read_records(sweep / "c6")
     for rows in ("conversation", "lane"):
         fig = request_timeline(run, rows)
-        markers = fig["data"][-1]
-        assert len(markers["x"]) == len(records)
-        segments = sum(t["x"].count(None) for t in fig["data"][:-1])  # one None after each bar
+        bars = [t for t in fig["data"] if t["mode"] == "lines"]
+        markers = {t["name"]: t for t in fig["data"] if t["mode"] == "markers"}
+        assert sum(len(_decoded(t["x"])) for t in markers.values()) == len(records)
+        segments = sum(np.isnan(_decoded(t["x"])).sum() for t in bars)  # one NaN after each bar
         assert segments == 2 * sum(r.error is None for r in records) + sum(r.error is not None for r in records)
-        first = records[0]
-        assert markers["customdata"][0][:3] == [first.tree, first.node, first.isl]
-    lanes = request_timeline(run, "lane")["data"][-1]["y"]
-    assert sorted(set(lanes)) == sorted({float(r.lane) for r in records})
+        first = next(r for r in records if r.phase == "profile" and r.error is None)
+        assert _decoded(markers["request"]["customdata"])[0][:3].tolist() == [first.tree, first.node, first.isl]
+    lanes = np.concatenate([_decoded(t["y"]) for t in request_timeline(run, "lane")["data"] if t["mode"] == "markers"])
+    assert sorted(set(lanes.tolist())) == sorted({float(r.lane) for r in records})
 
 
 def test_flamegraph_splits_each_prompt_into_cached_and_uncached(sweep):
