@@ -1,4 +1,4 @@
-"""Server state and request figures over time on a 1 s grid of run time (SPEC §8), the warmup
+"""Server state and request figures over time on a 1 s grid of run time (SPEC §9), the warmup
 shaded and a button to show the profiling window alone.
 
 Gauges (running / waiting, KV usage) hold the last scrape's value; counters are interpolated

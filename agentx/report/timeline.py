@@ -48,8 +48,8 @@ def _segments(x0: np.ndarray, x1: np.ndarray, y: np.ndarray) -> tuple[dict, dict
     return typed(xs), typed(ys)
 
 
-def request_timeline(run: RunData, rows: str = "conversation") -> dict:
-    """Gantt of every request; `rows` is "conversation" or "lane"."""
+def request_timeline(run: RunData, rows: str = "conversation", detail_limit: int = DETAIL_LIMIT) -> dict:
+    """Gantt of every request; `rows` is "conversation" or "lane"; binned past `detail_limit`."""
     c = run.columns
     title = f"Request timeline ({len(c['start']):,} requests, rows by {rows})"
     if len(c["start"]) == 0:
@@ -61,7 +61,7 @@ def request_timeline(run: RunData, rows: str = "conversation") -> dict:
         y, labels = _rows_by_conversation(run)
     start, end, ttft = c["start"], c["end"], c["ttft"]
     failed = np.array([e is not None for e in c["error"]], dtype=bool)
-    if len(start) > DETAIL_LIMIT:
+    if len(start) > detail_limit:
         return _binned(run, y, labels, failed, title)
     warm = np.array([p == "warmup" for p in c["phase"]], dtype=bool)
     first = np.where(np.isfinite(ttft), start + np.nan_to_num(ttft), end)

@@ -14,7 +14,7 @@ from agentx.report.overtime import over_time
 from agentx.report.point import summary_rows, token_histogram
 from agentx.report.rundata import read_run, sweep_folders
 from agentx.report.sweep import TABLE_COLUMNS, frontier_chart, pareto, table_rows
-from agentx.report.timeline import request_timeline
+from agentx.report.timeline import TIME_BINS, request_timeline
 
 
 def test_histograms_count_every_successful_profiling_request(sweep):
@@ -64,6 +64,20 @@ def test_timeline_draws_every_request_and_its_hover(sweep):
         assert _decoded(markers["request"]["customdata"])[0][:3].tolist() == [first.tree, first.node, first.isl]
     lanes = np.concatenate([_decoded(t["y"]) for t in request_timeline(run, "lane")["data"] if t["mode"] == "markers"])
     assert sorted(set(lanes.tolist())) == sorted({float(r.lane) for r in records})
+
+
+def test_binned_timeline_counts_requests_in_flight(sweep):
+    run = read_run(sweep / "c6")
+    records = read_records(sweep / "c6")
+    fig = request_timeline(run, "lane", detail_limit=10)
+    heat = fig["data"][0]
+    z = _decoded(heat["z"])
+    step = heat["dx"]
+    assert z.shape[1] == TIME_BINS and fig["layout"]["meta"]["binned"]
+    for b in (0, TIME_BINS // 3, TIME_BINS // 2):  # requests whose [start, end] bins cover bin b
+        inflight = sum(1 for r in records if min(int(r.start // step), TIME_BINS - 1) <= b <= min(int(r.end // step),
+                                                                                                  TIME_BINS - 1))
+        assert np.nansum(z[:, b]) == inflight
 
 
 def test_flamegraph_splits_each_prompt_into_cached_and_uncached(sweep):
