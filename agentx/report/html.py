@@ -38,7 +38,8 @@ def point_payload(run: RunData) -> dict:
     trees = sorted(sizes, key=lambda t: (-sizes[t], t))[:FLAME_TREES]
     figures = {"isl": token_histogram(run, "isl"), "osl": token_histogram(run, "osl"), **over_time(run),
                "timeline": request_timeline(run)}
-    return {"name": run.name, "figures": figures, "flames": {str(t): flamegraph(run, t) for t in trees},
+    return {"name": run.name, "figures": figures, "timeline_lane": request_timeline(run, "lane"),
+            "flames": {str(t): flamegraph(run, t) for t in trees},
             "flame_trees": [[t, f"tree {t}: {run.columns['session'][int((run.columns['tree'] == t).argmax())]} "
                                 f"({sizes[t]} requests)"] for t in trees]}
 

@@ -57,6 +57,14 @@ def test_sweep_report_in_chromium(sweep, tmp_path):
         page.page.locator("#flame").screenshot(path=tmp_path / "flamegraph.png")
         page.page.locator("#fig-timeline").screenshot(path=tmp_path / "timeline.png")
         page.page.screenshot(path=tmp_path / "point-c6.png", full_page=True)
+
+        # rows by lane: one row per lane of the run
+        page.page.select_option("#timeline-rows", "lane")
+        page.page.wait_for_function("document.getElementById('fig-timeline').layout.title.text.includes('by lane')")
+        ticks = page.page.evaluate("document.getElementById('fig-timeline').layout.yaxis.ticktext")
+        assert ticks == [f"lane {i}" for i in range(6)]
+        _assert_every_graph_has_points(page, POINT_GRAPHS | frontiers)
+        page.page.locator("#fig-timeline").screenshot(path=tmp_path / "timeline-lanes.png")
         assert page.errors == []
 
 
