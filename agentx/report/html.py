@@ -48,28 +48,35 @@ def _json_for_script(data) -> str:
     return json.dumps(data, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
 
 
-def render(runs: list[RunData], title: str, sweep_rows: list[dict] | None) -> str:
-    results = [(run.name, run.result) for run in runs]
-    data = {"points": [point_payload(run) for run in runs],
-            "frontiers": {k: frontier_chart(results, k) for k in Y_METRICS} if sweep_rows is not None else {}}
+def render(title: str, runs: list[RunData], frontier: list[tuple[str, dict]] | None = None,
+           table: list[dict] | None = None, plotly_src: str | None = None, links: dict[str, str] | None = None,
+           nav: list[tuple[str, str]] | None = None, empty_hint: str = "") -> str:
+    """The page: the frontier of the (name, result point) pairs in `frontier` and the `table` when
+    given, then the detail of each run. plotly.js is inlined unless `plotly_src` (a URL) is given;
+    `links` (point name -> URL) makes a frontier click open that URL instead of a point of the
+    page; `nav` lists (label, URL) of related pages (a point's siblings); an empty `table` says
+    there are no points, followed by `empty_hint`."""
+    data = {"points": [point_payload(run) for run in runs], "links": links or {},
+            "frontiers": {k: frontier_chart(frontier, k) for k in Y_METRICS} if frontier else {}}
     points = [{"name": run.name, "deployment": deployment(run.result), "summary": summary_rows(run.result),
                "identity": run.result["identity"], "command": run.info.get("command", "")} for run in runs]
     return _environment().get_template("report.html.j2").render(
-        title=title, points=points, sweep_rows=sweep_rows, frontier_ids=list(data["frontiers"]),
-        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), plotly_js=plotly_js(),
-        data_json=_json_for_script(data))
+        title=title, points=points, sweep_rows=table, frontier_ids=list(data["frontiers"]), nav=nav or [],
+        empty_hint=empty_hint,
+        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), plotly_src=plotly_src,
+        plotly_js=None if plotly_src else plotly_js(), data_json=_json_for_script(data))
 
 
 def write_report(path: Path, out: Path | None = None) -> Path:
     """report.html in the run or sweep folder (and sweep.csv for a sweep); returns the HTML's path."""
     path = Path(path)
+    out = out or path / "report.html"
     if is_run_folder(path):
-        runs, rows = [read_run(path)], None
+        page = render(f"agentx run report: {path.resolve().name}", [read_run(path)])
     else:
         runs = [read_run(p) for p in sweep_folders(path)]
-        rows = table_rows([(run.name, run.result) for run in runs])
-        write_csv(rows, path / "sweep.csv")
-    out = out or path / "report.html"
-    kind = "sweep" if rows is not None else "run"
-    out.write_text(render(runs, f"agentx {kind} report: {path.resolve().name}", rows), encoding="utf-8")
+        results = [(run.name, run.result) for run in runs]
+        rows = write_csv(table_rows(results), path / "sweep.csv")
+        page = render(f"agentx sweep report: {path.resolve().name}", runs, results, rows)
+    out.write_text(page, encoding="utf-8")
     return out

@@ -131,9 +131,10 @@ def table_rows(results: list[tuple[str, dict]]) -> list[dict]:
     return rows
 
 
-def write_csv(rows: list[dict], path: Path) -> Path:
+def write_csv(rows: list[dict], path: Path) -> list[dict]:
+    """`rows` as CSV at `path`; returns them."""
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, TABLE_COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
-    return path
+    return rows
