@@ -40,8 +40,8 @@ class Page:
 
 
 @contextmanager
-def chromium_page(width: int = 1400, height: int = 900):
-    """A fresh offline page in headless Chromium."""
+def chromium_page(width: int = 1400, height: int = 900, allow: str | None = None):
+    """A fresh page in headless Chromium, offline but for URLs starting with `allow`."""
     if CHROMIUM is None:
         pytest.skip("Debian's chromium is not installed (.ci/run installs it: apt-get install chromium)")
     from playwright.sync_api import sync_playwright
@@ -49,8 +49,9 @@ def chromium_page(width: int = 1400, height: int = 900):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
-            context = browser.new_context(offline=True, viewport={"width": width, "height": height})
-            context.route("http*://**", lambda route: route.abort())  # offline: no request may leave
+            context = browser.new_context(offline=allow is None, viewport={"width": width, "height": height})
+            context.route(lambda url: url.startswith("http") and not (allow and url.startswith(allow)),
+                          lambda route: route.abort())  # no other request may leave
             yield Page(context.new_page())
         finally:
             browser.close()
