@@ -14,6 +14,18 @@ GRAPHS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => ({
     id: gd.id, points: gd._fullData.map(t => Array.from(t.x || []).filter(v => v !== null && !Number.isNaN(v)).length),
     hidden: gd._fullData.map(t => t.visible !== true)}))"""
 
+POINT_GRAPHS = {"fig-isl", "fig-osl", "fig-latency", "fig-queue", "fig-kv", "fig-hit_rate", "fig-sources",
+                "fig-throughput", "fig-lateness", "fig-timeline", "flame"}
+
+
+def assert_every_graph_has_points(page: "Page", expected: set[str]) -> None:
+    """The page's graphs are exactly `expected`, and each draws at least one point."""
+    graphs = page.graphs()
+    assert {g["id"] for g in graphs} == expected
+    for g in graphs:
+        drawn = [n for n, hidden in zip(g["points"], g["hidden"]) if not hidden]
+        assert drawn and max(drawn) > 0, g
+
 
 class Page:
     """A page and everything it said on its console."""

@@ -5,19 +5,7 @@ flamegraph at that turn, and the console stays free of errors. Screenshots go to
 import pytest
 
 from agentx.report.html import write_report
-from tests.report.browser import chromium_page
-
-POINT_GRAPHS = {"fig-isl", "fig-osl", "fig-latency", "fig-queue", "fig-kv", "fig-hit_rate", "fig-sources",
-                "fig-throughput", "fig-lateness", "fig-timeline", "flame"}
-
-
-def _assert_every_graph_has_points(page, expected: set[str]) -> None:
-    graphs = page.graphs()
-    assert {g["id"] for g in graphs} == expected
-    for g in graphs:
-        drawn = [n for n, hidden in zip(g["points"], g["hidden"]) if not hidden]
-        assert drawn and max(drawn) > 0, g
-
+from tests.report.browser import POINT_GRAPHS, assert_every_graph_has_points, chromium_page
 
 def test_sweep_report_in_chromium(sweep, tmp_path):
     path = write_report(sweep)
@@ -26,7 +14,7 @@ def test_sweep_report_in_chromium(sweep, tmp_path):
         page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 15")
         frontiers = {f"frontier-{k}" for k in ("total_tok_s_per_gpu", "output_tok_s_per_gpu", "output_tokens_per_usd",
                                                "output_tok_s_per_mw")}
-        _assert_every_graph_has_points(page, POINT_GRAPHS | frontiers)
+        assert_every_graph_has_points(page, POINT_GRAPHS | frontiers)
         assert page.page.inner_text("#points button.active").startswith("c2")
         page.page.screenshot(path=tmp_path / "sweep.png", full_page=True)
 
@@ -37,7 +25,7 @@ def test_sweep_report_in_chromium(sweep, tmp_path):
         page.click_point("frontier-total_tok_s_per_gpu", trace, names.index("c6"))
         page.page.wait_for_function("document.querySelector('#points button.active').textContent.startsWith('c6')")
         assert page.page.evaluate("location.hash") == "#point=c6"
-        _assert_every_graph_has_points(page, POINT_GRAPHS | frontiers)
+        assert_every_graph_has_points(page, POINT_GRAPHS | frontiers)
 
         # a click on a timeline bar of another conversation opens its flamegraph at that turn
         shown = page.page.evaluate("document.getElementById('flame').layout.meta.tree")
@@ -63,7 +51,7 @@ def test_sweep_report_in_chromium(sweep, tmp_path):
         page.page.wait_for_function("document.getElementById('fig-timeline').layout.title.text.includes('by lane')")
         ticks = page.page.evaluate("document.getElementById('fig-timeline').layout.yaxis.ticktext")
         assert ticks == [f"lane {i}" for i in range(6)]
-        _assert_every_graph_has_points(page, POINT_GRAPHS | frontiers)
+        assert_every_graph_has_points(page, POINT_GRAPHS | frontiers)
         page.page.locator("#fig-timeline").screenshot(path=tmp_path / "timeline-lanes.png")
         assert page.errors == []
 
@@ -73,7 +61,7 @@ def test_run_report_in_chromium(sweep, tmp_path):
     with chromium_page() as page:
         page.page.goto(path.as_uri())
         page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 11")
-        _assert_every_graph_has_points(page, POINT_GRAPHS)
+        assert_every_graph_has_points(page, POINT_GRAPHS)
         hover = page.page.get_attribute("section.summary:not([hidden]) td[title]", "title")
         assert "first chunk" in hover  # the definition of TTFT, on hover
         page.page.screenshot(path=tmp_path / "run.png", full_page=True)
