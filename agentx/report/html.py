@@ -50,19 +50,19 @@ def _json_for_script(data) -> str:
 
 def render(title: str, runs: list[RunData], frontier: list[tuple[str, dict]] | None = None,
            table: list[dict] | None = None, plotly_src: str | None = None, links: dict[str, str] | None = None,
-           nav: list[tuple[str, str]] | None = None, empty_hint: str = "") -> str:
+           nav: list[tuple[str, str]] | None = None, empty_hint: str = "", csv: str | None = None) -> str:
     """The page: the frontier of the (name, result point) pairs in `frontier` and the `table` when
     given, then the detail of each run. plotly.js is inlined unless `plotly_src` (a URL) is given;
     `links` (point name -> URL) makes a frontier click open that URL instead of a point of the
     page; `nav` lists (label, URL) of related pages (a point's siblings); an empty `table` says
-    there are no points, followed by `empty_hint`."""
+    there are no points, followed by `empty_hint`; `csv` names the table's CSV beside the file."""
     data = {"points": [point_payload(run) for run in runs], "links": links or {},
             "frontiers": {k: frontier_chart(frontier, k) for k in Y_METRICS} if frontier else {}}
     points = [{"name": run.name, "deployment": deployment(run.result), "summary": summary_rows(run.result),
                "identity": run.result["identity"], "command": run.info.get("command", "")} for run in runs]
     return _environment().get_template("report.html.j2").render(
         title=title, points=points, sweep_rows=table, frontier_ids=list(data["frontiers"]), nav=nav or [],
-        empty_hint=empty_hint,
+        empty_hint=empty_hint, csv=csv, links=bool(links),
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), plotly_src=plotly_src,
         plotly_js=None if plotly_src else plotly_js(), data_json=_json_for_script(data))
 
@@ -77,6 +77,6 @@ def write_report(path: Path, out: Path | None = None) -> Path:
         runs = [read_run(p) for p in sweep_folders(path)]
         results = [(run.name, run.result) for run in runs]
         rows = write_csv(table_rows(results), path / "sweep.csv")
-        page = render(f"agentx sweep report: {path.resolve().name}", runs, results, rows)
+        page = render(f"agentx sweep report: {path.resolve().name}", runs, results, rows, csv="sweep.csv")
     out.write_text(page, encoding="utf-8")
     return out
