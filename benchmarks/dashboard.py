@@ -22,8 +22,10 @@ from pathlib import Path
 import msgspec
 
 from agentx.engine.launch import sim_server
-from agentx.replay.driver import BenchSettings, bench, report
-from agentx.replay.records import read_records
+from agentx.replay.driver import bench
+from agentx.replay.folder import report
+from agentx.replay.settings import BenchSettings
+from agentx.records import read_records
 from agentx.report.html import plotly_js, write_report
 from agentx.traces.load import load_sessions
 
@@ -35,8 +37,8 @@ def real_run(folder: Path) -> None:
     from agentx.data import sample_traces
 
     with sim_server("--speed", str(SPEED)) as url:
-        bench(BenchSettings(url=url, concurrency=16, duration=600, out=str(folder), clock_scale=SPEED, gpus=8,
-                            hardware="H200", engine="agentx-sim", warmup_requests_per_lane=3, grace=10),
+        bench(BenchSettings.build(url=url, concurrency=16, duration=600, out=str(folder), clock_scale=SPEED, gpus=8,
+                                  hardware="H200", engine="agentx-sim", warmup_requests_per_lane=3, grace=10),
               load_sessions([sample_traces()], None))
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from agentx.errors import AgentxError
 from agentx.metrics.scrape import read_series
-from agentx.replay.records import read_records
+from agentx.records import read_records
 
 FLOAT_FIELDS = ("planned", "start", "end", "ttft")  # None -> NaN
 INT_FIELDS = ("lane", "tree", "replay", "stream", "node", "isl_planned", "osl_planned", "theo_cached", "isl", "osl",

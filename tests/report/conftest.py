@@ -3,7 +3,8 @@
 import pytest
 
 from agentx.engine.launch import sim_server
-from agentx.replay.driver import BenchSettings, bench
+from agentx.replay.driver import bench
+from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
 from tests.conftest import WEKA
 
@@ -18,7 +19,7 @@ def sweep(tmp_path_factory):
     sessions = load_sessions([WEKA], None)
     with sim_server("--speed", str(SPEED)) as url:
         for n in LEVELS:
-            bench(BenchSettings(url=url, concurrency=n, duration=240, out=str(out / f"c{n}"), clock_scale=SPEED,
-                                gpus=8, hardware="H200", engine="agentx-sim", warmup_requests_per_lane=3, grace=10),
-                  sessions)
+            bench(BenchSettings.build(url=url, concurrency=n, duration=240, out=str(out / f"c{n}"), clock_scale=SPEED,
+                                      gpus=8, hardware="H200", engine="agentx-sim", warmup_requests_per_lane=3,
+                                      grace=10), sessions)
     return out

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from agentx.errors import AgentxError
-from agentx.replay.records import read_records
+from agentx.records import read_records
 from agentx.report.flame import flamegraph, tree_sizes
 from agentx.report.html import point_payload, write_report
 from agentx.report.overtime import over_time
