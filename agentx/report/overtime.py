@@ -13,21 +13,13 @@ import math
 
 import numpy as np
 
-from agentx.metrics.server import BY_SOURCE, COUNTERS, GAUGES
+from agentx.metrics.server import BY_SOURCE, COUNTERS, GAUGES, label_value, metric_name
 from agentx.report.figures import COLORS, empty, figure, values
 from agentx.report.rundata import RunData
 
 WINDOW_S = 10.0  # trailing window of the request figures and the hit rates
 MAX_POINTS = 20_000  # the grid step grows past 1 s for runs longer than this many seconds
 CPU_KV_USAGE = ["vllm:cpu_cache_usage_perc", "vllm:cpu_kv_cache_usage_perc"]
-
-
-def _name(key: str) -> str:
-    return key.split("{", 1)[0]
-
-
-def _source(key: str) -> str:
-    return key.split('source="', 1)[1].split('"', 1)[0] if 'source="' in key else "?"
 
 
 class Timeline:
@@ -73,7 +65,7 @@ class Timeline:
     def metric(self, names: list[str]) -> np.ndarray | None:
         """Per scrape, the sum over label sets of the first of `names` the server exposes."""
         for name in names:
-            rows = [[v for k, v in row["samples"].items() if _name(k) == name] for row in self.run.series]
+            rows = [[v for k, v in row["samples"].items() if metric_name(k) == name] for row in self.run.series]
             if any(rows):
                 return np.array([sum(r) if r else np.nan for r in rows], dtype=float)
         return None
@@ -182,7 +174,7 @@ def hit_rate_over_time(tl: Timeline) -> dict:
 
 
 def prompt_sources_over_time(tl: Timeline) -> dict:
-    keys = sorted({k for row in tl.run.series for k in row["samples"] if _name(k) == BY_SOURCE})
+    keys = sorted({k for row in tl.run.series for k in row["samples"] if metric_name(k) == BY_SOURCE})
     title = "Prompt tokens by source (cumulative from the first scrape)"
     if not keys:
         return empty(title, "the server exposes no prompt-tokens-by-source counter")
@@ -191,14 +183,15 @@ def prompt_sources_over_time(tl: Timeline) -> dict:
         v = tl.counter(np.array([row["samples"].get(key, np.nan) for row in tl.run.series], dtype=float))
         if v is not None:  # a stack drops to zero at a gap: draw the scraped span only
             keep = np.isfinite(v)
-            data.append({**tl.line(v[keep] - v[keep].min(), _source(key)), "x": tl.t[keep].tolist(), "stackgroup": "src"})
+            data.append({**tl.line(v[keep] - v[keep].min(), label_value(key, "source")), "x": tl.t[keep].tolist(),
+                         "stackgroup": "src"})
     return tl.figure(data, title, "tokens") if data else empty(title, "fewer than two scrapes")
 
 
 def throughput_over_time(tl: Timeline) -> dict:
-    local = f'{BY_SOURCE}{{'  # prefill computes the prompt tokens of source local_compute (the rest came cached)
-    rows = [[v for k, v in row["samples"].items() if k.startswith(local) and _source(k) == "local_compute"]
-            for row in tl.run.series]
+    # prefill computes the prompt tokens of source local_compute (the rest came cached)
+    rows = [[v for k, v in row["samples"].items()
+             if metric_name(k) == BY_SOURCE and label_value(k, "source") == "local_compute"] for row in tl.run.series]
     if any(rows):
         computed = np.array([sum(r) if r else np.nan for r in rows], dtype=float)
     else:  # no split by source: prompt tokens minus prefix hits

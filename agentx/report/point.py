@@ -97,10 +97,11 @@ def token_histogram(run: RunData, which: str) -> dict:
     edges = np.arange(lo, hi + 1e-9, 0.1)
     counts, _ = np.histogram(logs, edges)
     centers = (edges[:-1] + edges[1:]) / 2
-    ticks = [t for t in range(int(lo), int(hi) + 1)]
+    ticks = list(range(int(lo), int(hi) + 1))
     hover = [f"{10 ** a:,.0f}-{10 ** b:,.0f} tokens" for a, b in zip(edges[:-1], edges[1:])]
-    data = [{"type": "bar", "x": centers.tolist(), "y": counts.tolist(), "name": "requests", "text": hover, "textposition": "none",
-             "hovertemplate": "%{text}: %{y}<extra></extra>", "marker": {"color": COLORS["cached"]}},
+    data = [{"type": "bar", "x": centers.tolist(), "y": counts.tolist(), "name": "requests", "text": hover,
+             "textposition": "none", "hovertemplate": "%{text}: %{y}<extra></extra>",
+             "marker": {"color": COLORS["cached"]}},
             {"type": "scatter", "mode": "lines", "x": centers.tolist(), "y": _lognormal_counts(logs, edges).tolist(),
              "name": "log-normal fit", "line": {"color": "#333", "width": 2},
              "hovertemplate": "fit: %{y:.1f}<extra></extra>"}]

@@ -44,7 +44,8 @@ class Page:
         self.page.evaluate("id => document.getElementById(id).scrollIntoView({block: 'center'})", graph_id)
         x, y = self.page.evaluate("""([id, i, j]) => {
             const gd = document.getElementById(id), t = gd._fullData[i], r = gd.getBoundingClientRect();
-            const xa = gd._fullLayout[(t.xaxis || 'x').replace('x', 'xaxis')], ya = gd._fullLayout[(t.yaxis || 'y').replace('y', 'yaxis')];
+            const xa = gd._fullLayout[(t.xaxis || 'x').replace('x', 'xaxis')];
+            const ya = gd._fullLayout[(t.yaxis || 'y').replace('y', 'yaxis')];
             return [r.left + xa._offset + xa.l2p(t.x[j]), r.top + ya._offset + ya.l2p(t.y[j])];
         }""", [graph_id, trace, point])
         self.page.mouse.move(x, y)

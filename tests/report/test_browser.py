@@ -7,6 +7,7 @@ import pytest
 from agentx.report.html import write_report
 from tests.report.browser import POINT_GRAPHS, assert_every_graph_has_points, chromium_page
 
+
 def test_sweep_report_in_chromium(sweep, tmp_path):
     path = write_report(sweep)
     with chromium_page() as page:
