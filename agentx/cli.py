@@ -361,11 +361,19 @@ def bench_cmd(
 
 
 @app.command("report")
-def report_cmd(run_dir: Path = typer.Argument(..., help="A run folder written by `agentx bench`.")):
+def report_cmd(
+    run_dir: Path = typer.Argument(..., help="A run folder written by `agentx bench` (with --html also a sweep folder)."),
+    html: bool = typer.Option(False, "--html", help="Also write report.html (a sweep folder: frontier, table, sweep.csv)."),
+):
     """Rebuild a run's summary from its records (also for a run that was killed)."""
     from agentx.replay.folder import report
+    from agentx.report.html import write_report
+    from agentx.report.rundata import is_run_folder
 
-    _print_result(report(run_dir), str(run_dir), run_dir)
+    if not html or is_run_folder(run_dir):
+        _print_result(report(run_dir), str(run_dir), run_dir)
+    if html:
+        console.print(f"HTML report: {write_report(run_dir)}", highlight=False)
 
 
 @app.command("demo")
@@ -380,6 +388,7 @@ def demo_cmd(
     the bundled real traces replayed at a few concurrencies, a summary per run and a sweep."""
     from agentx.engine.launch import sim_server
     from agentx.replay.settings import BenchSettings
+    from agentx.report.html import write_report
 
     levels = _concurrencies(concurrency)
     sessions = _load([], None, None)
@@ -395,6 +404,7 @@ def demo_cmd(
         _sweep(settings, sessions, levels, out, "demo")
     first = out / f"c{levels[0]}" if len(levels) > 1 else out
     console.print(f"all results under {out}/ (`agentx report {first}` rebuilds a summary)", highlight=False)
+    console.print(f"HTML report: {write_report(out)}", highlight=False)
 
 
 def main() -> None:

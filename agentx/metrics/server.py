@@ -26,16 +26,16 @@ GAUGES = {
 BY_SOURCE = "vllm:prompt_tokens_by_source_total"
 
 
-def _name(key: str) -> str:
+def metric_name(key: str) -> str:
     return key.split("{", 1)[0]
 
 
 def _total(samples: dict, name: str) -> float | None:
-    values = [v for k, v in samples.items() if _name(k) == name]
+    values = [v for k, v in samples.items() if metric_name(k) == name]
     return sum(values) if values else None
 
 
-def _label(key: str, label: str) -> str | None:
+def label_value(key: str, label: str) -> str | None:
     marker = f'{label}="'
     if marker not in key:
         return None
@@ -43,7 +43,7 @@ def _label(key: str, label: str) -> str | None:
 
 
 def detect_engine(series: list[dict]) -> str:
-    names = {_name(k) for row in series[-3:] for k in row["samples"]}
+    names = {metric_name(k) for row in series[-3:] for k in row["samples"]}
     for prefix, engine in (("vllm:", "vllm"), ("sglang:", "sglang"), ("llamacpp:", "llama.cpp")):
         if any(n.startswith(prefix) for n in names):
             return engine
@@ -86,8 +86,8 @@ def summarize_server(series: list[dict]) -> dict:
     sources = {}
     for samples, sign in ((last, 1.0), (first, -1.0)):
         for key, value in samples.items():
-            if _name(key) == BY_SOURCE:
-                src = _label(key, "source")
+            if metric_name(key) == BY_SOURCE:
+                src = label_value(key, "source")
                 sources[src] = sources.get(src, 0.0) + sign * value
     if sources:
         out["prompt_tokens_by_source"] = sources

@@ -1,0 +1,110 @@
+"""The point summary (every printed figure with its definition) and the ISL / OSL histograms
+with their log-normal fits."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from agentx.report.figures import COLORS, empty, figure
+from agentx.report.rundata import RunData
+
+# (label, section, key, scale, format, definition); SPEC §3 is the source of every definition
+REQUEST_ROWS = [
+    ("TTFT ms", "ttft_s", 1000, "{:,.1f}", "Time from just before the request is written to the first chunk "
+     "carrying output."),
+    ("E2E latency s", "e2el_s", 1, "{:,.2f}", "end - start: the last output chunk's arrival minus the request's start."),
+    ("ITL ms", "itl_s", 1000, "{:,.1f}", "(e2el - ttft) / (osl - 1) per request with osl >= 2 (vLLM's TPOT)."),
+    ("interactivity tok/s", "interactivity_tok_s", 1, "{:,.1f}", "Percentile q is 1 / (ITL percentile q): "
+     "p90 is the interactivity 90 % of requests reached."),
+    ("E2E-norm. interactivity tok/s", "e2e_normalized_interactivity_tok_s", 1, "{:,.1f}",
+     "1 / percentile_q(e2el_i / osl_i): output speed including the wait for the first token."),
+    ("ISL tokens", "isl", 1, "{:,.0f}", "Prompt tokens: the server's usage.prompt_tokens, else the planned ISL."),
+    ("OSL tokens", "osl", 1, "{:,.0f}", "Output tokens: the server's usage.completion_tokens, else chunks counted."),
+]
+COLUMNS = ("p50", "p90", "p99", "mean")
+
+
+def _fmt(value, fmt: str = "{:,.1f}", scale: float = 1.0) -> str:
+    return "-" if value is None else fmt.format(value * scale)
+
+
+def summary_rows(result: dict) -> dict:
+    """{"distributions": [(label, definition, [p50, p90, p99, mean])], "figures": [(label, value, definition)]}"""
+    rm, req, sm, health = result["request_metrics"], result["requests"], result["server_metrics"], result["client_health"]
+    dists = []
+    for label, key, scale, fmt, definition in REQUEST_ROWS:
+        d = rm.get(key) or {}
+        dists.append((label, definition, [_fmt(d.get(c), fmt, scale) for c in COLUMNS]))
+    tp, cache = rm.get("throughput", {}), rm.get("cache", {})
+    late = health.get("dispatch_lateness_ms") or {}
+    pct = lambda v: _fmt(v, "{:.1f}%", 100)  # noqa: E731
+    figures = [
+        ("requests", f"{req['succeeded']:,} ok of {req['profiled']:,} profiled (+{req['warmup']:,} warmup)",
+         "Profiling-window requests; warmup requests are excluded from every figure."),
+        ("errors", ", ".join(f"{k} {v}" for k, v in req["errors"].items()) or "none",
+         "Failed profiling requests by category; cancellations are counted apart."),
+        ("total tok/s", _fmt(tp.get("total_tok_s"), "{:,.0f}"), "Σ (input + output tokens) / (last end - first start) "
+         "over the successful profiling requests."),
+        ("output tok/s", _fmt(tp.get("output_tok_s"), "{:,.0f}"), "Σ output tokens / (last end - first start)."),
+        ("total tok/s per GPU", _fmt(tp.get("total_tok_s_per_gpu"), "{:,.0f}"), "Total tok/s / number of GPUs."),
+        ("output tok/s per GPU", _fmt(tp.get("output_tok_s_per_gpu"), "{:,.0f}"), "Output tok/s / number of GPUs."),
+        ("$ per M output tokens", _fmt(tp.get("usd_per_m_output_tokens"), "{:,.2f}"),
+         f"$/GPU-h ({tp.get('cost_basis', '-')}) / (per-GPU output tok/s * 3600 / 1e6)."),
+        ("output tok/s per MW", _fmt(tp.get("output_tok_s_per_mw"), "{:,.0f}"), "Per-GPU output tok/s * 1000 / kW per GPU."),
+        ("theoretical prefix hit", pct(cache.get("theoretical_hit_rate")), "Prompt tokens an infinite prefix cache "
+         "would hold (sent before in the same tree) / planned prompt tokens."),
+        ("measured prefix hit (usage)", pct(cache.get("measured_hit_rate")),
+         "Σ usage.prompt_tokens_details.cached_tokens / Σ prompt tokens, over requests reporting it."),
+        ("server prefix hit", pct(sm.get("prefix_hit_rate")), "Δ prefix-cache hits / Δ queries of the engine's "
+         "/metrics over the profiling window (GPU tier)."),
+        ("server CPU-tier hit", pct(sm.get("external_hit_rate")), "Δ external hits / Δ external queries (CPU / "
+         "offload tier)."),
+        ("KV usage mean / max", f"{pct(sm.get('kv_usage_mean'))} / {pct(sm.get('kv_usage_max'))}",
+         "The engine's KV-cache usage gauge over the profiling scrapes."),
+        ("dispatch lateness p50 / p99 ms", f"{_fmt(late.get('p50'), '{:.2f}')} / {_fmt(late.get('p99'), '{:.2f}')}",
+         "Actual minus planned start, in wall milliseconds; p99 over 10 ms flags the run client-bound."),
+        ("valid", "yes" if result["validity"]["valid"] else "no: " + "; ".join(result["validity"]["reasons"]),
+         "Valid unless > 10 % of requests failed, > 1 % overflowed the context, or the run did not finish."),
+    ]
+    return {"columns": list(COLUMNS), "distributions": dists, "figures": figures}
+
+
+def _lognormal_counts(log_values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Expected count per bin (edges in log10 units) of the log-normal fitted by moments of ln x."""
+    ln = log_values * math.log(10)
+    mu, sigma = float(ln.mean()), float(ln.std())
+    if sigma <= 0:
+        return np.zeros(len(edges) - 1)
+    cdf = np.array([0.5 * (1 + math.erf((e * math.log(10) - mu) / (sigma * math.sqrt(2)))) for e in edges])
+    return len(ln) * np.diff(cdf)
+
+
+def token_histogram(run: RunData, which: str) -> dict:
+    """ISL or OSL of the successful profiling requests, log-spaced bins, with the log-normal fit."""
+    c = run.columns
+    ok = np.array([p == "profile" and e is None for p, e in zip(c["phase"], c["error"])], dtype=bool)
+    col = c[which] if which == "isl" else c["osl"]
+    fallback = c["isl_planned"] if which == "isl" else c["chunks"]
+    tokens = np.where(col >= 0, col, fallback)[ok]
+    tokens = tokens[tokens > 0]
+    title = f"{which.upper()} distribution (profiling requests)"
+    if tokens.size == 0:
+        return empty(title, "no successful profiling request")
+    logs = np.log10(tokens.astype(float))
+    lo, hi = math.floor(logs.min() * 10) / 10, math.ceil(logs.max() * 10) / 10 + 0.1
+    edges = np.arange(lo, hi + 1e-9, 0.1)
+    counts, _ = np.histogram(logs, edges)
+    centers = (edges[:-1] + edges[1:]) / 2
+    ticks = list(range(int(lo), int(hi) + 1))
+    hover = [f"{10 ** a:,.0f}-{10 ** b:,.0f} tokens" for a, b in zip(edges[:-1], edges[1:])]
+    data = [{"type": "bar", "x": centers.tolist(), "y": counts.tolist(), "name": "requests", "text": hover,
+             "textposition": "none", "hovertemplate": "%{text}: %{y}<extra></extra>",
+             "marker": {"color": COLORS["cached"]}},
+            {"type": "scatter", "mode": "lines", "x": centers.tolist(), "y": _lognormal_counts(logs, edges).tolist(),
+             "name": "log-normal fit", "line": {"color": "#333", "width": 2},
+             "hovertemplate": "fit: %{y:.1f}<extra></extra>"}]
+    median = float(np.median(tokens))
+    return figure(data, f"{title}: n {tokens.size:,}, median {median:,.0f}", "tokens (log scale)", "requests",
+                  xaxis={"tickvals": ticks, "ticktext": [f"{10 ** t:,}" for t in ticks]}, bargap=0.05)

@@ -1,0 +1,111 @@
+"""How fast the HTML report of a 100k-request point becomes interactive in headless Chromium
+(issue #15: the point detail and the request timeline within 1.5 s each).
+
+A real short run on the simulated engine is tiled (its records and scrapes repeated, shifted in
+time, trees renumbered) into a point of --requests requests: chart cost depends on the number of
+requests and grid seconds, not on their values. Prints the time to build the HTML, its size, the
+time from navigation until every chart is drawn, the same for a page holding only the inlined
+plotly.js (compiling 4.8 MB of script, the floor of any self-contained page), and the time of a
+zoom on the timeline. Past 20k requests the timeline is binned (agentx/report/timeline.py).
+
+    python benchmarks/dashboard.py [--requests 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+
+from agentx.engine.launch import sim_server
+from agentx.replay.driver import bench
+from agentx.replay.folder import report
+from agentx.replay.settings import BenchSettings
+from agentx.records import read_records
+from agentx.report.html import plotly_js, write_report
+from agentx.traces.load import load_sessions
+
+SPEED = 50
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def real_run(folder: Path) -> None:
+    from agentx.data import sample_traces
+
+    with sim_server("--speed", str(SPEED)) as url:
+        bench(BenchSettings.build(url=url, concurrency=16, duration=600, out=str(folder), clock_scale=SPEED, gpus=8,
+                                  hardware="H200", engine="agentx-sim", warmup_requests_per_lane=3, grace=10),
+              load_sessions([sample_traces()], None))
+
+
+def tile(src: Path, dst: Path, n: int) -> int:
+    """dst: src's records repeated as if more lanes had run beside them (lanes and trees renumbered,
+    starts staggered by up to a second) up to n records; the server scrapes are src's."""
+    dst.mkdir()
+    for name in ("run.json", "trees.jsonl", "server_metrics.jsonl"):
+        shutil.copy(src / name, dst / name)
+    records = read_records(src)
+    lanes, trees = max(r.lane for r in records) + 1, max(r.tree for r in records) + 1
+    out, k = [], 0
+    while len(out) < n:
+        shift = (k % 20) * 0.05
+        out += [msgspec.structs.replace(r, lane=r.lane + k * lanes, tree=r.tree + k * trees, start=r.start + shift,
+                                        end=r.end + shift, planned=r.planned + shift) for r in records[: n - len(out)]]
+        k += 1
+    (dst / "records.jsonl").write_bytes(b"\n".join(msgspec.json.encode(r) for r in out) + b"\n")
+    report(dst)
+    return len(out)
+
+
+def browser_times(path: Path, baseline: Path) -> tuple[float, float, float]:
+    """Seconds from navigation until every chart is drawn (the report, then a page holding only
+    the inlined plotly.js and one tiny chart), and of a zoom on the timeline."""
+    from playwright.sync_api import sync_playwright
+
+    def drawn(page, file: Path, charts: int) -> float:
+        page.goto(file.as_uri(), wait_until="commit")
+        page.wait_for_function(f"""() => {{ const g = document.querySelectorAll('.js-plotly-plot');
+            return g.length >= {charts} && [...g].every(d => d._fullLayout && d.data.length); }}""",
+                               polling=20, timeout=120_000)
+        return page.evaluate("performance.now()") / 1000
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        new_page = lambda: browser.new_context(offline=True, viewport={"width": 1400, "height": 900}).new_page()  # noqa: E731
+        alone = drawn(new_page(), baseline, 1)
+        page = new_page()
+        report_s = drawn(page, path, 11)
+        zoom = page.evaluate("""async () => { const gd = document.getElementById('fig-timeline'), t0 = performance.now();
+            const r = gd._fullLayout.xaxis.range; await Plotly.relayout(gd, {'xaxis.range': [r[0], (r[0] + r[1]) / 2]});
+            return (performance.now() - t0) / 1000; }""")
+        browser.close()
+    return report_s, alone, zoom
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=100_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        base, big = Path(tmp) / "real", Path(tmp) / "tiled"
+        real_run(base)
+        n = tile(base, big, args.requests)
+        t0 = time.perf_counter()
+        html = write_report(big)
+        build = time.perf_counter() - t0
+        baseline = Path(tmp) / "plotly_only.html"
+        baseline.write_text(f"<html><head><script>{plotly_js()}</script></head><body><div id=g></div>"
+                            "<script>Plotly.newPlot('g', [{x: [1, 2], y: [1, 2]}])</script></body></html>")
+        drawn, alone, zoom = browser_times(html, baseline)
+        print(f"{'requests':>10} {'build HTML s':>13} {'HTML MB':>8} {'all charts drawn s':>19} "
+              f"{'plotly.js alone s':>18} {'charts cost s':>15} {'timeline zoom s':>16}")
+        print(f"{n:>10,} {build:>13.2f} {html.stat().st_size / 1e6:>8.1f} {drawn:>19.2f} {alone:>18.2f} "
+              f"{drawn - alone:>15.2f} {zoom:>16.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""The HTML report of a real sweep on the sim, opened offline in headless Chromium: every chart
+draws data, a frontier point opens its point, a timeline bar opens its conversation's
+flamegraph at that turn, and the console stays free of errors. Screenshots go to tmp_path."""
+
+import pytest
+
+from agentx.report.html import write_report
+from tests.report.browser import POINT_GRAPHS, assert_every_graph_has_points, chromium_page
+
+
+def test_sweep_report_in_chromium(sweep, tmp_path):
+    path = write_report(sweep)
+    with chromium_page() as page:
+        page.page.goto(path.as_uri())
+        page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 15")
+        frontiers = {f"frontier-{k}" for k in ("total_tok_s_per_gpu", "output_tok_s_per_gpu", "output_tokens_per_usd",
+                                               "output_tok_s_per_mw")}
+        assert_every_graph_has_points(page, POINT_GRAPHS | frontiers)
+        assert page.page.inner_text("#points button.active").startswith("c2")
+        page.page.screenshot(path=tmp_path / "sweep.png", full_page=True)
+
+        # a click on the c6 point of the frontier opens that point
+        fig = page.page.evaluate("""() => document.getElementById('frontier-total_tok_s_per_gpu')._fullData
+            .map((t, i) => [i, t.visible, t.customdata])""")
+        trace, names = next((i, cd) for i, visible, cd in fig if visible is True and "c6" in cd)
+        page.click_point("frontier-total_tok_s_per_gpu", trace, names.index("c6"))
+        page.page.wait_for_function("document.querySelector('#points button.active').textContent.startsWith('c6')")
+        assert page.page.evaluate("location.hash") == "#point=c6"
+        assert_every_graph_has_points(page, POINT_GRAPHS | frontiers)
+
+        # a click on a timeline bar of another conversation opens its flamegraph at that turn
+        shown = page.page.evaluate("document.getElementById('flame').layout.meta.tree")
+        markers = page.page.evaluate("""() => { const data = document.getElementById('fig-timeline')._fullData;
+            const i = data.findIndex(t => t.name === 'request'); return [i, data[i].customdata.map(r => Array.from(r))]; }""")
+        trace, custom = markers
+        embedded = page.page.evaluate("DATA.points[current].flame_trees.map(t => t[0])")
+        j = next(j for j, cd in enumerate(custom) if cd[0] != shown and cd[0] in embedded)
+        tree, node = custom[j][:2]
+        page.click_point("fig-timeline", trace, j)
+        page.page.wait_for_function(f"document.getElementById('flame').layout.meta.tree === {tree}")
+        highlight = page.page.evaluate("document.getElementById('flame').layout.shapes.slice(-1)[0]")
+        nodes = page.page.evaluate("document.getElementById('flame').layout.meta.nodes")
+        assert highlight["line"]["color"] == "#d1495b"
+        assert highlight["y0"] == pytest.approx(nodes.index(node) - 0.5)
+        assert page.page.evaluate("document.getElementById('flame-tree').value") == str(tree)
+        page.page.locator("#flame").screenshot(path=tmp_path / "flamegraph.png")
+        page.page.locator("#fig-timeline").screenshot(path=tmp_path / "timeline.png")
+        page.page.screenshot(path=tmp_path / "point-c6.png", full_page=True)
+
+        # rows by lane: one row per lane of the run
+        page.page.select_option("#timeline-rows", "lane")
+        page.page.wait_for_function("document.getElementById('fig-timeline').layout.title.text.includes('by lane')")
+        ticks = page.page.evaluate("document.getElementById('fig-timeline').layout.yaxis.ticktext")
+        assert ticks == [f"lane {i}" for i in range(6)]
+        assert_every_graph_has_points(page, POINT_GRAPHS | frontiers)
+        page.page.locator("#fig-timeline").screenshot(path=tmp_path / "timeline-lanes.png")
+        assert page.errors == []
+
+
+def test_run_report_in_chromium(sweep, tmp_path):
+    path = write_report(sweep / "c2", tmp_path / "c2.html")
+    with chromium_page() as page:
+        page.page.goto(path.as_uri())
+        page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 11")
+        assert_every_graph_has_points(page, POINT_GRAPHS)
+        hover = page.page.get_attribute("section.summary:not([hidden]) td[title]", "title")
+        assert "first chunk" in hover  # the definition of TTFT, on hover
+        page.page.screenshot(path=tmp_path / "run.png", full_page=True)
+        assert page.errors == []

@@ -1,0 +1,146 @@
+"""Chart builders on a real sweep: every figure carries the run's numbers, not just a shape."""
+
+import base64
+import json
+
+import numpy as np
+import pytest
+
+from agentx.errors import AgentxError
+from agentx.records import read_records
+from agentx.report.flame import flamegraph, tree_sizes
+from agentx.report.html import point_payload, write_report
+from agentx.report.overtime import over_time
+from agentx.report.point import summary_rows, token_histogram
+from agentx.report.rundata import read_run, sweep_folders
+from agentx.report.sweep import TABLE_COLUMNS, frontier_chart, pareto, table_rows
+from agentx.report.timeline import TIME_BINS, request_timeline
+
+
+def test_histograms_count_every_successful_profiling_request(sweep):
+    run = read_run(sweep / "c6")
+    ok = [r for r in read_records(sweep / "c6") if r.phase == "profile" and r.error is None]
+    for which in ("isl", "osl"):
+        bars, fit = token_histogram(run, which)["data"]
+        assert sum(bars["y"]) == len(ok)
+        assert sum(fit["y"]) == pytest.approx(len(ok), rel=0.1)  # the fit's mass over the binned range
+    assert run.result["request_metrics"]["isl"]["n"] == len(ok)
+
+
+def test_over_time_charts_have_data_and_shade_the_warmup(sweep):
+    run = read_run(sweep / "c6")
+    figures = over_time(run)
+    assert set(figures) == {"latency", "queue", "kv", "hit_rate", "sources", "throughput", "lateness"}
+    for name, fig in figures.items():
+        assert fig["data"], name
+        for trace in fig["data"]:
+            assert any(v is not None for v in trace["y"]), (name, trace["name"])
+        shapes = fig["layout"]["shapes"]
+        profile = [r for r in read_records(sweep / "c6") if r.phase == "profile"]
+        assert shapes[0]["x1"] == pytest.approx(min(r.start for r in profile))  # warmup ends where profiling starts
+    grid = figures["queue"]["data"][0]["x"]
+    assert np.allclose(np.diff(grid), 1.0)
+    # the GPU hit rate over time is the server's: its values sit within the run's range
+    gpu = [v for v in next(t for t in figures["hit_rate"]["data"] if t["name"] == "GPU %")["y"] if v is not None]
+    assert 0 <= min(gpu) and max(gpu) <= 100 and max(gpu) > 50
+
+
+def _decoded(typed: dict) -> np.ndarray:
+    a = np.frombuffer(base64.b64decode(typed["bdata"]), "<" + typed["dtype"])
+    return a.reshape([int(n) for n in typed["shape"].split(",")]) if "shape" in typed else a
+
+
+def test_timeline_draws_every_request_and_its_hover(sweep):
+    run = read_run(sweep / "c6")
+    records = read_records(sweep / "c6")
+    for rows in ("conversation", "lane"):
+        fig = request_timeline(run, rows)
+        bars = [t for t in fig["data"] if t["mode"] == "lines"]
+        markers = {t["name"]: t for t in fig["data"] if t["mode"] == "markers"}
+        assert sum(len(_decoded(t["x"])) for t in markers.values()) == len(records)
+        segments = sum(np.isnan(_decoded(t["x"])).sum() for t in bars)  # one NaN after each bar
+        assert segments == 2 * sum(r.error is None for r in records) + sum(r.error is not None for r in records)
+        first = next(r for r in records if r.phase == "profile" and r.error is None)
+        assert _decoded(markers["request"]["customdata"])[0][:3].tolist() == [first.tree, first.node, first.isl]
+    lanes = np.concatenate([_decoded(t["y"]) for t in request_timeline(run, "lane")["data"] if t["mode"] == "markers"])
+    assert sorted(set(lanes.tolist())) == sorted({float(r.lane) for r in records})
+
+
+def test_binned_timeline_counts_requests_in_flight(sweep):
+    run = read_run(sweep / "c6")
+    records = read_records(sweep / "c6")
+    fig = request_timeline(run, "lane", detail_limit=10)
+    heat = fig["data"][0]
+    z = _decoded(heat["z"])
+    step = heat["dx"]
+    assert z.shape[1] == TIME_BINS and fig["layout"]["meta"]["binned"]
+    for b in (0, TIME_BINS // 3, TIME_BINS // 2):  # requests whose [start, end] bins cover bin b
+        inflight = sum(1 for r in records if min(int(r.start // step), TIME_BINS - 1) <= b <= min(int(r.end // step),
+                                                                                                  TIME_BINS - 1))
+        assert np.nansum(z[:, b]) == inflight
+
+
+def test_flamegraph_splits_each_prompt_into_cached_and_uncached(sweep):
+    run = read_run(sweep / "c6")
+    records = read_records(sweep / "c6")
+    sizes = tree_sizes(run)
+    tree = max(sizes, key=sizes.get)
+    fig = flamegraph(run, tree)
+    cached, uncached, output = (t["x"] for t in fig["data"])
+    mine = sorted((r for r in records if r.tree == tree), key=lambda r: (r.node, r.start))
+    assert len(cached) == len(mine) == sizes[tree]
+    assert [c + u for c, u in zip(cached, uncached)] == [r.isl for r in mine]
+    assert cached == [r.cached for r in mine] and output == [r.osl for r in mine]
+    assert fig["layout"]["meta"]["nodes"] == [r.node for r in mine]
+    subagent_streams = {r.stream for r in mine if r.stream != 0}
+    assert len(fig["layout"]["shapes"]) == len(subagent_streams)
+    assert flamegraph(run, 10_000)["data"] == []  # a tree not in the run says so
+
+
+def test_pareto_keeps_the_undominated_points():
+    pts = [(10, 100), (20, 90), (15, 80), (30, 50), (5, 120), (25, 95)]
+    assert pareto(pts, higher_x_better=True) == [4, 0, 5, 3]  # by x
+    assert pareto([(1.0, 5), (2.0, 9), (3.0, 8)], higher_x_better=False) == [0, 1]  # TTFT: lower is better
+
+
+def test_frontier_and_table_of_the_sweep(sweep, tmp_path):
+    runs = [read_run(p) for p in sweep_folders(sweep)]
+    assert [r.name for r in runs] == ["c2", "c6"]
+    results = [(r.name, r.result) for r in runs]
+    fig = frontier_chart(results, "total_tok_s_per_gpu")
+    shown = [t for t in fig["data"] if t["visible"]]
+    ys = sorted(y for t in shown for y in t["y"])
+    assert ys == sorted(r.result["request_metrics"]["throughput"]["total_tok_s_per_gpu"] for r in runs)
+    assert "simulated" in shown[0]["name"] and shown[0]["marker"]["symbol"] == "diamond"
+    rows = table_rows(results)
+    assert [row["concurrency"] for row in rows] == [2, 6] and list(rows[0]) == TABLE_COLUMNS
+    assert rows[1]["ok"] == runs[1].result["requests"]["succeeded"]
+
+
+def test_summary_rows_define_every_figure(sweep):
+    rows = summary_rows(read_run(sweep / "c2").result)
+    assert all(definition for _, definition, _ in rows["distributions"])
+    assert all(definition and value for _, value, definition in rows["figures"])
+    ttft = next(cells for label, _, cells in rows["distributions"] if label == "TTFT ms")
+    p50 = read_run(sweep / "c2").result["request_metrics"]["ttft_s"]["p50"] * 1000
+    assert ttft[0] == f"{p50:,.1f}"
+
+
+def test_report_files_and_json_payload(sweep, tmp_path):
+    path = write_report(sweep)
+    assert path == sweep / "report.html"
+    text = path.read_text()
+    assert "<script src" not in text and "<link" not in text  # nothing fetched: plotly.js is inline
+    assert "Plotly" in text and "c6" in text
+    csv = (sweep / "sweep.csv").read_text().splitlines()
+    assert csv[0].split(",") == TABLE_COLUMNS and len(csv) == 3
+    payload = point_payload(read_run(sweep / "c2"))
+    json.dumps(payload, allow_nan=False)  # NaN would break JSON.parse in the page
+
+
+def test_bad_folders_are_one_line_errors(tmp_path):
+    with pytest.raises(AgentxError, match="neither a run folder"):
+        write_report(tmp_path)
+    (tmp_path / "run.json").write_text("{}")
+    with pytest.raises(AgentxError, match="no result.json"):
+        write_report(tmp_path)
