@@ -38,7 +38,7 @@ def point_payload(run: RunData) -> dict:
     trees = sorted(sizes, key=lambda t: (-sizes[t], t))[:FLAME_TREES]
     figures = {"isl": token_histogram(run, "isl"), "osl": token_histogram(run, "osl"), **over_time(run),
                "timeline": request_timeline(run)}
-    return {"name": run.name, "figures": figures, "timeline_lane": request_timeline(run, "lane"),
+    return {"name": run.path.name, "figures": figures, "timeline_lane": request_timeline(run, "lane"),
             "flames": {str(t): flamegraph(run, t) for t in trees},
             "flame_trees": [[t, f"tree {t}: {run.columns['session'][int((run.columns['tree'] == t).argmax())]} "
                                 f"({sizes[t]} requests)"] for t in trees]}
@@ -58,7 +58,7 @@ def render(title: str, runs: list[RunData], frontier: list[tuple[str, dict]] | N
     there are no points, followed by `empty_hint`; `csv` names the table's CSV beside the file."""
     data = {"points": [point_payload(run) for run in runs], "links": links or {},
             "frontiers": {k: frontier_chart(frontier, k) for k in Y_METRICS} if frontier else {}}
-    points = [{"name": run.name, "deployment": deployment(run.result), "summary": summary_rows(run.result),
+    points = [{"name": run.path.name, "deployment": deployment(run.result), "summary": summary_rows(run.result),
                "identity": run.result["identity"], "command": run.info.get("command", "")} for run in runs]
     return _environment().get_template("report.html.j2").render(
         title=title, points=points, sweep_rows=table, frontier_ids=list(data["frontiers"]), nav=nav or [],
@@ -75,7 +75,7 @@ def write_report(path: Path, out: Path | None = None) -> Path:
         page = render(f"agentx run report: {path.resolve().name}", [read_run(path)])
     else:
         runs = [read_run(p) for p in sweep_folders(path)]
-        results = [(run.name, run.result) for run in runs]
+        results = [(run.path.name, run.result) for run in runs]
         rows = write_csv(table_rows(results), path / "sweep.csv")
         page = render(f"agentx sweep report: {path.resolve().name}", runs, results, rows, csv="sweep.csv")
     out.write_text(page, encoding="utf-8")

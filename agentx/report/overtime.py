@@ -214,7 +214,7 @@ def lateness_over_time(tl: Timeline) -> dict:
     sent = np.isfinite(c["planned"]) & np.isfinite(c["start"])
     if not sent.any():
         return empty("Client dispatch lateness", "no request was sent")
-    scale = tl.run.settings.get("clock_scale") or 1.0
+    scale = tl.run.info.get("settings", {}).get("clock_scale") or 1.0
     late = (c["start"][sent] - c["planned"][sent]) * 1000 / scale
     data = [tl.line(tl.trailing(c["start"][sent], late, 50), "p50 ms"),
             tl.line(tl.trailing(c["start"][sent], late, 99), "p99 ms", dash="dot")]

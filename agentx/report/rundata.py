@@ -26,14 +26,6 @@ class RunData:
     columns: dict  # record field -> numpy array, or list for strings
     series: list[dict]  # server_metrics.jsonl rows
 
-    @property
-    def name(self) -> str:
-        return self.path.name
-
-    @property
-    def settings(self) -> dict:
-        return self.info.get("settings", {})
-
 
 def is_run_folder(path: Path) -> bool:
     return (path / "run.json").is_file()

@@ -105,8 +105,8 @@ def test_pareto_keeps_the_undominated_points():
 
 def test_frontier_and_table_of_the_sweep(sweep, tmp_path):
     runs = [read_run(p) for p in sweep_folders(sweep)]
-    assert [r.name for r in runs] == ["c2", "c6"]
-    results = [(r.name, r.result) for r in runs]
+    assert [r.path.name for r in runs] == ["c2", "c6"]
+    results = [(r.path.name, r.result) for r in runs]
     fig = frontier_chart(results, "total_tok_s_per_gpu")
     shown = [t for t in fig["data"] if t["visible"]]
     ys = sorted(y for t in shown for y in t["y"])
