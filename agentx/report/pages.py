@@ -57,4 +57,4 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
         siblings = rows(select(points.c.id, points.c.concurrency).where(points.c.deployment_id == deployment)
                         .where(points.c.status == "ok").order_by(points.c.concurrency, points.c.id))
         nav = [("frontier", "/")] + [(f"c{c} (point {i})", f"/points/{i}") for i, c in siblings if i != point_id]
-        return render(f"agentx point {point_id}: {run.name}", [run], plotly_src=PLOTLY, nav=nav)
+        return render(f"agentx point {point_id}: {run.path.name}", [run], plotly_src=PLOTLY, nav=nav)
