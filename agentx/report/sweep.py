@@ -111,7 +111,7 @@ def frontier_chart(results: list[tuple[str, dict]], y_key: str) -> dict:
 def table_rows(results: list[tuple[str, dict]]) -> list[dict]:
     rows = []
     for name, r in results:
-        rm, sm = r["request_metrics"], r["server_metrics"]
+        rm, sm = r["request_metrics"], r.get("server_metrics", {})  # an imported point may lack sections
         tp, cache = rm.get("throughput", {}), rm.get("cache", {})
         ttft = rm.get("ttft_s") or {}
         ms = lambda v: None if v is None else round(v * 1000, 1)  # noqa: E731
@@ -119,14 +119,14 @@ def table_rows(results: list[tuple[str, dict]]) -> list[dict]:
         rnd = lambda v, n=1: None if v is None else round(v, n)  # noqa: E731
         rows.append({
             "run": name, "concurrency": r["identity"].get("concurrency"), "deployment": deployment(r),
-            "ok": r["requests"]["succeeded"], "total_tok_s": rnd(tp.get("total_tok_s")),
+            "ok": r.get("requests", {}).get("succeeded"), "total_tok_s": rnd(tp.get("total_tok_s")),
             "output_tok_s": rnd(tp.get("output_tok_s")), "total_tok_s_per_gpu": rnd(tp.get("total_tok_s_per_gpu")),
             "ttft_p50_ms": ms(ttft.get("p50")), "ttft_p90_ms": ms(ttft.get("p90")),
             "interactivity_p50": rnd((rm.get("interactivity_tok_s") or {}).get("p50")),
             "e2e_norm_interactivity_p90": rnd((rm.get("e2e_normalized_interactivity_tok_s") or {}).get("p90")),
             "theoretical_hit_pct": pct(cache.get("theoretical_hit_rate")), "server_hit_pct": pct(sm.get("prefix_hit_rate")),
             "usd_per_m_output_tokens": rnd(tp.get("usd_per_m_output_tokens"), 2),
-            "valid": "yes" if r["validity"]["valid"] else "no",
+            "valid": {True: "yes", False: "no"}.get(r.get("validity", {}).get("valid"), "-"),
         })
     return rows
 
