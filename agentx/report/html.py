@@ -15,7 +15,7 @@ from agentx.report.flame import flamegraph, tree_sizes
 from agentx.report.overtime import over_time
 from agentx.report.point import summary_rows, token_histogram
 from agentx.report.rundata import RunData, is_run_folder, read_run, sweep_folders
-from agentx.report.sweep import Y_METRICS, deployment, frontier_chart, table_rows, write_csv
+from agentx.report.sweep import X_METRICS, Y_METRICS, deployment, frontier_chart, table_rows, write_csv
 from agentx.report.timeline import request_timeline
 
 FLAME_TREES = 60  # flamegraphs embedded per point (the trees with the most requests)
@@ -57,11 +57,13 @@ def render(title: str, runs: list[RunData], frontier: list[tuple[str, dict]] | N
     page; `nav` lists (label, URL) of related pages (a point's siblings); an empty `table` says
     there are no points, followed by `empty_hint`; `csv` names the table's CSV beside the file."""
     data = {"points": [point_payload(run) for run in runs], "links": links or {},
-            "frontiers": {k: frontier_chart(frontier, k) for k in Y_METRICS} if frontier else {}}
+            "frontiers": {y: [frontier_chart(frontier, y, x) for x in range(len(X_METRICS))] for y in Y_METRICS}
+            if frontier else {}}
     points = [{"name": run.path.name, "deployment": deployment(run.result), "summary": summary_rows(run.result),
                "identity": run.result["identity"], "command": run.info.get("command", "")} for run in runs]
     return _environment().get_template("report.html.j2").render(
         title=title, points=points, sweep_rows=table, frontier_ids=list(data["frontiers"]), nav=nav or [],
+        x_labels=[x[0] for x in X_METRICS],
         empty_hint=empty_hint, csv=csv, links=bool(links),
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), plotly_src=plotly_src,
         plotly_js=None if plotly_src else plotly_js(), data_json=_json_for_script(data))

@@ -60,52 +60,45 @@ def pareto(points: list[tuple[float, float]], higher_x_better: bool) -> list[int
     return sorted(keep, key=lambda i: points[i][0])
 
 
-def frontier_chart(results: list[tuple[str, dict]], y_key: str) -> dict:
-    """Points of every run, a frontier curve per deployment, x chosen by a dropdown, an
-    "optimal only" toggle; simulated points are diamonds, KV-offload points ringed."""
-    title = f"{Y_METRICS[y_key]} vs interactivity"
+def frontier_chart(results: list[tuple[str, dict]], y_key: str, x_index: int = 0) -> dict:
+    """Points of every run against X_METRICS[x_index], a frontier curve per deployment, an
+    "optimal only" toggle; simulated points are diamonds, KV-offload points ringed. A trace's
+    customdata holds the point names (what a click opens)."""
+    x_label, section, pct, higher = X_METRICS[x_index]
+    title = f"{Y_METRICS[y_key]} vs {x_label}"
     groups: dict[str, list[tuple[str, dict]]] = {}
     for name, r in results:
-        if y_value(r, y_key) is not None:
+        if y_value(r, y_key) is not None and x_value(r, section, pct) is not None:
             groups.setdefault(deployment(r), []).append((name, r))
     if not groups:
-        return empty(title, "no point has this figure (set --gpus and --hardware for per-GPU, cost and power)")
-    data, masks, dominated = [], [], []
-    for xi, (x_label, section, pct, higher) in enumerate(X_METRICS):
-        for dep, runs in groups.items():
-            pts = [(x_value(r, section, pct), y_value(r, y_key), name, r) for name, r in runs]
-            pts = [p for p in pts if p[0] is not None]
-            front = set(pareto([(p[0], p[1]) for p in pts], higher))
-            sim = runs[0][1]["identity"].get("engine") == "agentx-sim"
-            offload = bool(runs[0][1]["identity"].get("kv_offload"))
-            marker = {"size": 10, "symbol": "diamond" if sim else "circle",
-                      "line": {"width": 3 if offload else 0, "color": "#222"}}
-            legend = dep + (" (simulated)" if sim else "")
-            base = {"type": "scatter", "legendgroup": dep, "visible": xi == 0,
-                    "hovertemplate": "%{text}: x %{x:.3~g}, y %{y:,.4~g}<extra>%{fullData.name}</extra>"}
-            front_pts = sorted((p for k, p in enumerate(pts) if k in front), key=lambda p: p[0])
-            others = [p for k, p in enumerate(pts) if k not in front]
-            for trace_pts, mode, is_front in ((front_pts, "lines+markers+text", True), (others, "markers+text", False)):
-                data.append({**base, "mode": mode, "x": [p[0] for p in trace_pts], "y": [p[1] for p in trace_pts],
-                             "text": [f"c{p[3]['identity'].get('concurrency')}" for p in trace_pts],
-                             "customdata": [p[2] for p in trace_pts], "textposition": "top center",
-                             "name": legend if is_front else f"{legend}: off the frontier", "marker": marker,
-                             "showlegend": xi == 0, "line": {"shape": "linear"}})
-                masks.append(xi)
-                dominated.append(not is_front)
-    x_buttons = [{"label": label, "method": "update",
-                  "args": [{"visible": [m == xi for m in masks], "showlegend": [m == xi for m in masks]},
-                           {"xaxis.title.text": label, "xaxis.autorange": True}]}
-                 for xi, (label, *_rest) in enumerate(X_METRICS)]
-    off = [i for i, d in enumerate(dominated) if d]
-    toggle = [{"label": "all points", "method": "restyle", "args": [{"opacity": 1}, off]},
-              {"label": "optimal only", "method": "restyle", "args": [{"opacity": 0}, off]}]
-    menus = [{"buttons": x_buttons, "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom", "font": {"size": 10}},
-             {"type": "buttons", "buttons": toggle, "direction": "right", "x": 1, "xanchor": "right", "y": 1.02,
-              "yanchor": "bottom", "font": {"size": 10}}]
-    fig = figure(data, title, X_METRICS[0][0], Y_METRICS[y_key], updatemenus=menus, height=440, margin={"t": 90})
-    fig["layout"]["title"]["y"] = 0.97
-    return fig
+        return empty(title, "no point has these figures (set --gpus and --hardware for per-GPU, cost and power)")
+    data, off = [], []
+    for dep, runs in groups.items():
+        pts = [(x_value(r, section, pct), y_value(r, y_key), name, r) for name, r in runs]
+        front = set(pareto([(p[0], p[1]) for p in pts], higher))
+        identity = runs[0][1]["identity"]
+        sim = identity.get("engine") == "agentx-sim"
+        marker = {"size": 10, "symbol": "diamond" if sim else "circle",
+                  "line": {"width": 3 if identity.get("kv_offload") else 0, "color": "#222"}}
+        legend = dep + (" (simulated)" if sim else "")
+        front_pts = sorted((p for k, p in enumerate(pts) if k in front), key=lambda p: p[0])
+        others = [p for k, p in enumerate(pts) if k not in front]
+        for trace_pts, is_front in ((front_pts, True), (others, False)):
+            if not trace_pts:
+                continue
+            off += [] if is_front else [len(data)]
+            data.append({"type": "scatter", "mode": "lines+markers+text" if is_front else "markers+text",
+                         "x": [p[0] for p in trace_pts], "y": [p[1] for p in trace_pts],
+                         "text": [f"c{p[3]['identity'].get('concurrency')}" for p in trace_pts],
+                         "customdata": [p[2] for p in trace_pts], "textposition": "top center",
+                         "name": legend if is_front else f"{legend}: off the frontier", "legendgroup": dep,
+                         "showlegend": is_front, "marker": marker,
+                         "hovertemplate": "%{text}: x %{x:.3~g}, y %{y:,.4~g}<extra>%{fullData.name}</extra>"})
+    toggle = [{"label": "all points", "method": "restyle", "args": [{"visible": True}, off]},
+              {"label": "optimal only", "method": "restyle", "args": [{"visible": False}, off]}]
+    menus = [{"type": "buttons", "buttons": toggle, "direction": "right", "x": 1, "xanchor": "right", "y": 1.02,
+              "yanchor": "bottom", "font": {"size": 10}}] if off else []
+    return figure(data, title, x_label, Y_METRICS[y_key], updatemenus=menus, height=440, margin={"t": 70})
 
 
 def table_rows(results: list[tuple[str, dict]]) -> list[dict]:

@@ -26,6 +26,10 @@ def test_sweep_report_in_chromium(sweep, tmp_path):
         page.click_point("frontier-total_tok_s_per_gpu", trace, names.index("c6"))
         page.page.wait_for_function("document.querySelector('#points button.active').textContent.startsWith('c6')")
         assert page.page.evaluate("location.hash") == "#point=c6"
+        page.page.select_option("#frontier-x", "4")  # p90 TTFT: every frontier redrawn, the view in the URL
+        page.page.wait_for_function("document.getElementById('frontier-output_tok_s_per_mw').layout.xaxis.title.text"
+                                    " === 'p90 TTFT s'")
+        assert page.page.evaluate("location.hash") == "#point=c6&x=4"
         assert_every_graph_has_points(page, POINT_GRAPHS | frontiers)
 
         # a click on a timeline bar of another conversation opens its flamegraph at that turn

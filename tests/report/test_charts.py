@@ -13,7 +13,7 @@ from agentx.report.html import point_payload, write_report
 from agentx.report.overtime import over_time
 from agentx.report.point import summary_rows, token_histogram
 from agentx.report.rundata import read_run, sweep_folders
-from agentx.report.sweep import TABLE_COLUMNS, frontier_chart, pareto, table_rows
+from agentx.report.sweep import TABLE_COLUMNS, X_METRICS, frontier_chart, pareto, table_rows
 from agentx.report.timeline import TIME_BINS, request_timeline
 
 
@@ -108,10 +108,13 @@ def test_frontier_and_table_of_the_sweep(sweep, tmp_path):
     assert [r.path.name for r in runs] == ["c2", "c6"]
     results = [(r.path.name, r.result) for r in runs]
     fig = frontier_chart(results, "total_tok_s_per_gpu")
-    shown = [t for t in fig["data"] if t["visible"]]
-    ys = sorted(y for t in shown for y in t["y"])
+    ys = sorted(y for t in fig["data"] for y in t["y"])
     assert ys == sorted(r.result["request_metrics"]["throughput"]["total_tok_s_per_gpu"] for r in runs)
-    assert "simulated" in shown[0]["name"] and shown[0]["marker"]["symbol"] == "diamond"
+    assert "simulated" in fig["data"][0]["name"] and fig["data"][0]["marker"]["symbol"] == "diamond"
+    ttft = frontier_chart(results, "total_tok_s_per_gpu", X_METRICS.index(next(x for x in X_METRICS
+                                                                                 if x[0] == "p90 TTFT s")))
+    xs = sorted(x for t in ttft["data"] for x in t["x"])
+    assert xs == sorted(r.result["request_metrics"]["ttft_s"]["p90"] for r in runs)
     rows = table_rows(results)
     assert [row["concurrency"] for row in rows] == [2, 6] and list(rows[0]) == TABLE_COLUMNS
     assert rows[1]["ok"] == runs[1].result["requests"]["succeeded"]
