@@ -32,7 +32,7 @@ from agentx.engine.launch import sim_server
 from agentx.replay.driver import bench
 from agentx.replay.folder import report
 from agentx.replay.settings import BenchSettings
-from agentx.records import read_records
+from agentx.records import read_records, write_parquet
 from agentx.report.html import plotly_js, write_report
 from agentx.traces.load import load_sessions
 
@@ -64,6 +64,7 @@ def tile(src: Path, dst: Path, n: int) -> int:
                                         end=r.end + shift, planned=r.planned + shift) for r in records[: n - len(out)]]
         k += 1
     (dst / "records.jsonl").write_bytes(b"\n".join(msgspec.json.encode(r) for r in out) + b"\n")
+    write_parquet(out, dst)  # as a finished run has
     report(dst)
     return len(out)
 
