@@ -87,7 +87,7 @@ def frontier_chart(results: list[tuple[str, dict]], y_key: str, x_index: int = 0
             if not trace_pts:
                 continue
             off += [] if is_front else [len(data)]
-            data.append({"type": "scatter", "mode": "lines+markers+text" if is_front else "markers+text",
+            data.append({"type": "scatter", "mode": "lines+markers+text" if is_front else "markers",  # label the curve
                          "x": [p[0] for p in trace_pts], "y": [p[1] for p in trace_pts],
                          "text": [f"c{p[3]['identity'].get('concurrency')}" for p in trace_pts],
                          "customdata": [p[2] for p in trace_pts], "textposition": "top center",
