@@ -87,7 +87,7 @@ def frontier_chart(results: list[tuple[str, dict]], y_key: str, x_index: int = 0
             if not trace_pts:
                 continue
             off += [] if is_front else [len(data)]
-            data.append({"type": "scatter", "mode": "lines+markers+text" if is_front else "markers",  # label the curve
+            data.append({"type": "scatter", "mode": "lines+markers+text" if is_front else "markers",
                          "x": [p[0] for p in trace_pts], "y": [p[1] for p in trace_pts],
                          "text": [f"c{p[3]['identity'].get('concurrency')}" for p in trace_pts],
                          "customdata": [p[2] for p in trace_pts], "textposition": "top center",
@@ -117,7 +117,8 @@ def table_rows(results: list[tuple[str, dict]]) -> list[dict]:
             "ttft_p50_ms": ms(ttft.get("p50")), "ttft_p90_ms": ms(ttft.get("p90")),
             "interactivity_p50": rnd((rm.get("interactivity_tok_s") or {}).get("p50")),
             "e2e_norm_interactivity_p90": rnd((rm.get("e2e_normalized_interactivity_tok_s") or {}).get("p90")),
-            "theoretical_hit_pct": pct(cache.get("theoretical_hit_rate")), "server_hit_pct": pct(sm.get("prefix_hit_rate")),
+            "theoretical_hit_pct": pct(cache.get("theoretical_hit_rate")),
+            "server_hit_pct": pct(sm.get("prefix_hit_rate")),
             "usd_per_m_output_tokens": rnd(tp.get("usd_per_m_output_tokens"), 2),
             "valid": {True: "yes", False: "no"}.get(r.get("validity", {}).get("valid"), "-"),
         })
