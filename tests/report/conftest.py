@@ -20,6 +20,6 @@ def sweep(tmp_path_factory):
     with sim_server("--speed", str(SPEED)) as url:
         for n in LEVELS:
             bench(BenchSettings.build(url=url, concurrency=n, duration=240, out=str(out / f"c{n}"), clock_scale=SPEED,
-                                      gpus=8, hardware="H200", engine="agentx-sim", warmup_requests_per_lane=3,
-                                      grace=10), sessions)
+                                      gpus=8, hardware="H200", engine="agentx-sim", dataset="weka sample",
+                                      warmup_requests_per_lane=3, grace=10), sessions)
     return out
