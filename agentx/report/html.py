@@ -27,7 +27,8 @@ def plotly_js() -> str:
     return files("plotly").joinpath("package_data", "plotly.min.js").read_text(encoding="utf-8")
 
 
-def _environment() -> jinja2.Environment:
+def templates() -> jinja2.Environment:
+    """The package's Jinja2 templates (autoescaped)."""
     return jinja2.Environment(loader=jinja2.PackageLoader("agentx.report", "templates"),
                               autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
 
@@ -44,7 +45,8 @@ def point_payload(run: RunData) -> dict:
                                 f"({sizes[t]} requests)"] for t in trees]}
 
 
-def _json_for_script(data) -> str:
+def script_json(data) -> str:
+    """`data` as JSON safe inside a <script> element (no NaN, no closing tag)."""
     return json.dumps(data, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
 
 
@@ -61,12 +63,12 @@ def render(title: str, runs: list[RunData], frontier: list[tuple[str, dict]] | N
             if frontier else {}}
     points = [{"name": run.path.name, "deployment": deployment(run.result), "summary": summary_rows(run.result),
                "identity": run.result["identity"], "command": run.info.get("command", "")} for run in runs]
-    return _environment().get_template("report.html.j2").render(
+    return templates().get_template("report.html.j2").render(
         title=title, points=points, sweep_rows=table, frontier_ids=list(data["frontiers"]), nav=nav or [],
         x_labels=[x[0] for x in X_METRICS],
         empty_hint=empty_hint, csv=csv, links=bool(links),
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), plotly_src=plotly_src,
-        plotly_js=None if plotly_src else plotly_js(), data_json=_json_for_script(data))
+        plotly_js=None if plotly_src else plotly_js(), data_json=script_json(data))
 
 
 def write_report(path: Path, out: Path | None = None) -> Path:
