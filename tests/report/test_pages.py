@@ -76,3 +76,21 @@ def test_filters_and_missing_points(dashboard):
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(dashboard + "/points/999", timeout=5)
     assert e.value.code == 404
+
+
+def test_dataset_explorer_to_conversation_flamegraph(dashboard, tmp_path):
+    with chromium_page(allow=dashboard) as page:
+        page.page.goto(dashboard + "/")
+        page.page.click("#related a[href^='/datasets/']")
+        page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 5")
+        assert_every_graph_has_points(page, {"fig-isl", "fig-osl", "fig-turns", "fig-subagents", "fig-hit"})
+        rows = page.page.locator("#rows tr").count() - 1
+        assert rows >= 5  # the conversations the two runs replayed
+        page.page.screenshot(path=tmp_path / "dataset.png", full_page=True)
+        session = page.page.inner_text("#rows tr:nth-child(2) td:first-child")
+        page.page.click("#rows tr:nth-child(2) a")
+        page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 1")
+        assert_every_graph_has_points(page, {"fig-flame"})
+        assert session in page.page.inner_text("h1")
+        page.page.screenshot(path=tmp_path / "conversation.png", full_page=True)
+        assert page.errors == []
