@@ -41,6 +41,35 @@ def db_import_cmd(
         console.print(f"{done.path}: {state} point {done.point_id}", highlight=False)
 
 
+@db_app.command("points")
+def db_points_cmd(
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    model: Optional[str] = typer.Option(None, "--model"), hardware: Optional[str] = typer.Option(None, "--hardware"),
+    engine: Optional[str] = typer.Option(None, "--engine"), dataset: Optional[str] = typer.Option(None, "--dataset"),
+):
+    """List the stored points (ids for `export-inferencex` and the API)."""
+    from sqlalchemy import select
+
+    from agentx.results.query import Filters, filtered
+    from agentx.results.schema import deployments, points
+
+    q = filtered(select(points.c.id, points.c.status, points.c.source, deployments.c.model, deployments.c.hardware,
+                        deployments.c.engine, points.c.concurrency, points.c.tput_per_gpu,
+                        points.c.p90_e2e_norm_intvty, points.c.valid, points.c.started_at)
+                 .join(deployments, points.c.deployment_id == deployments.c.id),
+                 Filters(model=model, hardware=hardware, engine=engine, dataset=dataset))
+    with _engine(db).connect() as conn:
+        rows = conn.execute(q.order_by(points.c.id)).all()
+    fmt = lambda v, f: "-" if v is None else f.format(v)  # noqa: E731
+    print(f"{'point':>6} {'status':<7} {'source':<7} {'hardware':<9} {'engine':<16} {'lanes':>5} {'tok/s/GPU':>10} "
+          f"{'E2E-norm p90':>12} {'valid':<6} {'started':<17} model")
+    for r in rows:
+        print(f"{r.id:>6} {r.status:<7} {r.source:<7} {r.hardware or '-':<9} {r.engine or '-':<16} "
+              f"{fmt(r.concurrency, '{}'):>5} {fmt(r.tput_per_gpu, '{:,.1f}'):>10} "
+              f"{fmt(r.p90_e2e_norm_intvty, '{:,.2f}'):>12} {fmt(r.valid, '{}'):<6} {(r.started_at or '-')[:16]:<17} "
+              f"{r.model or '-'}")
+
+
 @db_app.command("import-aiperf")
 def db_import_aiperf_cmd(
     artifact_dir: Path = typer.Argument(..., help="An AIPerf artifact folder (profile_export.jsonl, "

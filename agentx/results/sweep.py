@@ -109,15 +109,13 @@ def _point(engine, recipe: Recipe, dep: Deployment, sessions, url: str, folder: 
         aside.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(folder), aside)
         say(f"{dep.name}: c{n} was interrupted; its files are in {aside}; running it again")
-    labels = msgspec.to_builtins(dep.labels)
+    labels = _labels(dep)
     clock_scale = dep.clock_scale or (float(dep.sim.get("speed", 1.0)) if dep.sim else 1.0)
     ds = recipe.dataset
     options = {k: tuple(v) if isinstance(v, list) else v for k, v in recipe.bench.items()}
     settings = BenchSettings.build(
         url=url, concurrency=n, duration=recipe.duration, out=str(folder), seed=recipe.seed, model=labels.get("model"),
-        gpus=labels.get("gpus") or (int(dep.sim.get("gpus", 8)) if dep.sim else None),
-        hardware=labels.get("hardware") or (str(dep.sim.get("hardware", "H200")) if dep.sim else None),
-        engine=labels.get("engine") or ("agentx-sim" if dep.sim else None), clock_scale=clock_scale,
+        gpus=labels.get("gpus"), hardware=labels.get("hardware"), engine=labels.get("engine"), clock_scale=clock_scale,
         scenario=ds.scenario, variant=ds.max_context,
         dataset=ds.scenario or (", ".join(ds.traces) if ds.traces else "bundled WEKA sample"), **options)
     say(f"{dep.name}: concurrency {n}, {recipe.duration:g} s profiling -> {folder}")
@@ -130,6 +128,16 @@ def _point(engine, recipe: Recipe, dep: Deployment, sessions, url: str, folder: 
     return "ok"
 
 
+def _labels(dep: Deployment) -> dict:
+    """The recipe's labels; a `sim` target's GPUs, hardware and engine default to the sim's."""
+    labels = msgspec.to_builtins(dep.labels)
+    if dep.sim:
+        labels.setdefault("gpus", int(dep.sim.get("gpus", 8)))
+        labels.setdefault("hardware", str(dep.sim.get("hardware", "H200")))
+        labels.setdefault("engine", "agentx-sim")
+    return labels
+
+
 def _label(folder: Path, result: dict, labels: dict) -> None:
     """The recipe's labels join the result point's identity (result.json is rewritten with them)."""
     result["identity"].update({k: v for k, v in labels.items() if v is not None})
@@ -137,11 +145,7 @@ def _label(folder: Path, result: dict, labels: dict) -> None:
 
 
 def _failed(engine, recipe: Recipe, dep: Deployment, n: int, fp: str, sweep_id: int, failure: str) -> None:
-    labels = msgspec.to_builtins(dep.labels)
-    if dep.sim:
-        labels.setdefault("hardware", str(dep.sim.get("hardware", "H200")))
-        labels.setdefault("engine", "agentx-sim")
-    identity = {**labels, "concurrency": n}
+    identity = {**_labels(dep), "concurrency": n}
     row = {"run_id": f"failed-{uuid.uuid4().hex[:12]}", "source": "agentx", "status": "failed", "failure": failure,
            "concurrency": n, "started_at": now(), "sweep_id": sweep_id, "fingerprint": fp,
            "settings": json.dumps(identity)}

@@ -27,6 +27,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+_server = None  # the URL of the running cluster, while the `postgres` fixture holds it
+
+
+def _postgres_url() -> str:
+    assert _server is not None, "request the postgres fixture first"
+    return _server
+
+
 @pytest.fixture(scope="session")
 def postgres():
     """The URL of a PostgreSQL 15 cluster in a temp folder (as the postgres user when root), stopped after."""
@@ -46,9 +54,12 @@ def postgres():
     run(PG_BIN / "initdb", "-A", "trust", "-U", "postgres", "-D", data)
     run(PG_BIN / "pg_ctl", "-D", data, "-l", folder / "log", "-w", "-o",
         f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+    global _server
+    _server = f"postgresql://postgres@127.0.0.1:{port}"
     try:
-        yield f"postgresql://postgres@127.0.0.1:{port}"
+        yield _server
     finally:
+        _server = None
         run(PG_BIN / "pg_ctl", "-D", data, "-m", "fast", "-w", "stop")
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -56,19 +67,30 @@ def postgres():
 _databases = count()
 
 
+@pytest.fixture(scope="session")
+def new_database(tmp_path_factory):
+    """A factory of fresh, empty results database URLs: new_database("sqlite" | "postgresql")."""
+    def create(kind: str) -> str:
+        if kind == "sqlite":
+            return f"sqlite:///{tmp_path_factory.mktemp('db') / 'results.db'}"
+        server = _postgres_url()
+        name = f"agentx_{next(_databases)}"
+        admin = create_engine(server.replace("postgresql://", "postgresql+psycopg://") + "/postgres",
+                              isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f"CREATE DATABASE {name}"))
+        admin.dispose()
+        return f"{server}/{name}"
+
+    return create
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request, tmp_path):
+def db_url(request, new_database):
     """A fresh, empty results database on each backend."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'results.db'}"
-    server = request.getfixturevalue("postgres")
-    name = f"agentx_{next(_databases)}"
-    admin = create_engine(server.replace("postgresql://", "postgresql+psycopg://") + "/postgres",
-                          isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f"CREATE DATABASE {name}"))
-    admin.dispose()
-    return f"{server}/{name}"
+    if request.param == "postgresql":
+        request.getfixturevalue("postgres")
+    return new_database(request.param)
 
 
 def bench_cli(url: str, out: Path, concurrency: str, *extra: str) -> None:

@@ -17,9 +17,11 @@ TOKEN = "s3cret-token"
 V1 = "/api/v1"
 
 
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory, sweep_dir):
-    engine = connect(f"sqlite:///{tmp_path_factory.mktemp('api') / 'r.db'}")
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def engine(request, new_database, sweep_dir):
+    if request.param == "postgresql":
+        request.getfixturevalue("postgres")
+    engine = connect(new_database(request.param))
     import_paths(engine, [sweep_dir])
     return engine
 

@@ -132,6 +132,9 @@ def test_cli_default_database_is_announced(tmp_path, sweep_dir):
     default = tmp_path / "data" / "agentx" / "results.db"
     assert f"creating {default}" in first.stderr and default.exists()
     assert "stored as point 1" in first.stdout and "stored as point 2" in first.stdout
+    listed = subprocess.run([sys.executable, "-m", "agentx.cli", "db", "points", "--hardware", "H200"],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert listed.returncode == 0 and listed.stdout.count("agentx-sim") == 2, listed.stdout
     second = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
     assert "creating" not in second.stderr and "already stored as point 1" in second.stdout
     bad = subprocess.run([sys.executable, "-m", "agentx.cli", "db", "import", str(sweep_dir), "--db", "nosuch://x"],
