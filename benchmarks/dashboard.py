@@ -7,6 +7,9 @@ requests and grid seconds, not on their values. Prints the time to build the HTM
 time from navigation until every chart is drawn, the same for a page holding only the inlined
 plotly.js (compiling 4.8 MB of script, the floor of any self-contained page), and the time of a
 zoom on the timeline. Past 20k requests the timeline is binned (agentx/report/timeline.py).
+Then the same point and --points more (benchmarks/results.py's fill) go into a database served by
+`agentx serve`, and the dashboard's frontier and point pages are timed: first visit, and again
+with plotly.js in the browser's cache.
 
     python benchmarks/dashboard.py [--requests 100000]
 """
@@ -15,8 +18,12 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import socket
+import subprocess
+import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import msgspec
@@ -87,9 +94,61 @@ def browser_times(path: Path, baseline: Path) -> tuple[float, float, float]:
     return report_s, alone, zoom
 
 
+def served_times(run: Path, points: int, db: Path) -> list[tuple[str, float, float]]:
+    """Seconds until the frontier and the point page have drawn every chart under `agentx serve`."""
+    from playwright.sync_api import sync_playwright
+
+    from agentx.results.db import connect
+    from agentx.results.importer import import_run
+    from results import fill_points  # benchmarks/results.py
+
+    engine = connect(f"sqlite:///{db}")
+    point = import_run(engine, run).point_id
+    fill_points(engine, points)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([sys.executable, "-m", "agentx.cli", "serve", "--db", str(db), "--port", str(port),
+                               "--read-only"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(url + "/api/v1/deployments", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        pages = [(f"frontier, {points + 1:,} points", url + "/", 4),
+                 (f"point page, {read_records(run).__len__():,} requests", f"{url}/points/{point}", 11)]
+        out = []
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            for name, page_url, charts in pages:
+                context = browser.new_context(viewport={"width": 1400, "height": 900})
+                page = context.new_page()
+                first = _drawn(page, page_url, charts)
+                again = _drawn(context.new_page(), page_url, charts)  # same context: plotly.js cached
+                out.append((name, first, again))
+                context.close()
+            browser.close()
+        return out
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def _drawn(page, url: str, charts: int) -> float:
+    page.goto(url, wait_until="commit")
+    page.wait_for_function(f"""() => {{ const g = document.querySelectorAll('.js-plotly-plot');
+        return g.length >= {charts} && [...g].every(d => d._fullLayout && d.data.length); }}""",
+                           polling=20, timeout=120_000)
+    return page.evaluate("performance.now()") / 1000
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=100_000)
+    parser.add_argument("--points", type=int, default=1000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base, big = Path(tmp) / "real", Path(tmp) / "tiled"
@@ -106,6 +165,10 @@ def main() -> None:
               f"{'plotly.js alone s':>18} {'charts cost s':>15} {'timeline zoom s':>16}")
         print(f"{n:>10,} {build:>13.2f} {html.stat().st_size / 1e6:>8.1f} {drawn:>19.2f} {alone:>18.2f} "
               f"{drawn - alone:>15.2f} {zoom:>16.2f}")
+        served = served_times(big, args.points, Path(tmp) / "results.db")
+        print(f"\n{'served page':<42} {'first visit s':>14} {'plotly.js cached s':>19}")
+        for name, first, again in served:
+            print(f"{name:<42} {first:>14.2f} {again:>19.2f}")
 
 
 if __name__ == "__main__":

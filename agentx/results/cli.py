@@ -150,10 +150,13 @@ def serve_cmd(
     """The results REST API (OpenAPI at /openapi.json), served by uvicorn."""
     import uvicorn
 
+    from agentx.report.pages import add_pages
     from agentx.results.api import create_app, check_exposure
 
     check_exposure(host, token, read_only)
-    app = create_app(_engine(db), token=token, writable=not read_only, upload_dir=upload_dir)
+    engine = _engine(db)
+    app = create_app(engine, token=token, writable=not read_only, upload_dir=upload_dir)
+    add_pages(app, engine)
     console.print(f"agentx results API listening on http://{host}:{port} (OpenAPI: /openapi.json)", highlight=False)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 

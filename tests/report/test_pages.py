@@ -1,0 +1,96 @@
+"""The dashboard served by `agentx serve` on a database holding a real sweep on the sim, opened in
+headless Chromium: the frontier draws the stored points, a click opens the point's page, every
+chart there has data, its siblings are linked, a filter with no match says so, no console error."""
+
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from tests.report.browser import POINT_GRAPHS, assert_every_graph_has_points, chromium_page
+from tests.results.conftest import free_port
+
+FRONTIERS = {f"frontier-{k}" for k in ("total_tok_s_per_gpu", "output_tok_s_per_gpu", "output_tokens_per_usd",
+                                       "output_tok_s_per_mw")}
+
+
+@pytest.fixture(scope="module")
+def dashboard(sweep, tmp_path_factory):
+    db = str(tmp_path_factory.mktemp("dashboard") / "results.db")
+    cli = [sys.executable, "-m", "agentx.cli"]
+    subprocess.run([*cli, "db", "import", str(sweep), "--db", db], check=True, capture_output=True)
+    port = free_port()
+    proc = subprocess.Popen([*cli, "serve", "--db", db, "--port", str(port), "--read-only"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(url + "/api/v1/points", timeout=2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "agentx serve did not start"
+                time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_frontier_page_to_point_page(dashboard, tmp_path):
+    with chromium_page(allow=dashboard) as page:
+        page.page.goto(dashboard + "/")
+        page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4")
+        assert_every_graph_has_points(page, FRONTIERS)
+        assert page.page.locator("#sweep-table tr").count() == 3  # header + c2 + c6
+        page.page.screenshot(path=tmp_path / "frontier.png", full_page=True)
+
+        fig = page.page.evaluate("""() => document.getElementById('frontier-total_tok_s_per_gpu')._fullData
+            .map((t, i) => [i, t.visible, t.customdata, t.text])""")
+        trace, ids, labels = next((i, cd, text) for i, visible, cd, text in fig if visible is True and "c6" in text)
+        point_id = ids[labels.index("c6")]
+        page.click_point("frontier-total_tok_s_per_gpu", trace, labels.index("c6"))
+        page.page.wait_for_url(f"{dashboard}/points/{point_id}")
+        page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 11")
+        assert_every_graph_has_points(page, POINT_GRAPHS)
+        assert "c6" in page.page.inner_text("h1")
+        links = page.page.eval_on_selector_all("#related a", "as => as.map(a => a.getAttribute('href'))")
+        assert links[0] == "/" and len(links) == 2  # the frontier and the c2 sibling
+        page.page.screenshot(path=tmp_path / "point.png", full_page=True)
+
+        page.page.click("#related a:nth-child(2)")
+        page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 11")
+        assert "c2" in page.page.inner_text("h1")
+        assert page.errors == []
+
+
+def test_filters_and_missing_points(dashboard):
+    with chromium_page(allow=dashboard) as page:
+        page.page.goto(dashboard + "/?model=no-such-model")
+        assert "No points to show" in page.page.inner_text("#no-points")
+        assert page.graphs() == []
+        assert page.errors == []
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(dashboard + "/points/999", timeout=5)
+    assert e.value.code == 404
+
+
+def test_dataset_explorer_to_conversation_flamegraph(dashboard, tmp_path):
+    with chromium_page(allow=dashboard) as page:
+        page.page.goto(dashboard + "/")
+        page.page.click("#related a[href^='/datasets/']")
+        page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 5")
+        assert_every_graph_has_points(page, {"fig-isl", "fig-osl", "fig-turns", "fig-subagents", "fig-hit"})
+        rows = page.page.locator("#rows tr").count() - 1
+        assert rows >= 5  # the conversations the two runs replayed
+        page.page.screenshot(path=tmp_path / "dataset.png", full_page=True)
+        session = page.page.inner_text("#rows tr:nth-child(2) td:first-child")
+        page.page.click("#rows tr:nth-child(2) a")
+        page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 1")
+        assert_every_graph_has_points(page, {"fig-flame"})
+        assert session in page.page.inner_text("h1")
+        page.page.screenshot(path=tmp_path / "conversation.png", full_page=True)
+        assert page.errors == []
