@@ -12,6 +12,7 @@ from agentx.errors import TraceError
 from agentx.traces.bailian import read_bailian, write_bailian
 from agentx.traces.model import Session
 from agentx.traces.mooncake import read_mooncake, write_mooncake
+from agentx.traces.source import read_trace_bytes
 from agentx.traces.weka import read_weka, write_weka
 
 Format = Literal["weka", "mooncake", "bailian"]
@@ -38,18 +39,21 @@ def trace_files(paths: Iterable[str | Path]) -> list[Path]:
 
 def detect_format(path: Path) -> Format:
     """Guess the format from the first record's keys."""
-    with path.open("rb") as f:
-        head = f.read(1 << 16)
-    text = head.lstrip()
-    if not text:
-        raise TraceError(str(path), "", "empty file")
+    try:
+        with path.open("rb") as f:
+            head = f.read(1 << 16)
+    except OSError as exc:
+        raise TraceError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+    text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
     if text.startswith(b"{") and b'"requests"' in head:
         return "weka"
     first_line = text.split(b"\n", 1)[0]
     try:
         row = msgspec.json.decode(first_line)
-    except msgspec.DecodeError:
-        raise TraceError(str(path), "line 1", "not a WEKA, Mooncake or Bailian record") from None
+    except (msgspec.DecodeError, RecursionError):
+        row = None
+        if len(head) == 1 << 16 and b"\n" not in text:  # a first line longer than the head: its keys
+            row = {key: None for key in ("chat_id", "input_length") if f'"{key}"'.encode() in text}
     if isinstance(row, dict):
         if "requests" in row:
             return "weka"
@@ -57,6 +61,7 @@ def detect_format(path: Path) -> Format:
             return "bailian"
         if "input_length" in row:
             return "mooncake"
+    read_trace_bytes(path)  # the clearer error when there is one: empty, UTF-16
     raise TraceError(str(path), "line 1", "not a WEKA, Mooncake or Bailian record")
 
 
