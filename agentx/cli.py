@@ -128,6 +128,9 @@ def trace_convert_cmd(
     console.print(f"wrote {len(sessions)} sessions ({sum(s.n_requests for s in sessions):,} requests) to {out}")
 
 
+REQUEST_TIMEOUT_HELP = "Seconds a client has to send a request's head and body (and an idle connection stays)."
+
+
 @sim_app.command("serve")
 def sim_serve_cmd(
     hardware: str = typer.Option("H200", "--hardware", help="Hardware preset (see `agentx sim presets`)."),
@@ -155,6 +158,7 @@ def sim_serve_cmd(
     fault_kinds: str = typer.Option("http500,disconnect,stall,malformed,overflow", "--fault-kinds"),
     fault_stall_s: float = typer.Option(5.0, "--fault-stall-s", help="Length of a stall fault."),
     truth_log: Optional[Path] = typer.Option(None, "--truth-log", help="JSONL of true per-request times."),
+    request_timeout_s: float = typer.Option(30.0, "--request-timeout-s", help=REQUEST_TIMEOUT_HELP),
 ):
     """Serve a simulated deployment over the OpenAI API (default: 8 x H200, Qwen3-235B-A22B)."""
     from agentx.engine.config import EngineConfig
@@ -171,7 +175,8 @@ def sim_serve_cmd(
     faults = FaultConfig(rate=fault_rate, kinds=tuple(k.strip() for k in fault_kinds.split(",") if k.strip()),
                          stall_s=fault_stall_s, seed=seed)
     serve(ServeConfig(engine=engine, host=host, port=port, speed=speed, served_model_name=served_model_name,
-                      faults=faults, truth_log=str(truth_log) if truth_log else None))
+                      faults=faults, truth_log=str(truth_log) if truth_log else None,
+                      request_timeout_s=request_timeout_s))
 
 
 @capture_app.command("proxy")
@@ -185,6 +190,7 @@ def capture_proxy_cmd(
     request_header: list[str] = typer.Option([], "--request-header", help="Header with the request id (repeat)."),
     deny_header: list[str] = typer.Option([], "--deny-header", help="Also drop headers matching this pattern."),
     deny_field: list[str] = typer.Option([], "--deny-field", help="Also drop JSON body fields matching this."),
+    request_timeout_s: float = typer.Option(30.0, "--request-timeout-s", help=REQUEST_TIMEOUT_HELP),
 ):
     """Record agent traffic: a transparent proxy for the Anthropic Messages and OpenAI APIs."""
     from agentx.capture.privacy import DENY_FIELDS, DENY_HEADERS, Privacy
@@ -199,7 +205,7 @@ def capture_proxy_cmd(
                         tuple(request_header) or defaults.request_headers)
     privacy = Privacy(DENY_HEADERS + tuple(deny_header), DENY_FIELDS + tuple(deny_field))
     run_proxy(ProxyConfig(upstream=upstream, store=str(store), host=host, port=int(port), identity=identity,
-                          privacy=privacy))
+                          privacy=privacy, request_timeout_s=request_timeout_s))
 
 
 @capture_app.command("export")
