@@ -67,8 +67,10 @@ class Identity:
         session = first(self.session_headers)
         if session is None and body:
             # Claude Code's metadata.user_id ends in `_session_<uuid>`; Codex sets prompt_cache_key
-            match = _USER_ID_SESSION.search(str((body.get("metadata") or {}).get("user_id") or ""))
-            session = match.group(1) if match else body.get("prompt_cache_key")
+            metadata = body.get("metadata")
+            match = _USER_ID_SESSION.search(str(metadata.get("user_id") or "")) if isinstance(metadata, dict) else None
+            key = body.get("prompt_cache_key")
+            session = match.group(1) if match else key if isinstance(key, str) else None
         return session, first(self.agent_headers), first(self.request_headers)
 
 
