@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.table import Table
 
 
 def _f(value, scale: float = 1.0, fmt: str = "{:,.1f}") -> str:
-    return "-" if value is None else fmt.format(value * scale)
+    """A figure, or `-` when there is none (never `nan`)."""
+    return "-" if value is None or not math.isfinite(value) else fmt.format(value * scale)
 
 
 def result_table(result: dict, title: str) -> Table:
@@ -42,14 +45,15 @@ def result_lines(result: dict) -> list[str]:
             line += (f"; ${tp['usd_per_m_output_tokens']:,.2f} per M output tokens ({tp['cost_basis']}), "
                      f"{tp['output_tok_s_per_mw']:,.0f} output tok/s per MW")
         lines.append(line)
-    hit = sm.get("prefix_hit_rate")
+    hit, cpu = sm.get("prefix_hit_rate"), sm.get("external_hit_rate")
     lines.append(
         f"prefix cache hit: theoretical {_f(cache.get('theoretical_hit_rate'), 100, '{:.1f}%')}, "
         f"measured {_f(cache.get('measured_hit_rate'), 100, '{:.1f}%')} (usage), "
         f"server {_f(hit, 100, '{:.1f}%')} ({sm.get('engine')})"
-        + (f", CPU tier {sm['external_hit_rate']:.1%}" if sm.get("external_hit_rate") is not None else ""))
+        + (f", CPU tier {_f(cpu, 100, '{:.1f}%')}" if cpu is not None else ""))
     if "kv_usage_mean" in sm:
-        lines.append(f"server: KV usage mean {sm['kv_usage_mean']:.0%} max {sm['kv_usage_max']:.0%}; "
+        lines.append(f"server: KV usage mean {_f(sm['kv_usage_mean'], 100, '{:.0f}%')} "
+                     f"max {_f(sm['kv_usage_max'], 100, '{:.0f}%')}; "
                      f"running mean {sm.get('running_mean', 0):.1f}, waiting mean {sm.get('waiting_mean', 0):.1f} "
                      f"max {sm.get('waiting_max', 0):.0f}")
     slow = result["sessions"]["slowdown"]

@@ -116,12 +116,15 @@ def summarize(records: list[Record], run: dict, series: list[dict], trees: list[
         reasons.append("the run did not finish (killed or cancelled): partial records")
     if not ok:
         reasons.append("no successful request in the profiling window")
+    identity = {k: settings.get(k) for k in (
+        "hardware", "gpus", "engine", "engine_version", "model", "precision", "parallelism",
+        "spec_decoding", "kv_offload", "router", "concurrency", "dataset", "variant", "seed",
+        "duration", "wire", "token_scale", "scenario", "clock_scale")}
+    if settings.get("mode") == "schedule":
+        identity["concurrency"] = None  # open loop: no lanes, the schedule sets how many are in flight
     return {
         "schema_version": SCHEMA_VERSION,
-        "identity": {k: settings.get(k) for k in (
-            "hardware", "gpus", "engine", "engine_version", "model", "precision", "parallelism",
-            "spec_decoding", "kv_offload", "router", "concurrency", "dataset", "variant", "seed",
-            "duration", "wire", "token_scale", "scenario", "clock_scale")},
+        "identity": identity,
         "requests": {
             "total": len(records), "profiled": len(prof), "succeeded": len(ok),
             "warmup": sum(1 for r in records if r.phase == "warmup"),
