@@ -1,6 +1,7 @@
-"""Hostile trace input through the `agentx` command (issue #12): every input is either accepted
-(exit 0) or rejected with one line naming the file (exit 2), within seconds and in bounded
-memory; never a traceback.
+"""Hostile trace input through the `agentx` command (issue #12): `trace stats`, `trace convert`
+and `bench` against the simulated engine; every input is either accepted (exit 0, a valid run)
+or rejected with one line naming the file (exit 2), within seconds and in bounded memory; never
+a traceback.
 
 Two legs: the hand-made files of `tests/data/hostile/`, and hypothesis-corrupted real traces of
 every format, both through the command's entry point in-process (timed, peak allocations traced),
@@ -18,10 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from agentx import cli
+from agentx.engine.launch import sim_server
 from tests.conftest import MOONCAKE, WEKA
 
 HOSTILE = Path(__file__).parent / "data" / "hostile"
-ACCEPTED = {"bom_ok.json", "bom_ok.jsonl", "zero_output_ok.jsonl"}
+ACCEPTED = {"bom_ok.json", "bom_ok.jsonl", "zero_output_ok.jsonl", "at_the_bounds_ok.json"}
+# accepted, but no server takes a 10M-token prompt: the sim refuses it, the run is NOT VALID
+BENCH_INVALID = {"at_the_bounds_ok.json"}
 # what each rejection's one line must name (the field, or the problem)
 REJECTED = {
     "binary.json": "not a WEKA, Mooncake or Bailian record",
@@ -68,7 +72,7 @@ REJECTED = {
     "weka_jsonl_bad_middle.jsonl": "line 2 requests[1]",
     "no_traces": "no .json or .jsonl trace files",
 }
-MEMORY_BOUND_MB = 512  # peak Python and numpy allocations of one command (tracemalloc)
+MEMORY_BOUND_MB = 512  # peak Python and numpy allocations of one command (tracemalloc), or a process's RSS
 
 
 def run_main(monkeypatch, capsys, *args) -> tuple[int, str, float, float]:
@@ -85,8 +89,24 @@ def run_main(monkeypatch, capsys, *args) -> tuple[int, str, float, float]:
     return exit_info.value.code or 0, capsys.readouterr().err, time.monotonic() - start, peak / 2**20
 
 
-def check_outcome(name: str, code: int, err: str) -> None:
+# `agentx ARGS` that also reports its own peak RSS as the last line on stderr
+PEAK_RSS = ("import resource, sys\nfrom agentx.cli import main\ntry:\n    main()\nfinally:\n"
+            "    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)")
+
+
+def run_process(*args) -> tuple[int, str, float, float]:
+    """The real command in a process of its own: (exit status, stderr, seconds, peak RSS MB)."""
+    start = time.monotonic()
+    res = subprocess.run([sys.executable, "-c", PEAK_RSS, *map(str, args)], capture_output=True, text=True, timeout=60)
+    err, _, peak_kb = res.stderr.rstrip().rpartition("\n")
+    return res.returncode, err, time.monotonic() - start, int(peak_kb) / 1024
+
+
+def check_outcome(name: str, code: int, err: str, command: str = "trace") -> None:
     assert "Traceback" not in err, err
+    if command == "bench" and name in BENCH_INVALID:
+        assert code == 3 and err.strip().splitlines()[-1].startswith("not valid: the run"), err
+        return
     if name in ACCEPTED:
         assert code == 0, err
         return
@@ -99,13 +119,26 @@ def test_the_hostile_folder_is_fully_listed():
     assert {p.name for p in HOSTILE.iterdir() if p.name != "README.md"} == ACCEPTED | set(REJECTED)
 
 
+@pytest.fixture(scope="module")
+def sim():
+    with sim_server("--speed", "100") as url:
+        yield url
+
+
 @pytest.mark.parametrize("name", sorted(ACCEPTED | set(REJECTED)))
-def test_hostile_file_is_accepted_or_rejected_in_one_line(tmp_path, monkeypatch, capsys, name):
+def test_hostile_file_is_accepted_or_rejected_in_one_line(sim, tmp_path, monkeypatch, capsys, name):
     out = tmp_path / "converted.jsonl"
-    for args in (["trace", "stats", HOSTILE / name], ["trace", "convert", HOSTILE / name, "--to", "bailian", "--out", out]):
-        code, err, seconds, peak_mb = run_main(monkeypatch, capsys, *args)
-        check_outcome(name, code, err)
-        assert seconds < 10 and peak_mb < MEMORY_BOUND_MB, (args, seconds, peak_mb)
+    bench = ["bench", "--url", sim, "--traces", HOSTILE / name, "--concurrency", "1", "--duration", "300",
+             "--clock-scale", "100", "--no-warmup", "--grace", "5", "--out", tmp_path / "run"]
+    for args in (["trace", "stats", HOSTILE / name], ["trace", "convert", HOSTILE / name, "--to", "bailian", "--out", out],
+                 bench):
+        if args[0] == "bench" and name in ACCEPTED:  # a replay: the real command, its time and peak memory
+            code, err, seconds, peak_mb = run_process(*args)
+        else:
+            code, err, seconds, peak_mb = run_main(monkeypatch, capsys, *args)
+        check_outcome(name, code, err, args[0])
+        # bench: a 3 s window (300 modeled s at clock scale 100) and the requests in flight
+        assert seconds < (30 if args[0] == "bench" else 10) and peak_mb < MEMORY_BOUND_MB, (args, seconds, peak_mb)
     if name in ACCEPTED:  # what was written reads back
         code, err, _, _ = run_main(monkeypatch, capsys, "trace", "stats", out)
         assert code == 0, err
