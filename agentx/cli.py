@@ -10,6 +10,7 @@ from typing import Optional, get_args
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from agentx.content.wire import WIRE_MODES
 from agentx.engine.presets import COST_BASES
@@ -22,14 +23,18 @@ from agentx.traces.load import FORMATS, WRITE_FORMATS
 from agentx.traces.model import HashScope
 from agentx.traces.weka import TimeBasis
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help="agentx: LLM inference benchmark for agentic traffic.")
-trace_app = typer.Typer(no_args_is_help=True, help="Inspect, generate and convert agent traces.")
+# Help pages in click's plain layout (rich_markup_mode=None): it wraps at any width instead of
+# cutting option names, and reads no markup into help texts like `http(s)://host[/prefix]`.
+PLAIN = {"no_args_is_help": True, "rich_markup_mode": None}
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
+                  help="agentx: LLM inference benchmark for agentic traffic.", **PLAIN)
+trace_app = typer.Typer(help="Inspect, generate and convert agent traces.", **PLAIN)
 app.add_typer(trace_app, name="trace")
-sim_app = typer.Typer(no_args_is_help=True, help="The simulated inference engine.")
+sim_app = typer.Typer(help="The simulated inference engine.", **PLAIN)
 app.add_typer(sim_app, name="sim")
-probe_app = typer.Typer(no_args_is_help=True, help="Correctness probes of a serving engine.")
+probe_app = typer.Typer(help="Correctness probes of a serving engine.", **PLAIN)
 app.add_typer(probe_app, name="probe")
-capture_app = typer.Typer(no_args_is_help=True, help="Record agent traffic and export it as anonymized traces.")
+capture_app = typer.Typer(help="Record agent traffic and export it as anonymized traces.", **PLAIN)
 app.add_typer(capture_app, name="capture")
 register_results(app)
 
@@ -60,7 +65,12 @@ def _value(choice: Enum | None):
 
 
 def _warn(message: str) -> None:
-    err_console.print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+def _count(n: int, noun: str) -> str:
+    """`1 session`, `2 sessions`."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _max_context(text: Optional[str]) -> Optional[int]:
@@ -134,7 +144,7 @@ def trace_synth_cmd(
     from agentx.traces.synth import write_corpus
 
     written, requests = write_corpus(out, sessions, seed, _max_context(max_context))
-    console.print(f"wrote {written} sessions, {requests:,} requests to {out}")
+    console.print(f"wrote {_count(written, 'session')}, {_count(requests, 'request')} to {out}")
 
 
 @trace_app.command("convert")
@@ -152,7 +162,11 @@ def trace_convert_cmd(
     sessions = _load(paths, fmt, max_context)
     options = {"basis": time_basis.value} if to.value == "weka" else {}
     write_sessions(sessions, out, to.value, **options)
-    console.print(f"wrote {len(sessions)} sessions ({sum(s.n_requests for s in sessions):,} requests) to {out}")
+    requests = sum(s.n_requests for s in sessions)
+    console.print(f"wrote {_count(len(sessions), 'session')} ({_count(requests, 'request')}) to {out}")
+
+
+REQUEST_TIMEOUT_HELP = "Seconds a client has to send a request's head and body (and an idle connection stays)."
 
 
 @sim_app.command("serve")
@@ -185,6 +199,7 @@ def sim_serve_cmd(
     truth_log: Optional[Path] = typer.Option(None, "--truth-log", help="JSONL of true per-request times."),
     reasoning_share: float = typer.Option(0.0, "--reasoning-share", help="Chat answers stream this share as reasoning first."),
     reasoning_field: str = typer.Option("reasoning_content", "--reasoning-field", help="reasoning_content or reasoning."),
+    request_timeout_s: float = typer.Option(30.0, "--request-timeout-s", help=REQUEST_TIMEOUT_HELP),
 ):
     """Serve a simulated deployment over the OpenAI API (default: 8 x H200, Qwen3-235B-A22B)."""
     from agentx.engine.config import EngineConfig
@@ -202,7 +217,8 @@ def sim_serve_cmd(
                          stall_s=fault_stall_s, seed=seed)
     serve(ServeConfig(engine=engine, host=host, port=port, speed=speed, served_model_name=served_model_name,
                       faults=faults, truth_log=str(truth_log) if truth_log else None,
-                      reasoning_share=reasoning_share, reasoning_field=reasoning_field))
+                      reasoning_share=reasoning_share, reasoning_field=reasoning_field,
+                      request_timeout_s=request_timeout_s))
 
 
 @capture_app.command("proxy")
@@ -216,6 +232,7 @@ def capture_proxy_cmd(
     request_header: list[str] = typer.Option([], "--request-header", help="Header with the request id (repeat)."),
     deny_header: list[str] = typer.Option([], "--deny-header", help="Also drop headers matching this pattern."),
     deny_field: list[str] = typer.Option([], "--deny-field", help="Also drop JSON body fields matching this."),
+    request_timeout_s: float = typer.Option(30.0, "--request-timeout-s", help=REQUEST_TIMEOUT_HELP),
 ):
     """Record agent traffic: a transparent proxy for the Anthropic Messages and OpenAI APIs."""
     from agentx.capture.privacy import DENY_FIELDS, DENY_HEADERS, Privacy
@@ -230,7 +247,7 @@ def capture_proxy_cmd(
                         tuple(request_header) or defaults.request_headers)
     privacy = Privacy(DENY_HEADERS + tuple(deny_header), DENY_FIELDS + tuple(deny_field))
     run_proxy(ProxyConfig(upstream=upstream, store=str(store), host=host, port=int(port), identity=identity,
-                          privacy=privacy))
+                          privacy=privacy, request_timeout_s=request_timeout_s))
 
 
 @capture_app.command("export")
@@ -252,7 +269,7 @@ def capture_export_cmd(
                                  max_context=_max_context(max_context)))
     for line in report_lines(report):
         console.print(line, highlight=False)
-    console.print(f"wrote {len(report.files)} trace files to {out / 'traces'} and the report to "
+    console.print(f"wrote {_count(len(report.files), 'trace file')} to {out / 'traces'} and the report to "
                   f"{out / 'export_report.json'}; replay them with: agentx bench --traces {out / 'traces'}",
                   highlight=False, soft_wrap=True)
 
@@ -309,24 +326,46 @@ def _print_result(result: dict, title: str, folder: Path) -> None:
     console.print(f"results: {folder}/result.json (records: {folder}/records.jsonl)", highlight=False)
 
 
-def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str) -> None:
+def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str) -> list[dict]:
     from agentx.metrics.report import sweep_table
     from agentx.replay.folder import command_line
     from agentx.replay.sweep import sweep
 
+    def level(plan) -> str:  # schedule mode has no lanes: its concurrency is whatever the schedule makes it
+        return f"schedule mode, time scale {plan.time_scale:g}" if plan.mode == "schedule" else \
+            f"concurrency {plan.concurrency}"
+
     @contextmanager
     def progress(s):
-        console.print(f"[bold]{label}: concurrency {s.plan.concurrency}, {s.plan.duration:g} s profiling[/] -> {s.out}",
+        console.print(f"[bold]{label}: {level(s.plan)}, {s.plan.duration:g} s profiling[/] -> {escape(str(s.out))}",
                       highlight=False)
         with _progress() as tick:
             yield tick
 
     def done(n: int, folder: Path, result: dict) -> None:
-        _print_result(result, f"concurrency {n}", folder)
+        _print_result(result, level(settings.replace(concurrency=n).plan), folder)
 
     results = sweep(settings, sessions, concurrencies, out, command_line(), progress, done)
     if len(results) > 1:
         console.print(sweep_table(results))
+    return [result for _, result in results]
+
+
+INVALID_EXIT = 3
+ALLOW_INVALID_HELP = f"Exit 0 on a run printed NOT VALID (default: exit status {INVALID_EXIT})."
+EXIT_STATUS = (f"Exit status: 0 valid; 2 bad input or settings (one line on stderr); {INVALID_EXIT} the run "
+               "is NOT VALID (too many failed or overflowed requests, no success, or killed), unless "
+               "--allow-invalid.")
+
+
+def _exit_if_invalid(results: list[dict], allow_invalid: bool) -> None:
+    """A run printed NOT VALID fails the command (scripts and CI see it), unless allowed."""
+    invalid = sum(1 for r in results if not r["validity"]["valid"])
+    if invalid and not allow_invalid:
+        runs = f"{invalid} of {len(results)} runs" if len(results) > 1 else "the run"
+        err_console.print(f"[red]not valid:[/] {runs} (exit status {INVALID_EXIT}; --allow-invalid exits 0)",
+                          highlight=False)
+        raise typer.Exit(INVALID_EXIT)
 
 
 @contextmanager
@@ -353,11 +392,14 @@ def _default_out(prefix: str) -> Path:
     return Path("runs") / f"{prefix}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
-@app.command("bench")
+@app.command("bench", epilog=EXIT_STATUS)
 def bench_cmd(
     url: str = typer.Option(..., "--url", help="Base URL of an OpenAI-compatible server."),
     model: Optional[str] = typer.Option(None, "--model", help="Model name; discovered from /v1/models when omitted."),
-    traces: list[Path] = typer.Option(None, "--traces", help="Trace files or folders (default: the bundled real traces)."),
+    traces: list[Path] = typer.Option(None, "--traces", help="Trace files or folders, several after one flag (a "
+                                      "shell glob) or the flag repeated (default: the bundled real traces)."),
+    more_traces: list[Path] = typer.Argument(None, metavar="TRACES", help="More trace files or folders: what a "
+                                             "shell glob after --traces expands to (`--traces runs/*.jsonl`)."),
     fmt: Optional[Format] = typer.Option(None, "--format", help=FORMAT_HELP),
     max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
     scenario: Optional[Scenario] = typer.Option(None, "--scenario", help="Fixed-sequence baseline instead of traces."),
@@ -393,6 +435,7 @@ def bench_cmd(
     warmup_seconds: float = typer.Option(0.0, "--warmup-seconds", help="Schedule mode: this prefix counts as warmup."),
     clock_scale: float = typer.Option(1.0, "--clock-scale", help="Target runs X times faster than it models "
                                       "(agentx sim --speed X): delays shrink, times are reported modeled."),
+    allow_invalid: bool = typer.Option(False, "--allow-invalid", help=ALLOW_INVALID_HELP),
 ):
     """Replay agentic traces (or a fixed scenario) against a server and summarize the run."""
     from agentx.content.tokens import parse_token_range
@@ -400,6 +443,10 @@ def bench_cmd(
     from agentx.replay.settings import BenchSettings
 
     levels = _concurrencies(concurrency)
+    traces = [*(traces or []), *(more_traces or [])]
+    if mode.value == "schedule" and len(levels) > 1:
+        raise AgentxError("schedule mode replays at the recorded start times: it has no lanes to sweep",
+                          "concurrency")
     if duration <= 0 or clock_scale <= 0 or time_scale <= 0 or warmup_seconds < 0:
         raise AgentxError("--duration, --clock-scale and --time-scale must be > 0, --warmup-seconds >= 0")
     settings = BenchSettings.build(
@@ -418,10 +465,10 @@ def bench_cmd(
     if scenario:
         sessions = scenario_sessions(scenario.value, max(levels))
     else:
-        sessions = _load(traces or [], fmt, max_context)
+        sessions = _load(traces, fmt, max_context)
         if provider:
             sessions = _of_provider(sessions, provider)
-    _sweep(settings, sessions, levels, out or _default_out("bench"), "bench")
+    _exit_if_invalid(_sweep(settings, sessions, levels, out or _default_out("bench"), "bench"), allow_invalid)
 
 
 @probe_app.command("cache")
@@ -457,29 +504,34 @@ def probe_cache_cmd(
         raise typer.Exit(1)
 
 
-@app.command("report")
+@app.command("report", epilog=EXIT_STATUS)
 def report_cmd(
     run_dir: Path = typer.Argument(..., help="A run folder written by `agentx bench` (with --html also a sweep folder)."),
     html: bool = typer.Option(False, "--html", help="Also write report.html (a sweep folder: frontier, table, sweep.csv)."),
+    allow_invalid: bool = typer.Option(False, "--allow-invalid", help=ALLOW_INVALID_HELP),
 ):
     """Rebuild a run's summary from its records (also for a run that was killed)."""
     from agentx.replay.folder import report
     from agentx.report.html import write_report
     from agentx.report.rundata import is_run_folder
 
-    if not html or is_run_folder(run_dir):
-        _print_result(report(run_dir), str(run_dir), run_dir)
+    result = report(run_dir) if not html or is_run_folder(run_dir) else None
+    if result is not None:
+        _print_result(result, str(run_dir), run_dir)
     if html:
         console.print(f"HTML report: {write_report(run_dir)}", highlight=False)
+    if result is not None:
+        _exit_if_invalid([result], allow_invalid)
 
 
-@app.command("demo")
+@app.command("demo", epilog=EXIT_STATUS)
 def demo_cmd(
     concurrency: str = typer.Option("2,8,32", "--concurrency", help="Lanes per run of the sweep."),
     duration: float = typer.Option(600.0, "--duration", help="Profiling seconds per run (modeled time)."),
     speed: float = typer.Option(20.0, "--speed", help="How much faster than the modeled hardware the sim runs "
                                 "(the replay clock follows, so figures are the modeled deployment's)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default runs/demo-TIMESTAMP)."),
+    allow_invalid: bool = typer.Option(False, "--allow-invalid", help=ALLOW_INVALID_HELP),
 ):
     """The embedded default: the simulated engine (8 x H200, Qwen3-235B-A22B) on a loopback port,
     the bundled real traces replayed at a few concurrencies, a summary per run and a sweep."""
@@ -498,10 +550,11 @@ def demo_cmd(
         settings = BenchSettings.build(url=url, concurrency=levels[0], duration=duration, gpus=8, hardware="H200",
                                        engine="agentx-sim", dataset="bundled WEKA sample", clock_scale=speed,
                                        grace=30.0)
-        _sweep(settings, sessions, levels, out, "demo")
+        results = _sweep(settings, sessions, levels, out, "demo")
     first = out / f"c{levels[0]}" if len(levels) > 1 else out
     console.print(f"all results under {out}/ (`agentx report {first}` rebuilds a summary)", highlight=False)
     console.print(f"HTML report: {write_report(out)}", highlight=False)
+    _exit_if_invalid(results, allow_invalid)
 
 
 def main() -> None:
@@ -510,7 +563,7 @@ def main() -> None:
         app()  # click itself reports usage errors (exit 2)
     except AgentxError as exc:
         message = f"--{exc.setting.replace('_', '-')}: {exc.message}" if exc.setting else str(exc)
-        err_console.print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)
+        err_console.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
         sys.exit(2)
 
 

@@ -4,7 +4,9 @@ sim and the capture proxy)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
+import sys
 from typing import Callable
 
 from aiohttp import web
@@ -20,8 +22,74 @@ def run_async(coro):
     return uvloop.run(coro) if uvloop else asyncio.run(coro)
 
 
-async def _serve(app: web.Application, host: str, port: int, banner: Callable[[int], str]) -> None:
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+def log_line(message: str) -> None:
+    """One line on stderr: what a server says about a client (never a traceback)."""
+    print(f"agentx: {message}", file=sys.stderr, flush=True)
+
+
+class _OneLine(logging.Handler):
+    """aiohttp's own error logs (a malformed request, a client gone mid-response) as one line."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        exc = record.exc_info[1] if record.exc_info else None
+        log_line(record.getMessage() + (f": {type(exc).__name__}: {exc}" if exc else ""))
+
+
+def _one_line_logs() -> None:
+    for name in ("aiohttp.server", "aiohttp.web", "aiohttp.access"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [_OneLine()]
+        logger.propagate = False
+
+
+def json_errors(error_response: Callable[[web.Request, int, str, str], web.Response]):
+    """A middleware making every error a JSON body (`error_response(request, status, message,
+    kind)` shapes it): unknown paths and methods, oversized and half-sent bodies, and (a bug,
+    never bad input) an unexpected exception, which is one log line and a 500."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler):
+        try:
+            return await handler(request)
+        except web.HTTPException as e:
+            if e.status < 400:
+                raise
+            kind = type(e).__name__.removeprefix("HTTP") + "Error"
+            response = error_response(request, e.status, f"{e.reason}: {request.method} {request.path}", kind)
+            if e.status == 408:  # send it and close at once: no lingering read of a body that is not coming
+                response.force_close()
+                await response.prepare(request)
+                await response.write_eof()
+                request.transport.close()
+            return response
+        except (ConnectionError, asyncio.CancelledError):
+            raise
+        except Exception as e:  # noqa: BLE001 - the client gets a JSON 500, the log one line
+            log_line(f"internal error on {request.method} {request.path}: {type(e).__name__}: {e}")
+            return error_response(request, 500, "internal server error", "InternalServerError")
+
+    return middleware
+
+
+async def read_body(request: web.Request, timeout_s: float) -> bytes:
+    """The whole body within `timeout_s`, else 408 (the connection is closed); a body the client
+    ended before its Content-Length is a 400."""
+    try:
+        async with asyncio.timeout(timeout_s):  # no task of its own: cheap on the hot path
+            return await request.read()
+    except TimeoutError:
+        log_line(f"{request.method} {request.path}: body not received within {timeout_s:g} s, connection closed")
+        raise web.HTTPRequestTimeout() from None
+    except web.HTTPException:
+        raise
+    except (ConnectionError, ValueError) as e:  # aiohttp's payload errors
+        raise web.HTTPBadRequest(reason=f"Incomplete request body ({type(e).__name__})") from None
+
+
+async def _serve(app: web.Application, host: str, port: int, banner: Callable[[int], str], idle_timeout_s: float) -> None:
+    _one_line_logs()
+    # keepalive_timeout also closes a connection that never completes a request's head
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=idle_timeout_s)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
@@ -34,6 +102,9 @@ async def _serve(app: web.Application, host: str, port: int, banner: Callable[[i
     await runner.cleanup()
 
 
-def serve_app(app: web.Application, host: str, port: int, banner: Callable[[int], str]) -> None:
-    """Serve `app`; `banner(port)` is printed once listening (launchers wait for "listening on")."""
-    run_async(_serve(app, host, port, banner))
+def serve_app(app: web.Application, host: str, port: int, banner: Callable[[int], str],
+              idle_timeout_s: float = 30.0) -> None:
+    """Serve `app`; `banner(port)` is printed once listening (launchers wait for "listening on").
+    A connection idle for `idle_timeout_s`, or that has not completed a request's head within it
+    since it opened or since its last response, is closed."""
+    run_async(_serve(app, host, port, banner, idle_timeout_s))

@@ -2,14 +2,15 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-TRACES = ROOT.parent / "shared" / "data" / "traces"
-WEKA = TRACES / "weka"
-MOONCAKE = TRACES / "mooncake" / "synthetic_trace_head400.jsonl"
+from agentx.data import sample_traces
+
+DATA = Path(__file__).resolve().parent / "data"
+WEKA = sample_traces()  # the 14 real WEKA sessions bundled with the package
+MOONCAKE = DATA / "mooncake" / "synthetic_trace_head400.jsonl"
 WEKA_FILES = sorted(WEKA.glob("*.json"))
 
-if not WEKA_FILES:
-    raise RuntimeError(f"the real traces are missing: expected them in {WEKA} (../shared/data beside the repo)")
+if not WEKA_FILES or not MOONCAKE.is_file():
+    raise RuntimeError(f"the real test traces are missing from the repository: {WEKA}, {MOONCAKE}")
 
 
 @pytest.fixture(params=WEKA_FILES, ids=lambda p: p.name)

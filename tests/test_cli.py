@@ -75,3 +75,42 @@ def test_sim_presets_and_bad_sim_settings():
         res = agentx("sim", "serve", "--port", "0", *args)
         assert res.returncode == 2, args
         assert needle in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def _commands(command, path=()):
+    """(words, click command) of the `agentx` command and every subcommand."""
+    yield path, command
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _commands(sub, (*path, name))
+
+
+def test_every_help_page_renders_at_80_columns_with_whole_option_names():
+    """Each command's --help as a user at an 80-column terminal gets it: exit 0, no line over
+    80, nothing cut, every option name whole, and the exit statuses on bench and report."""
+    import click
+    import typer.main
+    from typer.testing import CliRunner
+
+    from agentx.cli import app
+
+    runner = CliRunner()
+    pages = 0
+    for words, command in _commands(typer.main.get_command(app)):
+        res = runner.invoke(app, [*words, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+        assert res.exit_code == 0, (words, res.output, res.exception)
+        assert max(map(len, res.output.splitlines())) <= 80 and "…" not in res.output, words
+        for param in command.params:
+            if isinstance(param, click.Option):
+                assert all(opt in res.output for opt in param.opts), (words, param.opts)
+        pages += 1
+    assert pages == 14
+    for words in (["bench"], ["report"]):
+        text = " ".join(runner.invoke(app, [*words, "--help"], env={"COLUMNS": "80"}).output.split())
+        assert "--allow-invalid" in text and "3 the run is NOT VALID" in text
+    proxy = runner.invoke(app, ["capture", "proxy", "--help"], env={"COLUMNS": "80"}).output
+    assert "http(s)://host[:port][/prefix]" in proxy  # read as text, not as markup
+
+
+def test_messages_count_their_nouns(tmp_path):
+    res = agentx("trace", "convert", WEKA / "trace_0291.json", "--to", "mooncake", "--out", tmp_path / "one.jsonl")
+    assert res.returncode == 0 and "wrote 1 session (32 requests)" in " ".join(res.stdout.split()), res.stdout

@@ -134,7 +134,9 @@ def _classify(row: Row, cfg: ExportConfig) -> tuple[str | None, str | None]:
         return None, "failed"
     try:
         body = json.loads(row.request_body)
-    except ValueError:
+    except (ValueError, RecursionError):
+        return None, "failed"
+    if not isinstance(body, dict):
         return None, "failed"
     limit = body.get("max_tokens") or body.get("max_completion_tokens")
     if not body.get("tools") and limit is not None and limit <= cfg.classifier_max_tokens:

@@ -55,6 +55,10 @@ class _Tokens:
 
 
 class IncrementalTokenizer:
+    """`chars_tokenized / chars_total` is the share of the prompts' text `encode` tokenized (at
+    most 1: each prompt counts its length once, and what of it was tokenized); `full` counts in
+    neither."""
+
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
         self._last: dict[object, _Tokens] = {}
@@ -64,7 +68,6 @@ class IncrementalTokenizer:
     def _encode(self, text: str, offset: int = 0) -> _Tokens:
         enc = self.tokenizer.encode(text, add_special_tokens=False)
         offsets = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2) + offset
-        self.chars_tokenized += len(text)
         return _Tokens(text, np.asarray(enc.ids, dtype=np.uint32), offsets[:, 0], offsets[:, 1])
 
     def forget(self) -> None:
@@ -81,9 +84,11 @@ class IncrementalTokenizer:
         cut = self._restart(prev, text) if prev is not None else None
         if cut is None:
             tokens = self._encode(text)
+            self.chars_tokenized += len(text)
         else:
             keep, at = cut
             tail = self._encode(text[at:], at)
+            self.chars_tokenized += len(text) - at
             tokens = _Tokens(text, np.concatenate([prev.ids[:keep], tail.ids]),
                              np.concatenate([prev.starts[:keep], tail.starts]),
                              np.concatenate([prev.ends[:keep], tail.ends]))

@@ -51,10 +51,16 @@ class Privacy:
         return value
 
     def body(self, raw: bytes) -> tuple[bytes, dict | None]:
-        """(the body to store, the parsed and scrubbed JSON object or None when it is not JSON)."""
+        """(the body to store, the parsed and scrubbed JSON object or None when it is not JSON).
+
+        A body that is not JSON (or nests deeper than the parser goes) cannot be scrubbed, so
+        none of it is stored: it could hold a credential the deny-list would have dropped."""
         try:
-            obj = json.loads(raw)
-        except ValueError:
-            return raw, None
-        obj = self.scrub(obj)
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode(), obj if isinstance(obj, dict) else None
+            obj = self.scrub(json.loads(raw))
+        except (ValueError, RecursionError):
+            return b"", None
+        try:
+            stored = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+        except UnicodeEncodeError:  # lone surrogates (JSON allows them escaped): keep them escaped
+            stored = json.dumps(obj, separators=(",", ":")).encode()
+        return stored, obj if isinstance(obj, dict) else None

@@ -27,7 +27,7 @@ from agentx.capture.answers import reassemble
 from agentx.capture.privacy import Privacy
 from agentx.capture.store import StoreWriter
 from agentx.errors import AgentxError
-from agentx.serving import serve_app
+from agentx.serving import json_errors, read_body, serve_app
 
 # Claude Code sends X-Claude-Code-Session-Id, Codex `session_id` / `conversation_id`.
 SESSION_HEADERS = ("x-claude-code-session-id", "session_id", "session-id", "conversation_id", "x-session-id",
@@ -67,8 +67,10 @@ class Identity:
         session = first(self.session_headers)
         if session is None and body:
             # Claude Code's metadata.user_id ends in `_session_<uuid>`; Codex sets prompt_cache_key
-            match = _USER_ID_SESSION.search(str((body.get("metadata") or {}).get("user_id") or ""))
-            session = match.group(1) if match else body.get("prompt_cache_key")
+            metadata = body.get("metadata")
+            match = _USER_ID_SESSION.search(str(metadata.get("user_id") or "")) if isinstance(metadata, dict) else None
+            key = body.get("prompt_cache_key")
+            session = match.group(1) if match else key if isinstance(key, str) else None
         return session, first(self.agent_headers), first(self.request_headers)
 
 
@@ -81,10 +83,22 @@ class ProxyConfig:
     identity: Identity = field(default_factory=Identity)
     privacy: Privacy = field(default_factory=Privacy)
     connect_timeout_s: float = 30.0
+    request_timeout_s: float = 30.0  # a request's head and body must arrive within this; idle connections close after it
 
     def __post_init__(self):
         if not re.match(r"https?://[^/]+", self.upstream):
             raise AgentxError(f"want http(s)://host[:port][/prefix], got {self.upstream!r}", "upstream")
+        if self.request_timeout_s <= 0:
+            raise AgentxError(f"must be > 0, got {self.request_timeout_s}", "request_timeout_s")
+
+
+def _error_response(request: web.Request, status: int, message: str, kind: str) -> web.Response:
+    """The proxy's own errors as JSON: Anthropic's shape on a Messages path, OpenAI's elsewhere."""
+    if api_of(request.method, request.path) == "messages":
+        body = {"type": "error", "error": {"type": kind, "message": message}}
+    else:
+        body = {"error": {"message": message, "type": kind, "param": None, "code": status}}
+    return web.json_response(body, status=status)
 
 
 def _forward_headers(headers) -> dict[str, str]:
@@ -121,14 +135,14 @@ class CaptureProxy:
         self.store.close()
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=1 << 30)
+        app = web.Application(client_max_size=1 << 30, middlewares=[json_errors(_error_response)])
         app.on_startup.append(self._start)
         app.on_cleanup.append(self._stop)
         app.router.add_route("*", "/{tail:.*}", self.handle)
         return app
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        body = await request.read()
+        body = await read_body(request, self.cfg.request_timeout_s)  # nothing is recorded before it is whole
         start = time.time()
         api = api_of(request.method, request.path)
         row = None
@@ -143,7 +157,7 @@ class CaptureProxy:
             message = f"agentx capture: upstream {self.upstream} unreachable: {e}"
             if row:
                 await self._finish(row, api, {"end": time.time(), "error": "upstream_unreachable"})
-            return web.json_response({"error": {"message": message, "type": "upstream_unreachable"}}, status=502)
+            return _error_response(request, 502, message, "upstream_unreachable")
         async with upstream:
             return await self._relay(request, upstream, api, row)
 
@@ -223,4 +237,4 @@ def run_proxy(cfg: ProxyConfig) -> None:
     """Serve until SIGINT or SIGTERM."""
     proxy = CaptureProxy(cfg)
     serve_app(proxy.app(), cfg.host, cfg.port, lambda port: f"agentx capture: listening on http://{cfg.host}:{port} "
-              f"-> {proxy.upstream}, recording to {cfg.store}")
+              f"-> {proxy.upstream}, recording to {cfg.store}", idle_timeout_s=cfg.request_timeout_s)

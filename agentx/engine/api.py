@@ -14,13 +14,22 @@ class StreamOptions(msgspec.Struct):
     include_usage: bool = False
 
 
-class _Common(msgspec.Struct, kw_only=True):
+class _Sampling(msgspec.Struct, kw_only=True):
+    """Sampling parameters: the sim has no sampling, but refuses values no engine would take."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+
+
+class _Common(_Sampling, kw_only=True):
     model: str | None = None
     max_tokens: PositiveInt | None = None
     min_tokens: NonNegativeInt = 0
     ignore_eos: bool = False
     stream: bool = False
     stream_options: StreamOptions | None = None
+    n: int = 1
 
 
 class CompletionRequest(_Common, kw_only=True):
@@ -45,7 +54,7 @@ class AnthropicMessage(msgspec.Struct, kw_only=True):
     content: str | list[dict[str, Any]]
 
 
-class MessagesRequest(msgspec.Struct, kw_only=True):
+class MessagesRequest(_Sampling, kw_only=True):
     """Anthropic Messages API; `min_tokens` and `ignore_eos` are the sim's extensions."""
 
     model: str | None = None
@@ -78,21 +87,67 @@ def error_body(message: str, kind: str, code: int, param: str | None = None) -> 
     return encode({"error": {"message": message, "type": kind, "param": param, "code": code}})
 
 
-ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 404: "not_found_error", 500: "api_error"}
+ANTHROPIC_ERROR_TYPES = {404: "not_found_error", 413: "request_too_large"}
 
 
 def anthropic_error_body(message: str, code: int) -> bytes:
-    kind = ANTHROPIC_ERROR_TYPES.get(code, "api_error")
+    kind = ANTHROPIC_ERROR_TYPES.get(code, "invalid_request_error" if code < 500 else "api_error")
     return encode({"type": "error", "error": {"type": kind, "message": message}})
 
 
 def parse(cls, body: bytes):
+    """Decode and check a request body; anything the sim cannot honour is a BadRequest (400)."""
     try:
-        return _decoders[cls].decode(body)
+        req = _decoders[cls].decode(body)
     except msgspec.ValidationError as e:
         raise BadRequest(f"invalid request: {e}") from None
     except msgspec.DecodeError as e:
         raise BadRequest(f"invalid JSON body: {e}") from None
+    except UnicodeDecodeError:
+        raise BadRequest("invalid JSON body: not valid UTF-8") from None
+    except RecursionError:
+        raise BadRequest("invalid JSON body: nested too deeply") from None
+    _check_sampling(req)
+    if cls is ChatRequest:
+        for i, m in enumerate(req.messages):
+            _check_content(m.content, CHAT_PARTS, f"messages[{i}].content")
+    elif cls is MessagesRequest:
+        for i, m in enumerate(req.messages):
+            _check_content(m.content, ANTHROPIC_BLOCKS, f"messages[{i}].content")
+        _check_content(req.system, {"text"}, "system")
+    return req
+
+
+# Content part types each API defines; the sim renders text as text and the others as JSON.
+CHAT_PARTS = {"text", "image_url", "input_audio", "file", "refusal"}
+ANTHROPIC_BLOCKS = {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"}
+
+
+def _check_content(content, known: set[str], where: str) -> None:
+    if not isinstance(content, list):
+        return  # a string or null: already typed
+    for i, part in enumerate(content):
+        kind = part.get("type")
+        if kind not in known:
+            raise BadRequest(f"{where}[{i}].type: unknown content type {kind!r} (known: {', '.join(sorted(known))})",
+                             param=f"{where}[{i}].type")
+        if kind == "text" and not isinstance(part.get("text"), str):
+            raise BadRequest(f"{where}[{i}].text: expected a string", param=f"{where}[{i}].text")
+
+
+def _check_sampling(req) -> None:
+    """vLLM's checks, for parameters the sim accepts and ignores; `n` must be 1 (one choice)."""
+    problems = [
+        (getattr(req, "n", 1) != 1, "n", f"n = {getattr(req, 'n', 1)} is not supported: the simulated engine "
+                                         "returns exactly one choice"),
+        (req.temperature is not None and not req.temperature >= 0, "temperature",
+         f"temperature must be non-negative, got {req.temperature}"),
+        (req.top_p is not None and not 0 < req.top_p <= 1, "top_p", f"top_p must be in (0, 1], got {req.top_p}"),
+        (req.top_k is not None and req.top_k < -1, "top_k", f"top_k must be -1 (disable), 0 or positive, got {req.top_k}"),
+    ]
+    for bad, param, message in problems:
+        if bad:
+            raise BadRequest(message, param=param)
 
 
 def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict:
@@ -105,20 +160,39 @@ def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dic
 
 
 def forced_tool(tools: list[dict] | None, choice) -> str | None:
-    """The tool the request forces (OpenAI or Anthropic `tool_choice`), else None."""
-    if not tools or not choice:
+    """The tool the request forces (OpenAI or Anthropic `tool_choice`), else None.
+
+    Tools must be well formed and a forced tool must be among them (400 otherwise, as vLLM)."""
+    names = [_tool_name(t, i) for i, t in enumerate(tools or [])]
+    if choice is None:
         return None
     if isinstance(choice, str):
         choice = {"type": choice}
     kind = choice.get("type")
-    if kind == "function":  # OpenAI {"type": "function", "function": {"name": ...}}
-        return (choice.get("function") or {}).get("name")
-    if kind == "tool":  # Anthropic {"type": "tool", "name": ...}
-        return choice.get("name")
+    if kind in ("none", "auto"):
+        return None
+    if kind in ("function", "tool"):  # OpenAI {"type": "function", "function": {"name"}}, Anthropic {"type": "tool", "name"}
+        named = choice.get("function") if kind == "function" else choice
+        name = named.get("name") if isinstance(named, dict) else None
+        if not isinstance(name, str):
+            raise BadRequest("tool_choice: the forced tool's name must be a string", param="tool_choice")
+        if name not in names:
+            raise BadRequest(f"tool_choice: tool {name!r} is not among the request's tools", param="tool_choice")
+        return name
     if kind in ("any", "required"):
-        first = tools[0]
-        return first.get("name") or (first.get("function") or {}).get("name")
-    return None
+        if not names:
+            raise BadRequest(f"tool_choice {kind!r} needs at least one tool in `tools`", param="tool_choice")
+        return names[0]
+    raise BadRequest(f"tool_choice: unknown type {kind!r}", param="tool_choice")
+
+
+def _tool_name(tool: dict, i: int) -> str:
+    """A tool's name: OpenAI's `function.name` or Anthropic's `name`."""
+    named = tool.get("function") if "function" in tool else tool
+    name = named.get("name") if isinstance(named, dict) else None
+    if not isinstance(name, str):
+        raise BadRequest(f"tools[{i}]: a tool needs a name (a string)", param=f"tools[{i}]")
+    return name
 
 
 # A forced tool call's arguments are {"text": "<the answer's words>"}, streamed as fragments.

@@ -16,16 +16,18 @@ _LISTENING = re.compile(r"listening on (http://\S+)")
 
 
 @contextmanager
-def sim_server(*args: str, startup_s: float = 60.0):
+def sim_server(*args: str, startup_s: float = 60.0, log_path=None):
     """Yield the base URL of a simulated engine started with `args` (flags of `sim serve`)."""
-    with agentx_server("sim", "serve", "--host", "127.0.0.1", "--port", "0", *args, startup_s=startup_s) as url:
+    with agentx_server("sim", "serve", "--host", "127.0.0.1", "--port", "0", *args, startup_s=startup_s,
+                       log_path=log_path) as url:
         yield url
 
 
 @contextmanager
-def agentx_server(*args: str, startup_s: float = 60.0):
-    """Run `agentx ARGS` (a server that prints "listening on URL") and yield the URL; stop it after."""
-    log = tempfile.TemporaryFile(mode="w+")
+def agentx_server(*args: str, startup_s: float = 60.0, log_path=None):
+    """Run `agentx ARGS` (a server that prints "listening on URL") and yield the URL; stop it after.
+    Its stderr goes to `log_path` when given (else a temporary file, shown if it fails to start)."""
+    log = open(log_path, "w+") if log_path else tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen([sys.executable, "-m", "agentx.cli", *args], stdout=subprocess.PIPE, stderr=log, text=True)
     try:
         yield _wait_listening(proc, log, startup_s, args[0])

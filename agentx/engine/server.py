@@ -28,7 +28,7 @@ from agentx.engine.faults import FaultConfig
 from agentx.engine.metrics import ServerStats, exposition
 from agentx.engine.tokenizer import Tokenizer, render_chat
 from agentx.errors import AgentxError
-from agentx.serving import serve_app
+from agentx.serving import json_errors, log_line, read_body, serve_app
 
 JSON = "application/json"
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -52,6 +52,7 @@ class ServeConfig:
     truth_log: str | None = None  # JSONL of true arrival / first-token / last-token times
     reasoning_share: float = 0.0  # chat answers stream this share of their tokens as reasoning first
     reasoning_field: str = "reasoning_content"  # or "reasoning" (vLLM's newer name)
+    request_timeout_s: float = 30.0  # a request's head and body must arrive within this; idle connections close after it
 
     def __post_init__(self):
         if self.speed <= 0:
@@ -60,6 +61,17 @@ class ServeConfig:
             raise AgentxError(f"reasoning share must be in [0, 1], got {self.reasoning_share}")
         if self.reasoning_field not in REASONING_FIELDS:
             raise AgentxError(f"reasoning field must be one of {', '.join(REASONING_FIELDS)}, got {self.reasoning_field!r}")
+        if self.request_timeout_s <= 0:
+            raise AgentxError(f"must be > 0, got {self.request_timeout_s}", "request_timeout_s")
+
+
+def _error_response(request: web.Request, status: int, message: str, kind: str) -> web.Response:
+    """An error body in the API's shape: Anthropic's on /v1/messages, OpenAI's elsewhere."""
+    if request.path.startswith("/v1/messages"):
+        body = api.anthropic_error_body(message, status)
+    else:
+        body = api.error_body(message, kind, status)
+    return web.Response(status=status, body=body, content_type=JSON)
 
 
 class SimServer:
@@ -129,7 +141,7 @@ class SimServer:
             self.truth.close()
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=1 << 28)
+        app = web.Application(client_max_size=1 << 28, middlewares=[json_errors(_error_response)])
         app.on_startup.append(self._start_engine)
         app.on_cleanup.append(self._stop_engine)
         app.router.add_post("/v1/completions", self.completions)
@@ -172,8 +184,9 @@ class SimServer:
         """Serve one request; `style` is completion, chat (OpenAI) or messages (Anthropic)."""
         arrival = time.time()
         anthropic = style == "messages"
+        body = await read_body(request, self.cfg.request_timeout_s)
         try:
-            req, prompt, max_tokens, tool = self._prompt(await request.read(), style)
+            req, prompt, max_tokens, tool = self._prompt(body, style)
         except BadRequest as e:
             self._count_error("bad_request")
             body = api.anthropic_error_body(str(e), e.status) if anthropic else e.body()
@@ -202,6 +215,7 @@ class SimServer:
             return await self._complete(request, seq, shape, fault, timing)
         except ConnectionError:  # the client went away: free its sequence, nobody reads the answer
             self.core.abort(seq)
+            log_line(f"client went away during {request.method} {request.path} ({rid})")
             return web.Response(status=499)
         except asyncio.CancelledError:
             self.core.abort(seq)
@@ -370,5 +384,6 @@ def serve(cfg: ServeConfig) -> None:
         print(f"agentx sim: injecting faults {','.join(cfg.faults.kinds)} at rate {cfg.faults.rate:g} "
               f"(seed {cfg.faults.seed})", flush=True)
     serve_app(server.app(), cfg.host, cfg.port,
-              lambda port: f"agentx sim: listening on http://{cfg.host}:{port} (model {server.model_name!r})")
+              lambda port: f"agentx sim: listening on http://{cfg.host}:{port} (model {server.model_name!r})",
+              idle_timeout_s=cfg.request_timeout_s)
     sys.stdout.flush()

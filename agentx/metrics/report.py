@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.table import Table
 
 
 def _f(value, scale: float = 1.0, fmt: str = "{:,.1f}") -> str:
-    return "-" if value is None else fmt.format(value * scale)
+    """A figure, or `-` when there is none (never `nan`)."""
+    return "-" if value is None or not math.isfinite(value) else fmt.format(value * scale)
 
 
 def result_table(result: dict, title: str) -> Table:
@@ -84,13 +87,13 @@ def result_lines(result: dict) -> list[str]:
     if reasoning:
         lines.append(f"reasoning tokens: p50 {reasoning['p50']:,.0f}, mean {reasoning['mean']:,.1f} per answer "
                      f"({reasoning['n']:,} answers with reasoning; OSL counts them)")
-    hit = sm.get("prefix_hit_rate")
+    hit, cpu = sm.get("prefix_hit_rate"), sm.get("external_hit_rate")
     line = (f"prefix cache hit: theoretical {_f(cache.get('theoretical_hit_rate'), 100, '{:.1f}%')} (hash blocks)")
     if cache.get("engine_ceiling_hit_rate") is not None:
         line += f", ceiling {cache['engine_ceiling_hit_rate']:.1%} at {cache['engine_block_size']}-token blocks"
     line += (f", measured {_f(cache.get('measured_hit_rate'), 100, '{:.1f}%')} (usage), "
              f"server {_f(hit, 100, '{:.1f}%')} ({sm.get('engine')})"
-             + (f", CPU tier {sm['external_hit_rate']:.1%}" if sm.get("external_hit_rate") is not None else ""))
+             + (f", CPU tier {_f(cpu, 100, '{:.1f}%')}" if cpu is not None else ""))
     lines.append(line)
     if cache.get("cache_efficiency") is not None:
         lines.append(f"cache efficiency: {cache['cache_efficiency']:.3f} ({cache['cache_efficiency_source']} hits over "

@@ -142,6 +142,8 @@ def summarize(records: list[Record], run: dict, series: list[dict], trees: list[
     if mismatches:
         reasons.append(f"the cache probe found {mismatches} answers that differ warm from cold")
     ident, server = identity(settings, run), summarize_server(series)
+    if settings.get("mode") == "schedule":
+        ident["concurrency"] = None  # open loop: no lanes, the schedule sets how many are in flight
     rm = request_metrics(ok, settings.get("gpus"), settings.get("hardware"), settings.get("cost_basis") or "neocloud")
     if ok:
         exact_hits = server.get("counters", {}).get("prefix_hits") if server.get("window") == "exact" else None

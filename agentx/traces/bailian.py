@@ -5,33 +5,31 @@ last block included). A session is a chain of chats linked by `parent_chat_id`."
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
 import msgspec
 
 from agentx.errors import TraceError
 from agentx.traces.blocks import Reblocker
-from agentx.traces.model import Request, Session
+from agentx.traces.model import Count, HashId, Name, RecordId, Request, Seconds, Session, Tokens
 from agentx.traces.rows import encode_rows, read_rows, row_ids, row_session
 
-NonNeg = Annotated[int, msgspec.Meta(ge=0)]
 BLOCK_SIZE = 16
 
 
 class Row(msgspec.Struct):
-    chat_id: int
-    timestamp: Annotated[float, msgspec.Meta(ge=0)]
-    input_length: NonNeg
-    output_length: NonNeg
-    parent_chat_id: int = -1
-    type: str = "text"
-    turn: NonNeg = 1
-    hash_ids: list[NonNeg] = []
+    chat_id: RecordId
+    timestamp: Seconds
+    input_length: Tokens
+    output_length: Tokens
+    parent_chat_id: RecordId = -1
+    type: Name = "text"
+    turn: Count = 1
+    hash_ids: list[HashId] = []
 
 
 def read_bailian(path: str | Path, warn=None) -> list[Session]:
     rows = {}
-    for n, row in read_rows(path, Row):
+    for n, row in read_rows(path, Row, BLOCK_SIZE):
         if row.chat_id in rows:
             raise TraceError(str(path), f"line {n} chat_id", f"duplicate chat_id {row.chat_id}")
         rows[row.chat_id] = (n, row)

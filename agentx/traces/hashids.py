@@ -8,15 +8,13 @@ and memory scale with the unique blocks, not with the sum of all contexts.
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import msgspec
 import numpy as np
 
 from agentx.errors import TraceError
-from agentx.traces.model import EMPTY_IDS, ids_array
+from agentx.traces.model import EMPTY_IDS, HashId, ids_array
 
-_IdList = list[Annotated[int, msgspec.Meta(ge=0)]]
+_IdList = list[HashId]
 _ids_decoder = msgspec.json.Decoder(_IdList)
 
 
@@ -24,16 +22,14 @@ def decode_ids(raw: bytes, file: str, record: str) -> np.ndarray:
     """Decode one JSON array of non-negative integers into a fresh id array."""
     try:
         values = _ids_decoder.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise TraceError(file, record, f"hash_ids: {_plain(exc)}") from None
+    except msgspec.DecodeError as exc:  # ValidationError included
+        # `record` names the field; msgspec's index would count from the parsed suffix only
+        raise TraceError(file, record, str(exc).split(" - at `")[0]) from None
+    except RecursionError:
+        raise TraceError(file, record, "JSON nested too deeply") from None
     if not values:
         return EMPTY_IDS
     return np.array(values, dtype=np.uint64 if max(values) >= 2**32 else np.uint32)
-
-
-def _plain(exc: Exception) -> str:
-    """msgspec's message, its `$[i]` path turned into `hash_ids[i]` context."""
-    return str(exc).replace(" - at `$", " - at `hash_ids")
 
 
 _SPACE = (b" ", b"\n", b"\t", b"\r")
@@ -68,7 +64,7 @@ class StreamIdParser:
         if raw == b"null":
             raw = b"[]"
         if not raw.startswith(b"[") or not raw.endswith(b"]"):
-            raise TraceError(self.file, record, "hash_ids: expected an array of integers")
+            raise TraceError(self.file, record, "expected an array of integers")
         shared, rest = self._shared_prefix(raw)
         if shared == self._prev_len and self._run:
             new = decode_ids(b"[" + rest + b"]", self.file, record) if rest else EMPTY_IDS

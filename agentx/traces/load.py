@@ -16,6 +16,7 @@ from agentx.traces.mooncake import read_mooncake, write_mooncake
 from agentx.traces.rollout import read_rollout
 from agentx.traces.tracelab import read_tracelab, write_tracelab
 from agentx.traces.trie import read_trie
+from agentx.traces.source import read_trace_bytes
 from agentx.traces.weka import read_weka, write_weka
 
 Format = Literal["weka", "mooncake", "bailian", "agentic-mooncake", "mooncake-delta", "tracelab", "trie", "rollout"]
@@ -55,11 +56,12 @@ def trace_files(paths: Iterable[str | Path]) -> list[Path]:
 
 def detect_format(path: Path) -> Format:
     """Guess the format from the first record's keys."""
-    with path.open("rb") as f:
-        head = f.read(1 << 16)
-    text = head.lstrip()
-    if not text:
-        raise TraceError(str(path), "", "empty file")
+    try:
+        with path.open("rb") as f:
+            head = f.read(1 << 16)
+    except OSError as exc:
+        raise TraceError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+    text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
     if text.startswith(b"{") and b'"requests"' in head:
         return "weka"
     first_line = text.split(b"\n", 1)[0]
@@ -67,14 +69,17 @@ def detect_format(path: Path) -> Format:
         return "tracelab"
     try:
         row = msgspec.json.decode(first_line)
-    except msgspec.DecodeError:
-        raise TraceError(str(path), "line 1", _UNKNOWN) from None
+    except (msgspec.DecodeError, RecursionError):
+        row = None
+        if len(head) == 1 << 16 and b"\n" not in text:  # a first line longer than the head: its keys
+            row = {key: None for key, _ in _ROW_KEYS if f'"{key}"'.encode() in text}
     if isinstance(row, dict):
         if "requests" in row:
             return "weka"
         for key, fmt in _ROW_KEYS:
             if key in row:
                 return fmt  # type: ignore[return-value]
+    read_trace_bytes(path)  # the clearer error when there is one: empty, UTF-16
     raise TraceError(str(path), "line 1", _UNKNOWN)
 
 

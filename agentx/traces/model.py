@@ -9,8 +9,9 @@ stream whose ids extend the previous request's share one buffer (views), which k
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Literal
+from typing import Annotated, Iterator, Literal
 
+import msgspec
 import numpy as np
 
 StreamKind = Literal["main", "subagent", "background", "aux"]
@@ -18,6 +19,41 @@ HashScope = Literal["local", "global"]
 
 EMPTY_IDS = np.zeros(0, dtype=np.uint32)
 EMPTY_IDS.flags.writeable = False
+
+# Bounds (SPEC §1), in this one place; every reader rejects a value outside them with a
+# TraceError. Beyond them a number is a corrupt record, and it would hang or exhaust memory
+# downstream (a 10^30-token prompt).
+MAX_TOKENS = 10_000_000  # a request's input or output tokens, and the tokens its hash blocks cover
+MAX_SECONDS = 1e10  # a time or duration (~317 years: room for Unix-epoch timestamps)
+MAX_ID = 2**63 - 1  # a hash id or a numeric record id (int64: what the JSON decoder can bound)
+MAX_COUNT = 10**12  # an aggregate count of the metadata (a subagent's total tokens, tool uses)
+MAX_DEPTH = 16  # subagents nested inside subagents
+MAX_NAME = 1_000  # characters of an id or a model name
+
+Tokens = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS)]
+Seconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_SECONDS)]
+Millis = Annotated[float, msgspec.Meta(ge=0, le=MAX_SECONDS * 1000)]
+HashId = Annotated[int, msgspec.Meta(ge=0, le=MAX_ID)]
+RecordId = Annotated[int, msgspec.Meta(ge=-1, le=MAX_ID)]  # -1: "none" (Bailian's parent_chat_id)
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+BlockSize = Annotated[int, msgspec.Meta(ge=1, le=MAX_TOKENS)]
+Name = Annotated[str, msgspec.Meta(max_length=MAX_NAME)]
+
+
+def request_problem(isl: int, n_ids: int, block_size: int, partial_block_ids: bool) -> tuple[str, str] | None:
+    """(field, problem) when a request breaks a bound its fields only break together, else None.
+
+    A request must have input (no input tokens and no hash ids is rejected: it cannot be sent,
+    and a corpus of it would replay thousands of empty requests), and its hash blocks may not
+    cover more than MAX_TOKENS. `field` is "in" or "hash_ids"; readers rename it to theirs.
+    """
+    covered = ((n_ids - 1) * block_size + 1 if partial_block_ids else n_ids * block_size) if n_ids else 0
+    if covered > MAX_TOKENS:
+        return "hash_ids", (f"{n_ids:,} blocks of {block_size} tokens cover {covered:,} tokens, "
+                            f"over the bound of {MAX_TOKENS:,}")
+    if isl == 0 and n_ids == 0:
+        return "in", "a request with no input tokens (0 and no hash ids) cannot be replayed"
+    return None
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -5,31 +5,29 @@ blocks, the partial last block included). One request per session unless rows ca
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
 import msgspec
 
 from agentx.traces.blocks import Reblocker
-from agentx.traces.model import Request, Session
+from agentx.traces.model import HashId, Millis, Name, RecordId, Request, Session, Tokens
 from agentx.traces.rows import encode_rows, read_rows, row_ids, row_session
 
-NonNeg = Annotated[int, msgspec.Meta(ge=0)]
 BLOCK_SIZE = 512
 
 
 class Row(msgspec.Struct):
-    timestamp: Annotated[float, msgspec.Meta(ge=0)]
-    input_length: NonNeg
-    output_length: NonNeg
-    hash_ids: list[NonNeg] = []
-    session_id: str | int | None = None
-    model: str = ""
+    timestamp: Millis
+    input_length: Tokens
+    output_length: Tokens
+    hash_ids: list[HashId] = []
+    session_id: Name | RecordId | None = None
+    model: Name = ""
 
 
 def read_mooncake(path: str | Path, warn=None) -> list[Session]:
     stem = Path(path).name.split(".")[0]
     groups: dict[object, list[tuple[int, Row]]] = {}
-    for n, row in read_rows(path, Row):
+    for n, row in read_rows(path, Row, BLOCK_SIZE):
         key = ("s", row.session_id) if row.session_id is not None else ("l", n)
         groups.setdefault(key, []).append((n, row))
     sessions = []

@@ -11,24 +11,38 @@ from rich.table import Table
 from agentx.traces.stats import Distribution, TraceStats
 
 
-def _num(x: float, unit: str = "") -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
+_TIME_UNITS = ((600, 1, "s"), (600 * 60, 60, "m"), (96 * 3600, 3600, "h"), (3650 * 86400, 86400, "d"))
+
+
+def _num(x: float | None, unit: str = "") -> str:
+    """At most 7 characters, so large values are never cut: 9,999  99.9k  10.0M  59.9s  2.3h  317.1y."""
+    if x is None or not math.isfinite(x):
         return "-"
     if unit == "s":
-        return f"{x:,.1f}s" if x < 600 else f"{x / 60:,.1f}m"
+        for limit, size, name in _TIME_UNITS:
+            if x < limit:
+                return f"{x / size:.1f}{name}"
+        return f"{x / (365 * 86400):,.1f}y"
+    if abs(x) >= 1_000_000:
+        return f"{x / 1e6:,.1f}M"
     if abs(x) >= 10_000:
-        return f"{x / 1000:,.1f}k"
+        return f"{x / 1000:.1f}k"
     return f"{x:,.0f}" if x >= 100 or x == int(x) else f"{x:,.2f}"
 
 
+def _share(x: float) -> str:
+    return f"{x:.1%}" if math.isfinite(x) else "n/a"
+
+
 def stats_table(stats: TraceStats, source: str) -> Table:
-    table = Table(title=f"Trace statistics: {source}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(title=f"Trace statistics: {source}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True)
     table.add_column("metric")
     for name in ("n", "mean", "p50", "p90", "p95", "p99", "max", "lognorm fit"):
         table.add_column(name, justify="right")
 
     def row(label: str, d: Distribution, unit: str = "") -> None:
-        fit = "-" if d.n == 0 else f"{_num(d.lognormal_median, unit)},{d.lognormal_sigma:.2f}"
+        fit = f"{_num(d.lognormal_median, unit)},{d.lognormal_sigma:.2f}" if math.isfinite(d.lognormal_sigma) else "-"
         table.add_row(label, f"{d.n:,}", *(_num(getattr(d, k), unit) for k in ("mean", "p50", "p90", "p95", "p99", "max")), fit)
 
     row("ISL", stats.isl)
@@ -41,9 +55,9 @@ def stats_table(stats: TraceStats, source: str) -> Table:
     share = stats.sessions_with_subagents / stats.sessions if stats.sessions else math.nan
     table.caption = (
         f"sessions {stats.sessions:,}   requests {stats.requests:,}   streams: {kinds}\n"
-        f"sessions with subagents {stats.sessions_with_subagents:,} ({share:.1%})   "
-        f"gaps over 60 s {stats.gap_share_over_60s:.1%}\n"
-        f"theoretical prefix-cache hit rate {stats.theoretical_hit_rate:.1%}"
+        f"sessions with subagents {stats.sessions_with_subagents:,} ({_share(share)})   "
+        f"gaps over 60 s {_share(stats.gap_share_over_60s)}\n"
+        f"theoretical prefix-cache hit rate {_share(stats.theoretical_hit_rate)}"
         + (f"   billed-count requests {stats.billed_count_requests:,}" if stats.billed_count_requests else "")
         + "\n* per session with at least one subagent; lognorm: median,sigma of a log-normal fit;"
         + " ISL and OSL in tokens"

@@ -9,30 +9,28 @@ import msgspec
 import numpy as np
 
 from agentx.errors import TraceError
-from agentx.traces.model import Request, Session, ids_array, make_session
+from agentx.traces.model import Request, Session, ids_array, make_session, request_problem
+from agentx.traces.source import decode, read_trace_bytes
 
 T = TypeVar("T")
 
 
-def read_rows(path: str | Path, row_type: type[T]) -> Iterator[tuple[int, T]]:
-    """(line number, decoded row) for every non-blank line; errors name file, line and field."""
-    path = Path(path)
-    data = path.read_bytes()
-    if not data or data.isspace():
-        raise TraceError(str(path), "", "empty file")
+def read_rows(path: str | Path, row_type: type[T], block_size: int) -> Iterator[tuple[int, T]]:
+    """(line number, decoded row) for every non-blank line; errors name file, line and field.
+
+    Rows have `input_length` and `hash_ids` (the partial last block has an id too), checked
+    against the trace model's bounds here."""
+    data = read_trace_bytes(path)
     decoder = msgspec.json.Decoder(row_type)
     for n, line in enumerate(data.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            yield n, decoder.decode(line)
-        except msgspec.ValidationError as exc:
-            text = str(exc)
-            message, _, field = text.rpartition(" - at `")
-            field = field.rstrip("`").replace("$.", "", 1).replace("$", "", 1)
-            raise TraceError(str(path), f"line {n} {field}".strip(), message or text) from None
-        except msgspec.DecodeError as exc:
-            raise TraceError(str(path), f"line {n}", f"invalid JSON: {exc}") from None
+        row = decode(decoder, line, str(path), f"line {n}")
+        problem = request_problem(row.input_length, len(row.hash_ids), block_size, True)
+        if problem:
+            field = "input_length" if problem[0] == "in" else problem[0]
+            raise TraceError(str(path), f"line {n} {field}", problem[1])
+        yield n, row
 
 
 def row_ids(values: list[int]) -> np.ndarray:

@@ -1,5 +1,5 @@
 """A seeded generator of WEKA-shaped agent sessions, calibrated to the published statistics of
-the canonical 393-session AgentX corpus (see `../shared/data/README.md`):
+the canonical 393-session AgentX corpus (see `tests/data/README.md`):
 
   median ISL 142k, median OSL 444, median tool gap 3.84 s with ~10 % over a minute, 44 % of
   sessions with subagents (median 4 per such session), median subagent wall time 2.27 min,

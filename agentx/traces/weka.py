@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
 import msgspec
 
 from agentx.errors import TraceError
 from agentx.traces.hashids import ChainIdParser, IdWriter
-from agentx.traces.model import Request, Session, Stream, make_session
+from agentx.traces.model import (
+    MAX_DEPTH, BlockSize, Count, Millis, Name, Request, Seconds, Session, Stream, Tokens, make_session,
+    request_problem,
+)
+from agentx.traces.source import decode, read_trace_bytes
 
-NonNeg = Annotated[int, msgspec.Meta(ge=0)]
-NonNegF = Annotated[float, msgspec.Meta(ge=0)]
 TimeBasis = Literal["absolute", "relative"]
 _EPS = 1e-6
 
@@ -28,59 +30,50 @@ _EPS = 1e-6
 class Entry(msgspec.Struct, omit_defaults=True):
     """One item of a `requests` list: a request (`type` n/s) or a subagent (`type` subagent)."""
 
-    t: NonNegF
+    t: Seconds
     type: str = "n"
-    model: str | None = None
-    in_: NonNeg | None = msgspec.field(default=None, name="in")
-    out: NonNeg | None = None
+    model: Name | None = None
+    in_: Tokens | None = msgspec.field(default=None, name="in")
+    out: Tokens | None = None
     hash_ids: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"[]"))
     input_types: list[str] | None = None
     output_types: list[str] | None = None
     stop: str | None = None
-    api_time: NonNegF | None = None
-    think_time: NonNegF | None = None
-    ttft: NonNegF | None = None
+    api_time: Seconds | None = None
+    think_time: Seconds | None = None
+    ttft: Seconds | None = None
     # subagent entries
-    agent_id: str | None = None
-    subagent_type: str | None = None
-    duration_ms: NonNegF | None = None
-    total_tokens: NonNeg | None = None
-    tool_use_count: NonNeg | None = None
+    agent_id: Name | None = None
+    subagent_type: Name | None = None
+    duration_ms: Millis | None = None
+    total_tokens: Count | None = None
+    tool_use_count: Count | None = None
     status: str | None = None
-    models: list[str] | None = None
-    tool_tokens: NonNeg | None = None
-    system_tokens: NonNeg | None = None
+    models: list[Name] | None = None
+    tool_tokens: Tokens | None = None
+    system_tokens: Tokens | None = None
     requests: list["Entry"] | None = None
 
 
 class SessionFile(msgspec.Struct):
     requests: list[Entry]
-    id: str | None = None
-    models: list[str] = []
-    block_size: Annotated[int, msgspec.Meta(gt=0)] = 64
+    id: Name | None = None
+    models: list[Name] = []
+    block_size: BlockSize = 64
     hash_id_scope: Literal["local", "global"] = "local"
-    tool_tokens: NonNeg | None = None
-    system_tokens: NonNeg | None = None
-    provider: str | None = None  # agentx's addition: the agent that produced it (claude, codex)
+    tool_tokens: Tokens | None = None
+    system_tokens: Tokens | None = None
+    provider: Name | None = None  # agentx's addition: the agent that produced it (claude, codex)
 
 
 _decoder = msgspec.json.Decoder(SessionFile)
 
 
-def _problem(exc: Exception) -> tuple[str, str]:
-    """Split msgspec's 'message - at `$.path`' into (record path, message)."""
-    text = str(exc)
-    if " - at `" in text:
-        message, path = text.rsplit(" - at `", 1)
-        return path.rstrip("`").replace("$", "", 1).lstrip("."), message
-    return "", text
-
-
 class _Reader:
     """Turns one decoded session object into the model; collects warnings."""
 
-    def __init__(self, file: str, record: str):
-        self.file, self.record = file, record
+    def __init__(self, file: str, record: str, block_size: int = 64):
+        self.file, self.record, self.block_size = file, record, block_size
 
     def where(self, path: str) -> str:
         return f"{self.record} {path}".strip() if self.record else path
@@ -106,15 +99,17 @@ class _Reader:
         """Detect the subagent timestamp basis from every subagent entry, nested ones too."""
         votes: dict[str, str] = {}
 
-        def visit(entries: list[Entry], path: str) -> None:
+        def visit(entries: list[Entry], path: str, depth: int = 0) -> None:
             for i, e in enumerate(entries):
                 if e.type != "subagent":
                     continue
                 where = f"{path}[{i}]"
+                if depth >= MAX_DEPTH:
+                    raise TraceError(self.file, self.where(where), f"subagents nested over {MAX_DEPTH} deep")
                 inner = [c.t for c in e.requests or []]
                 if inner and e.t > _EPS:  # an entry at t = 0 fits both bases
                     votes.setdefault("absolute" if min(inner) >= e.t - _EPS else "relative", where)
-                visit(e.requests or [], f"{where}.requests")
+                visit(e.requests or [], f"{where}.requests", depth + 1)
 
         visit(entries, path)
         if len(votes) > 1:
@@ -148,6 +143,10 @@ class _Reader:
                     self.file, self.where(f"{where}.type"), f"unknown type {e.type!r} (want n, s or subagent)"
                 )
         ids = parser.finish()
+        for e, slot, where in pending:
+            problem = request_problem(e.in_, len(ids[slot]), self.block_size, False)
+            if problem:
+                raise TraceError(self.file, self.where(f"{where}.{problem[0]}"), problem[1])
         requests = [self._request(e, ids[slot], offset) for e, slot, _ in pending]
         return requests, subagents
 
@@ -203,23 +202,11 @@ class _Reader:
         )
 
 
-def _decode(data: bytes, file: str, record: str) -> SessionFile:
-    try:
-        return _decoder.decode(data)
-    except msgspec.ValidationError as exc:
-        path, message = _problem(exc)
-        raise TraceError(file, f"{record} {path}".strip(), message) from None
-    except msgspec.DecodeError as exc:
-        raise TraceError(file, record, f"invalid JSON: {exc}") from None
-
-
 def read_weka(path: str | Path, warn=None) -> list[Session]:
     """Read a WEKA file (one object, or JSONL). `warn(message)` receives per-file warnings."""
     path = Path(path)
     file = str(path)
-    data = path.read_bytes()
-    if not data or data.isspace():
-        raise TraceError(file, "", "empty file")
+    data = read_trace_bytes(path)
     stem = path.name.split(".")[0]
     docs: list[tuple[bytes, str, str]] = []
     if data[_NON_SPACE.search(data).start()] == ord("{") and _is_single_object(data):
@@ -230,8 +217,8 @@ def read_weka(path: str | Path, warn=None) -> list[Session]:
                 docs.append((line, f"line {n}", f"{stem}-{n}"))
     sessions, mismatched = [], 0
     for text, record, default_id in docs:
-        reader = _Reader(file, record)
-        session = reader.session(_decode(text, file, record), default_id)
+        doc = decode(_decoder, text, file, record)
+        session = _Reader(file, record, doc.block_size).session(doc, default_id)
         mismatched += sum(1 for r in session.requests() if r.isl < session.hash_coverage(r))
         sessions.append(session)
     if mismatched and warn:

@@ -1,17 +1,20 @@
 """Capture end to end: scripted agent sessions through the recording proxy (a real process) in
 front of the simulated engine, in Anthropic and OpenAI style; then the anonymizer's export."""
 
+import asyncio
 import json
 import sqlite3
 import subprocess
 import sys
 
+import aiohttp
 import pytest
 from tokenizers import Tokenizer
 
 from agentx.capture.canonical import prompt_of
 from agentx.capture.export import ExportConfig, export
 from agentx.capture.store import read_rows
+from agentx.engine.launch import agentx_server
 from agentx.records import read_records
 from agentx.replay.driver import bench
 from agentx.replay.settings import BenchSettings
@@ -136,3 +139,27 @@ def test_cli_export_and_bad_store(captured, tokenizer_path, tmp_path):
     res = subprocess.run(run + ["--store", str(tmp_path / "none.db"), "--out", str(tmp_path / "y")],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode != 0 and "no such capture store" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_tokenized_share_never_exceeds_100_percent(sim, model, tokenizer_path, tmp_path):
+    """A store whose turns are no prefix extensions of each other (each turn new tools, system
+    text and question) leaves nothing to reuse: the share is 100 %, not more (tools and system
+    texts are tokenized again to count their tokens, which the share must not add)."""
+    async def turns(url):
+        async with aiohttp.ClientSession() as http:
+            for i in range(6):
+                words = " ".join(f"w{i}x{j}" for j in range(400))
+                body = {"model": model, "max_tokens": 80, "system": f"turn {i}: {words}",
+                        "tools": [{"name": f"tool{i}", "description": words, "input_schema": {"type": "object"}}],
+                        "messages": [{"role": "user", "content": f"question {i} {words[:200]}"}]}
+                async with http.post(url + "/v1/messages", json=body,
+                                     headers={"x-claude-code-session-id": "unrelated-turns"}) as resp:
+                    assert resp.status == 200
+                    await resp.read()
+
+    store = tmp_path / "unrelated.db"
+    with agentx_server("capture", "proxy", "--upstream", sim, "--listen", "127.0.0.1:0", "--store", str(store)) as url:
+        asyncio.run(turns(url))
+    report = export(ExportConfig(store=str(store), tokenizer=str(tokenizer_path), out=str(tmp_path / "export")))
+    assert report.exported == 6
+    assert 0.9 < report.tokenized_share <= 1.0

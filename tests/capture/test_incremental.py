@@ -24,8 +24,7 @@ def test_every_recorded_transition(captured, tokenizer_path):
         transitions += key in tok._last
         assert tok.encode(key, text).tolist() == tok.full(text).tolist()
     assert transitions >= 20
-    # the full encodes above count too: without them, about half the text was tokenized
-    assert tok.chars_tokenized < 2 * tok.chars_total * 0.75
+    assert tok.chars_tokenized < tok.chars_total * 0.75  # about half the text was tokenized
 
 
 PIECES = st.sampled_from(["agent", " tool", "  ", "\n", "\n\n", " ", "é", "中文", "🙂", "123", "4567", "{\"a\":",

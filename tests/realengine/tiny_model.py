@@ -2,7 +2,7 @@
 
 Nothing is downloaded: a byte-level BPE tokenizer is trained on text that ships with CPython
 (`pydoc_data.topics`), weights are N(0, 0.02) from a fixed seed. Output quality is irrelevant
-for a load benchmark (send ignore_eos with max_tokens). See ../shared/design/REAL_ENGINES.md.
+for a load benchmark (send ignore_eos with max_tokens). See docs/REAL_ENGINES.md.
 
     python tests/realengine/tiny_model.py OUT_DIR [--dim 256 --layers 4]
 """

@@ -117,7 +117,7 @@ def test_sigkill_mid_profile_then_report(sim, tmp_path):
     lines = [json.loads(line) for line in (out / "records.jsonl").read_bytes().splitlines() if line.strip()]
     res = subprocess.run([sys.executable, "-m", "agentx.cli", "report", str(out)], capture_output=True, text=True,
                          timeout=120)
-    assert res.returncode == 0, res.stderr
+    assert res.returncode == 3, res.stderr  # a killed run is not valid
     result = json.loads((out / "result.json").read_text())
     assert result["requests"]["total"] == len(lines)
     assert result["requests"]["profiled"] == sum(1 for r in lines if r["phase"] == "profile") >= 15
@@ -136,3 +136,35 @@ def test_schedule_mode_on_a_timestamped_corpus(sim, tmp_path):
     assert all(r.error is None and r.isl == r.isl_planned for r in records)
     assert len({r.tree for r in records}) == len({r.session for r in records})  # a tree per session
     assert result["requests"]["profiled"] == sum(r.phase == "profile" for r in records)
+    assert result["identity"]["concurrency"] is None  # schedule mode has no lanes
+
+
+def _agentx(*args):
+    return subprocess.run([sys.executable, "-m", "agentx.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_an_invalid_run_exits_3_unless_allowed(tmp_path):
+    """Every request fails (the sim answers 500): the run finishes NOT VALID, bench and report
+    exit 3, --allow-invalid exits 0. `--traces` takes several paths after one flag (a glob)."""
+    paths = [WEKA / "trace_0026.json", WEKA / "trace_0277.json"]
+    with sim_server("--speed", str(SPEED), "--fault-rate", "1", "--fault-kinds", "http500") as failing:
+        def run(out, *extra):
+            return _agentx("bench", "--url", failing, "--traces", *paths, "--concurrency", "2", "--duration", "5",
+                           "--clock-scale", SPEED, "--no-warmup", "--grace", "1", "--out", out, *extra)
+
+        res = run(tmp_path / "a")
+        assert res.returncode == 3, res.stderr
+        assert "NOT VALID" in res.stdout and res.stderr.strip().splitlines()[-1].startswith("not valid: the run")
+        assert run(tmp_path / "b", "--allow-invalid").returncode == 0
+    result = json.loads((tmp_path / "a" / "result.json").read_text())
+    assert not result["validity"]["valid"] and result["identity"]["dataset"] == ", ".join(map(str, paths))
+    assert {r.session for r in read_records(tmp_path / "a")} == {"trace_0026", "trace_0277"}
+    assert _agentx("report", tmp_path / "a").returncode == 3
+    assert _agentx("report", tmp_path / "a", "--allow-invalid").returncode == 0
+
+
+def test_schedule_mode_has_no_concurrency_to_sweep():
+    res = _agentx("bench", "--url", "http://127.0.0.1:9", "--mode", "schedule", "--concurrency", "1,4")
+    assert res.returncode == 2 and res.stderr.strip() == (
+        "error: --concurrency: schedule mode replays at the recorded start times: it has no lanes to sweep")

@@ -1,5 +1,12 @@
-import pytest
+import io
+import json
 
+import pytest
+from rich.console import Console
+
+from agentx.traces.model import MAX_SECONDS, MAX_TOKENS
+from agentx.traces.mooncake import read_mooncake
+from agentx.traces.report import stats_table
 from agentx.traces.stats import session_hit_tokens, trace_stats
 from agentx.traces.weka import read_weka
 from tests.conftest import WEKA, WEKA_FILES
@@ -80,3 +87,27 @@ def test_corpora_split_by_provider(tmp_path):
     labels = [(label, s.requests) for label, s in corpora_stats([("tl", rounds), ("weka", weka)], True)]
     assert labels == [("tl: claude", 3), ("tl: codex", 1), ("weka: unknown", 32)]
     assert [label for label, _ in corpora_stats([("tl", rounds)])] == ["tl"]
+def _render(stats, width: int = 80) -> str:
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(stats_table(stats, "corpus"))
+    return console.export_text()
+
+
+def test_the_table_never_cuts_the_largest_values_at_80_columns(tmp_path):
+    """Values at the trace model's bounds fit the table at 80 columns; nothing prints as nan."""
+    requests = [{"t": t, "in": MAX_TOKENS, "out": MAX_TOKENS, "hash_ids": [], "api_time": 1.0}
+                for t in (0.0, MAX_SECONDS - 10)]
+    requests.append({"t": MAX_SECONDS - 5, "type": "subagent", "duration_ms": 1000.0,
+                     "requests": [{"t": 0.0, "in": 1, "out": 0}]})
+    path = tmp_path / "extreme.json"
+    path.write_text(json.dumps({"requests": requests}))
+    text = _render(trace_stats(read_weka(path)))
+    assert "…" not in text and "nan" not in text
+    assert "10.0M" in text and "317.1y" in text
+
+
+def test_a_corpus_without_gaps_prints_n_a_not_nan(tmp_path):
+    path = tmp_path / "one.jsonl"
+    path.write_text('{"timestamp": 0, "input_length": 600, "output_length": 0, "hash_ids": [1, 2]}\n')
+    text = _render(trace_stats(read_mooncake(path)))
+    assert "gaps over 60 s n/a" in " ".join(text.split()) and "nan" not in text

@@ -19,7 +19,7 @@ def stats(corpus):
     return trace_stats(corpus)
 
 
-# (published target, relative tolerance) — from ../shared/data/README.md
+# (published target, relative tolerance) — from tests/data/README.md
 def test_calibrated_to_published_agentx_statistics(stats):
     assert stats.sessions == 393
     assert stats.requests == pytest.approx(98_827, rel=0.10)

@@ -1,0 +1,215 @@
+"""Hostile trace input through the `agentx` command (issue #12): `trace stats`, `trace convert`
+and `bench` against the simulated engine; every input is either accepted (exit 0, a valid run)
+or rejected with one line naming the file (exit 2), within seconds and in bounded memory; never
+a traceback.
+
+Two legs: the hand-made files of `tests/data/hostile/`, and hypothesis-corrupted real traces of
+every format, both through the command's entry point in-process (timed, peak allocations traced),
+and a few of the files through the real command as a subprocess.
+"""
+
+import json
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from agentx import cli
+from agentx.engine.launch import sim_server
+from tests.conftest import MOONCAKE, WEKA
+
+HOSTILE = Path(__file__).parent / "data" / "hostile"
+ACCEPTED = {"bom_ok.json", "bom_ok.jsonl", "zero_output_ok.jsonl", "at_the_bounds_ok.json"}
+# accepted, but no server takes a 10M-token prompt: the sim refuses it, the run is NOT VALID
+BENCH_INVALID = {"at_the_bounds_ok.json"}
+# what each rejection's one line must name (the field, or the problem)
+REJECTED = {
+    "binary.json": "not a known trace record",
+    "blank_lines.jsonl": "empty file",
+    "empty.json": "empty file",
+    "truncated.json": "invalid JSON",
+    "truncated_last_line.jsonl": "line 2: invalid JSON",
+    "utf16.json": "UTF-16",
+    "utf16_be_no_bom.jsonl": "UTF-16",
+    "nan.json": "invalid JSON",
+    "infinity.json": "invalid JSON",
+    "float_overflow.json": "requests[1].t",
+    "huge_time.json": "requests[1].t",
+    "huge_in.json": "requests[1].in",
+    "huge_out.json": "requests[0].out",
+    "huge_hash_id.json": "requests[0].hash_ids",
+    "huge_duration.json": "requests[1].duration_ms",
+    "too_many_blocks.json": "requests[0].hash_ids",
+    "negative_in.json": "requests[0].in",
+    "negative_t.json": "requests[0].t",
+    "negative_hash_id.json": "requests[0].hash_ids",
+    "zero_length.json": "requests[0].in: a request with no input tokens",
+    "zero_length.jsonl": "line 1 input_length: a request with no input tokens",
+    "string_numbers.json": "requests[0].in",
+    "wrong_type_requests.json": "requests: Expected `array`",
+    "wrong_type_hash_ids.json": "requests[0].hash_ids",
+    "wrong_type_block_size.json": "block_size",
+    "unknown_type.json": "requests[0].type",
+    "not_an_object.json": "not a known trace record",
+    "just_a_string.json": "not a known trace record",
+    "long_model_name.json": "requests[0].model",
+    "deep_array.json": "not a known trace record",
+    "deep_object.json": "not a known trace record",
+    "deep_hash_ids.json": "nested too deeply",
+    "deep_unknown_field.json": "nested too deeply",
+    "deep_unknown_field.jsonl": "not a known trace record",
+    "deep_subagents.json": "subagents nested over 16 deep",
+    "deep_subagents_decoder.json": "nested too deeply",
+    "bad_line_in_middle.jsonl": "line 5: invalid JSON",
+    "negative_in_middle.jsonl": "line 5 input_length",
+    "bailian_cycle.jsonl": "parent_chat_id forms a cycle",
+    "bailian_duplicate_id.jsonl": "line 2 chat_id",
+    "bailian_huge_chat_id.jsonl": "line 1 chat_id",
+    "weka_jsonl_bad_middle.jsonl": "line 2 requests[1]",
+    "no_traces": "no .json or .jsonl trace files",
+}
+MEMORY_BOUND_MB = 512  # peak Python and numpy allocations of one command (tracemalloc), or a process's RSS
+
+
+def run_main(monkeypatch, capsys, *args) -> tuple[int, str, float, float]:
+    """The command's entry point in-process: (exit status, stderr, seconds, peak MB allocated)."""
+    monkeypatch.setattr(sys, "argv", ["agentx", *map(str, args)])
+    tracemalloc.start()
+    start = time.monotonic()
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return exit_info.value.code or 0, capsys.readouterr().err, time.monotonic() - start, peak / 2**20
+
+
+# `agentx ARGS` that also reports its own peak RSS as the last line on stderr
+PEAK_RSS = ("import resource, sys\nfrom agentx.cli import main\ntry:\n    main()\nfinally:\n"
+            "    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)")
+
+
+def run_process(*args) -> tuple[int, str, float, float]:
+    """The real command in a process of its own: (exit status, stderr, seconds, peak RSS MB)."""
+    start = time.monotonic()
+    res = subprocess.run([sys.executable, "-c", PEAK_RSS, *map(str, args)], capture_output=True, text=True, timeout=60)
+    err, _, peak_kb = res.stderr.rstrip().rpartition("\n")
+    return res.returncode, err, time.monotonic() - start, int(peak_kb) / 1024
+
+
+def check_outcome(name: str, code: int, err: str, command: str = "trace") -> None:
+    assert "Traceback" not in err, err
+    if command == "bench" and name in BENCH_INVALID:
+        assert code == 3 and err.strip().splitlines()[-1].startswith("not valid: the run"), err
+        return
+    if name in ACCEPTED:
+        assert code == 0, err
+        return
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert lines[0].startswith(f"error: {HOSTILE / name}") and REJECTED[name] in lines[0], lines[0]
+
+
+def test_the_hostile_folder_is_fully_listed():
+    assert {p.name for p in HOSTILE.iterdir() if p.name != "README.md"} == ACCEPTED | set(REJECTED)
+
+
+@pytest.fixture(scope="module")
+def sim():
+    with sim_server("--speed", "100") as url:
+        yield url
+
+
+@pytest.mark.parametrize("name", sorted(ACCEPTED | set(REJECTED)))
+def test_hostile_file_is_accepted_or_rejected_in_one_line(sim, tmp_path, monkeypatch, capsys, name):
+    out = tmp_path / "converted.jsonl"
+    bench = ["bench", "--url", sim, "--traces", HOSTILE / name, "--concurrency", "1", "--duration", "300",
+             "--clock-scale", "100", "--no-warmup", "--grace", "5", "--out", tmp_path / "run"]
+    for args in (["trace", "stats", HOSTILE / name], ["trace", "convert", HOSTILE / name, "--to", "bailian", "--out", out],
+                 bench):
+        if args[0] == "bench" and name in ACCEPTED:  # a replay: the real command, its time and peak memory
+            code, err, seconds, peak_mb = run_process(*args)
+        else:
+            code, err, seconds, peak_mb = run_main(monkeypatch, capsys, *args)
+        check_outcome(name, code, err, args[0])
+        # bench: a 3 s window (300 modeled s at clock scale 100) and the requests in flight
+        assert seconds < (30 if args[0] == "bench" else 10) and peak_mb < MEMORY_BOUND_MB, (args, seconds, peak_mb)
+    if name in ACCEPTED:  # what was written reads back
+        code, err, _, _ = run_main(monkeypatch, capsys, "trace", "stats", out)
+        assert code == 0, err
+
+
+@pytest.mark.parametrize("name", ["huge_in.json", "deep_array.json", "deep_hash_ids.json", "utf16.json"])
+def test_the_real_command_prints_one_line_and_exits_2(name):
+    """The same as a user sees it: a subprocess, its stderr and exit status."""
+    res = subprocess.run([sys.executable, "-m", "agentx.cli", "trace", "convert", HOSTILE / name, "--to", "mooncake",
+                          "--out", "/dev/null"], capture_output=True, text=True, timeout=60)
+    check_outcome(name, res.returncode, res.stderr)
+
+
+# ------------------------------------------------------------------ hypothesis, in-process
+
+WEKA_DOC = json.loads((WEKA / "trace_0291.json").read_bytes())
+MOONCAKE_ROWS = [json.loads(line) for line in MOONCAKE.read_bytes().splitlines()[:6]]
+BAILIAN_ROWS = [{"chat_id": i + 1, "parent_chat_id": i if i else -1, "timestamp": i * 3.0, "input_length": 40 + 20 * i,
+                 "output_length": 7, "type": "text", "turn": i + 1, "hash_ids": list(range(3 + i))} for i in range(4)]
+
+hostile_values = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.sampled_from([10**30, 10**12, -1, 0, 2**63]),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8),
+    st.lists(st.integers(-3, 2**64), max_size=4), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    st.integers(1, 3000).map(lambda n: "[" * n + "]" * n),  # raw: nested arrays
+)
+
+
+def _encode(value) -> str:
+    if isinstance(value, str) and value.startswith("["):
+        return value  # a raw nested array
+    return json.dumps(value)  # NaN and Infinity come out as the non-JSON literals
+
+
+def _corrupt(record: dict, data) -> str:
+    """The record as JSON with one field replaced by a hostile value, or removed."""
+    key = data.draw(st.sampled_from(sorted(record)))
+    items = {k: json.dumps(v) for k, v in record.items()}
+    if data.draw(st.booleans()):
+        items[key] = _encode(data.draw(hostile_values))
+    else:
+        del items[key]
+    return "{" + ", ".join(f"{json.dumps(k)}: {v}" for k, v in items.items()) + "}"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(["weka", "mooncake", "bailian"]), st.data())
+def test_corrupted_records_through_the_command(tmp_path_factory, monkeypatch, capsys, fmt, data):
+    folder = tmp_path_factory.mktemp("hostile")
+    if fmt == "weka":  # one field of the session object or of one top-level entry
+        entries = [json.dumps(e) for e in WEKA_DOC["requests"]]
+        head = {k: v for k, v in WEKA_DOC.items() if k != "requests"}
+        if data.draw(st.booleans()):
+            i = data.draw(st.integers(0, len(entries) - 1))
+            entries[i] = _corrupt(WEKA_DOC["requests"][i], data)
+            head_text = json.dumps(head)
+        else:
+            head_text = _corrupt(head, data)
+        text = head_text[:-1] + ', "requests": [' + ", ".join(entries) + "]}"
+        path = folder / "corrupt.json"
+    else:
+        rows = MOONCAKE_ROWS if fmt == "mooncake" else BAILIAN_ROWS
+        lines = [json.dumps(r) for r in rows]
+        i = data.draw(st.integers(0, len(rows) - 1))
+        lines[i] = _corrupt(rows[i], data)
+        text = "\n".join(lines) + "\n"
+        path = folder / "corrupt.jsonl"
+    path.write_text(text)
+    for args in (["trace", "stats", path], ["trace", "convert", path, "--to", "mooncake", "--out", folder / "o.jsonl"]):
+        code, err, seconds, peak_mb = run_main(monkeypatch, capsys, *args)
+        assert code in (0, 2) and seconds < 10 and peak_mb < MEMORY_BOUND_MB, (err, seconds, peak_mb)
+        if code == 2:
+            lines = err.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith(f"error: {path}"), err
