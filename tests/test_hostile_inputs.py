@@ -70,7 +70,7 @@ REJECTED = {
     "bailian_duplicate_id.jsonl": "line 2 chat_id",
     "bailian_huge_chat_id.jsonl": "line 1 chat_id",
     "weka_jsonl_bad_middle.jsonl": "line 2 requests[1]",
-    "no_traces": "no .json or .jsonl trace files",
+    "no_traces": "no .json, .jsonl or .csv trace files",
 }
 MEMORY_BOUND_MB = 512  # peak Python and numpy allocations of one command (tracemalloc), or a process's RSS
 

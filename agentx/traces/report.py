@@ -31,7 +31,12 @@ def _num(x: float | None, unit: str = "") -> str:
 
 
 def _share(x: float) -> str:
+    """A fraction as a percentage; `n/a` when there is nothing to count."""
     return f"{x:.1%}" if math.isfinite(x) else "n/a"
+
+
+def _ratio(part: float, whole: float) -> float:
+    return part / whole if whole else math.nan
 
 
 def stats_table(stats: TraceStats, source: str) -> Table:
@@ -52,7 +57,7 @@ def stats_table(stats: TraceStats, source: str) -> Table:
     row("subagent wall", stats.subagent_wall_time, "s")
     row("session wall", stats.duration, "s")
     kinds = ", ".join(f"{k} {v:,}" for k, v in stats.streams.items())
-    share = stats.sessions_with_subagents / stats.sessions if stats.sessions else math.nan
+    share = _ratio(stats.sessions_with_subagents, stats.sessions)
     table.caption = (
         f"sessions {stats.sessions:,}   requests {stats.requests:,}   streams: {kinds}\n"
         f"sessions with subagents {stats.sessions_with_subagents:,} ({_share(share)})   "
@@ -66,10 +71,6 @@ def stats_table(stats: TraceStats, source: str) -> Table:
     return table
 
 
-def _share(part: float, whole: float) -> str:
-    return "-" if not whole or (isinstance(part, float) and math.isnan(part)) else f"{part / whole:.1%}"
-
-
 def compare_table(corpora: list[tuple[str, TraceStats]]) -> Table:
     """Corpora side by side: one column each, the figures that tell agentic traffic apart."""
     table = Table(title="Trace statistics side by side", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
@@ -80,16 +81,16 @@ def compare_table(corpora: list[tuple[str, TraceStats]]) -> Table:
         ("sessions", lambda s: f"{s.sessions:,}"),
         ("requests", lambda s: f"{s.requests:,}"),
         ("requests / session", lambda s: _num(s.requests / s.sessions) if s.sessions else "-"),
-        ("sessions with subagents", lambda s: _share(s.sessions_with_subagents, s.sessions)),
-        ("requests in subagents", lambda s: _share(s.subagent_requests, s.requests)),
+        ("sessions with subagents", lambda s: _share(_ratio(s.sessions_with_subagents, s.sessions))),
+        ("requests in subagents", lambda s: _share(_ratio(s.subagent_requests, s.requests))),
     ]
     for label, dist, unit in (("ISL", "isl", ""), ("OSL", "osl", ""), ("turn gap", "gap", "s"),
                               ("session wall", "duration", "s")):
         for p in ("p50", "p90", "p99"):
             rows.append((f"{label} {p}", lambda s, d=dist, p=p, u=unit: _num(getattr(getattr(s, d), p), u)))
     rows += [
-        ("gaps over 60 s", lambda s: "-" if math.isnan(s.gap_share_over_60s) else f"{s.gap_share_over_60s:.1%}"),
-        ("theoretical hit rate", lambda s: "-" if math.isnan(s.theoretical_hit_rate) else f"{s.theoretical_hit_rate:.1%}"),
+        ("gaps over 60 s", lambda s: _share(s.gap_share_over_60s)),
+        ("theoretical hit rate", lambda s: _share(s.theoretical_hit_rate)),
     ]
     for label, cell in rows:
         table.add_row(label, *(cell(stats) for _, stats in corpora))
