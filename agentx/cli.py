@@ -97,7 +97,8 @@ def _of_provider(sessions: list, provider: str) -> list:
     return groups[provider]
 
 
-FORMAT_HELP = "Input format; detected from the content when omitted (mooncake-delta must be named)."
+FORMAT_HELP = (f"Input format: {', '.join(FORMATS)}; detected from the content when omitted "
+               "(mooncake-delta must be named).")
 MAX_CONTEXT_HELP = "Drop every request with ISL + OSL over this many tokens (e.g. 256k): the 256k variant."
 
 
@@ -106,7 +107,7 @@ def trace_stats_cmd(
     paths: list[Path] = typer.Argument(None, help="Trace files or folders, each a corpus (several: side by side); "
                                        "the bundled real traces when omitted."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
-    fmt: Optional[Format] = typer.Option(None, "--format", help=FORMAT_HELP),
+    fmt: Optional[Format] = typer.Option(None, "--format", metavar="FORMAT", help=FORMAT_HELP),
     max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
     by_provider: bool = typer.Option(False, "--by-provider", help="A column per agent (claude, codex, ...) of each corpus."),
 ):
@@ -152,7 +153,7 @@ def trace_convert_cmd(
     paths: list[Path] = typer.Argument(..., help="Trace files or folders."),
     to: WriteFormat = typer.Option(..., "--to", help="Output format."),
     out: Path = typer.Option(..., "--out", help="Output file (JSONL), or a folder for one WEKA file per session."),
-    fmt: Optional[Format] = typer.Option(None, "--format", help=FORMAT_HELP),
+    fmt: Optional[Format] = typer.Option(None, "--format", metavar="FORMAT", help=FORMAT_HELP),
     max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
     time_basis: Basis = typer.Option("absolute", "--time-basis", help="WEKA subagent times."),
 ):
@@ -400,7 +401,7 @@ def bench_cmd(
                                       "shell glob) or the flag repeated (default: the bundled real traces)."),
     more_traces: list[Path] = typer.Argument(None, metavar="TRACES", help="More trace files or folders: what a "
                                              "shell glob after --traces expands to (`--traces runs/*.jsonl`)."),
-    fmt: Optional[Format] = typer.Option(None, "--format", help=FORMAT_HELP),
+    fmt: Optional[Format] = typer.Option(None, "--format", metavar="FORMAT", help=FORMAT_HELP),
     max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
     scenario: Optional[Scenario] = typer.Option(None, "--scenario", help="Fixed-sequence baseline instead of traces."),
     concurrency: str = typer.Option("8", "--concurrency", help="Lanes; a list (1,4,16) runs a sweep."),
