@@ -94,8 +94,7 @@ class KVCache:
         g, c = self.match(hashes)
         g = min(g, need)
         c = min(c, need - g)
-        reusable_free = sum(1 for h in hashes[:g] if self.ref[self.cached[h]] == 0)
-        if need - g > len(self.free) - reusable_free:
+        if not self._fits(hashes, g, need):
             return None
         alloc = Allocation(gpu_hit_blocks=g, cpu_hit_blocks=c)
         for h in hashes[:g]:
@@ -118,6 +117,17 @@ class KVCache:
             self.counters.load_blocks += c
         self.seqs[seq] = alloc
         return alloc
+
+    def can_allocate(self, hashes: list[int], num_tokens: int) -> bool:
+        """Whether `allocate(_, hashes, num_tokens)` would succeed (no side effects)."""
+        need = -(-num_tokens // self.block_size)
+        return self._fits(hashes, min(self.match(hashes)[0], need), need)
+
+    def _fits(self, hashes: list[int], g: int, need: int) -> bool:
+        """Enough free blocks for `need` blocks of which the first `g` are GPU hits."""
+        cached, ref = self.cached, self.ref
+        reusable_free = sum(1 for h in hashes[:g] if ref[cached[h]] == 0)
+        return need - g <= len(self.free) - reusable_free
 
     def grow(self, seq, num_tokens: int) -> bool:
         """Make room for `num_tokens` in total; False when no block can be had."""
