@@ -155,6 +155,13 @@ def sim_serve_cmd(
     fault_kinds: str = typer.Option("http500,disconnect,stall,malformed,overflow", "--fault-kinds"),
     fault_stall_s: float = typer.Option(5.0, "--fault-stall-s", help="Length of a stall fault."),
     truth_log: Optional[Path] = typer.Option(None, "--truth-log", help="JSONL of true per-request times."),
+    replicas: int = typer.Option(1, "--replicas", min=1, help="Engine replicas (each --gpus GPUs) behind one endpoint."),
+    router: str = typer.Option("round-robin", "--router", help="round-robin, least-loaded, session-affinity or "
+                               "prefix-aware (SPEC section 6)."),
+    spec_decode: str = typer.Option("", "--spec-decode", help="Speculative decoding method (mtp, eagle3, ...)."),
+    draft_tokens: int = typer.Option(0, "--draft-tokens", min=0, help="Draft tokens verified per decode step."),
+    acceptance_length: float = typer.Option(0.0, "--acceptance-length",
+                                            help="Tokens kept per decode step on average (0: the preset's)."),
 ):
     """Serve a simulated deployment over the OpenAI API (default: 8 x H200, Qwen3-235B-A22B)."""
     from agentx.engine.config import EngineConfig
@@ -166,12 +173,14 @@ def sim_serve_cmd(
         block_size=block_size, cpu_offload_gb=cpu_offload_gb, max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
         num_gpu_blocks_override=num_gpu_blocks_override, mfu=mfu, mbu=mbu,
-        overhead_s=overhead_ms / 1000, host_links=host_links, seed=seed,
+        overhead_s=overhead_ms / 1000, host_links=host_links, seed=seed, spec_decode=spec_decode,
+        draft_tokens=draft_tokens, acceptance_length=acceptance_length,
     )
     faults = FaultConfig(rate=fault_rate, kinds=tuple(k.strip() for k in fault_kinds.split(",") if k.strip()),
                          stall_s=fault_stall_s, seed=seed)
     serve(ServeConfig(engine=engine, host=host, port=port, speed=speed, served_model_name=served_model_name,
-                      faults=faults, truth_log=str(truth_log) if truth_log else None))
+                      faults=faults, truth_log=str(truth_log) if truth_log else None, replicas=replicas,
+                      router=router))
 
 
 @capture_app.command("proxy")

@@ -51,6 +51,7 @@ class Sequence:
     delivered: int = 0  # output tokens whose iteration has ended in the caller's clock (server-owned)
     finished_at: float | None = None  # modeled end of the iteration that produced its last token
     prompt_len: int = -1  # default: len(prompt)
+    replica: int = 0  # the core a router sent it to (engine/replicas.py)
 
     def __post_init__(self):
         if self.prompt_len < 0:

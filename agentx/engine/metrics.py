@@ -54,11 +54,21 @@ class ServerStats:
 
 
 class EngineCollector:
-    def __init__(self, core, stats: ServerStats, model_name: str):
+    """One engine core's series; with replicas, one collector per replica (labels `engine` and
+    `replica` = its index, as vLLM labels data-parallel ranks), and the server's histograms once."""
+
+    def __init__(self, core, stats: ServerStats, model_name: str, replica: int | None = None):
         self.core, self.stats = core, stats
-        self.labels = {"engine": "0", "model_name": model_name}
+        self.labels = {"engine": str(replica or 0), "model_name": model_name}
+        if replica is not None:
+            self.labels["replica"] = str(replica)
 
     def collect(self):
+        yield from self.engine_families()
+        if self.labels["engine"] == "0":
+            yield from self.server_families()
+
+    def engine_families(self):
         core, kv, s = self.core, self.core.kv, self.stats
         c, names, values = kv.counters, list(self.labels), list(self.labels.values())
 
@@ -81,9 +91,11 @@ class EngineCollector:
         yield gauge("vllm:num_requests_running", "Requests in model execution batches.", len(core.running))
         yield gauge("vllm:num_requests_waiting", "Requests waiting to be processed.", len(core.waiting))
         yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", kv.usage)
+        replica = [k for k in ("replica",) if k in self.labels]
         info = GaugeMetricFamily("vllm:cache_config_info", "Information of the KV cache config.",
-                                 labels=["block_size", "num_gpu_blocks", "num_cpu_blocks"])
-        info.add_metric([str(kv.block_size), str(kv.num_blocks), str(kv.cpu_blocks)], 1)
+                                 labels=replica + ["block_size", "num_gpu_blocks", "num_cpu_blocks"])
+        info.add_metric([self.labels[k] for k in replica] + [str(kv.block_size), str(kv.num_blocks),
+                                                             str(kv.cpu_blocks)], 1)
         yield info
         yield counter("vllm:prefix_cache_queries", "Prefix cache queries, in tokens.", c.gpu_queries)
         yield counter("vllm:prefix_cache_hits", "Prefix cache hits, in tokens.", c.gpu_hits)
@@ -101,21 +113,54 @@ class EngineCollector:
                         "external_kv_transfer": src.external_kv_transfer})
         yield counter("vllm:generation_tokens", "Generation tokens processed.", core.generation_tokens)
         yield counter("vllm:num_preemptions", "Cumulative number of preemptions.", core.preemptions)
-        yield labelled("vllm:request_success", "Finished requests by reason.", "finished_reason", s.success)
-        if s.errors:
-            yield labelled("vllm:request_errors", "Requests answered with an error, by kind.", "kind", s.errors)
         block_bytes = kv.block_size * core.roofline.kv_bytes_per_token * core.cfg.gpus
         moved = {"GPU_to_CPU": c.offload_blocks * block_bytes, "CPU_to_GPU": c.load_blocks * block_bytes}
         yield labelled("vllm:kv_offload_total_bytes", "KV bytes moved between GPU and CPU.", "transfer_type", moved)
         yield labelled("vllm:kv_offload_total_time", "Seconds of host-link time those moves take.", "transfer_type",
                        {k: v / core.roofline.host_bw for k, v in moved.items()})
-        yield s.ttft.family("vllm:time_to_first_token_seconds", "Time to first token in seconds.", self.labels)
-        yield s.itl.family("vllm:inter_token_latency_seconds", "Inter-token latency in seconds.", self.labels)
-        yield s.e2e.family("vllm:e2e_request_latency_seconds", "End-to-end request latency in seconds.", self.labels)
-        yield s.queue.family("vllm:request_queue_time_seconds", "Time in the waiting queue in seconds.", self.labels)
+
+    def server_families(self):
+        s, labels = self.stats, {k: v for k, v in self.labels.items() if k != "replica"}
+        names, values = list(labels), list(labels.values())
+
+        def labelled(name, doc, label, by: dict):
+            fam = CounterMetricFamily(name, doc, labels=names + [label])
+            for key, v in by.items():
+                fam.add_metric(values + [key], v)
+            return fam
+
+        yield labelled("vllm:request_success", "Finished requests by reason.", "finished_reason", s.success)
+        if s.errors:
+            yield labelled("vllm:request_errors", "Requests answered with an error, by kind.", "kind", s.errors)
+        yield s.ttft.family("vllm:time_to_first_token_seconds", "Time to first token in seconds.", labels)
+        yield s.itl.family("vllm:inter_token_latency_seconds", "Inter-token latency in seconds.", labels)
+        yield s.e2e.family("vllm:e2e_request_latency_seconds", "End-to-end request latency in seconds.", labels)
+        yield s.queue.family("vllm:request_queue_time_seconds", "Time in the waiting queue in seconds.", labels)
+
+
+class ReplicasCollector:
+    """Every replica's families merged by name (Prometheus text wants one family per name)."""
+
+    def __init__(self, cores: list, stats: ServerStats, model_name: str):
+        self.parts = [EngineCollector(core, stats, model_name, i) for i, core in enumerate(cores)]
+
+    def collect(self):
+        merged = {}
+        for part in self.parts:
+            for fam in part.collect():
+                if fam.name in merged:
+                    merged[fam.name].samples.extend(fam.samples)
+                else:
+                    merged[fam.name] = fam
+        yield from merged.values()
 
 
 def exposition(core, stats: ServerStats, model_name: str) -> bytes:
+    """Prometheus text of one core, or of every replica of a `Replicas` (label `replica`)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(EngineCollector(core, stats, model_name))
+    cores = getattr(core, "cores", None)
+    if cores is not None and len(cores) > 1:
+        registry.register(ReplicasCollector(cores, stats, model_name))
+    else:
+        registry.register(EngineCollector(cores[0] if cores else core, stats, model_name))
     return generate_latest(registry)
