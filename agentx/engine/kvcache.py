@@ -9,6 +9,13 @@ Modelled on vLLM's block manager and Dynamo's mocker:
 - the CPU tier (`cpu_blocks > 0`) receives every computed full block (write-through) and has
   its own LRU; a prefix that misses on the GPU continues its lookup there, and the hit blocks
   are loaded into fresh GPU blocks (the caller costs the transfer).
+
+The GPU's cached hashes are prefix-closed: a cached block's parent is cached. Whoever holds a
+block holds its parents, and a freed sequence's tail enters the LRU before its head, so a parent
+is never evicted before its children; a block computed while another sequence cached the same
+content is swapped for the cached copy at commit (its own is freed), so no child is registered
+below a parent its holder does not hold. The GPU lookup is therefore a binary search over the
+prompt's hashes (O(log n) lookups, not one per block).
 Counters follow vLLM's: queries and hits in tokens, for the GPU tier and the external tier.
 """
 
@@ -45,6 +52,7 @@ class Allocation:
     blocks: list[int] = field(default_factory=list)
     gpu_hit_blocks: int = 0
     cpu_hit_blocks: int = 0
+    committed: int = 0  # leading blocks already passed to `commit`
 
 
 class KVCache:
@@ -73,10 +81,14 @@ class KVCache:
 
     def match(self, hashes: list[int]) -> tuple[int, int]:
         """(GPU prefix hit blocks, CPU hit blocks continuing it), without side effects."""
-        g = 0
-        while g < len(hashes) and hashes[g] in self.cached:
-            g += 1
-        c = 0
+        cached, lo, hi = self.cached, 0, len(hashes)
+        while lo < hi:  # the first miss (cached hashes are prefix-closed)
+            mid = (lo + hi) // 2
+            if hashes[mid] in cached:
+                lo = mid + 1
+            else:
+                hi = mid
+        g, c = lo, 0
         while g + c < len(hashes) and hashes[g + c] in self.cpu:
             c += 1
         return g, c
@@ -142,14 +154,27 @@ class KVCache:
         """Register the computed full blocks of a sequence (prefix-cacheable from now on),
         writing them through to the CPU tier."""
         alloc = self.seqs[seq]
-        for block, h in zip(alloc.blocks, hashes):
-            if self.block_hash[block] is None and h not in self.cached:
-                self._register(block, h)
+        blocks = alloc.blocks
+        for i in range(alloc.committed, min(len(hashes), len(blocks))):
+            block, h = blocks[i], hashes[i]
+            if self.block_hash[block] is None:
+                other = self.cached.get(h)
+                if other is None:
+                    self._register(block, h)
+                else:  # computed twice at once: hold the cached copy, free this one
+                    if self.ref[other] == 0:
+                        del self.free[other]
+                    self.ref[other] += 1
+                    blocks[i] = other
+                    self.ref[block] = 0
+                    self.free[block] = None
+                    self.free.move_to_end(block, last=False)
             if self.cpu_blocks and h not in self.cpu:
                 self.cpu[h] = None
                 self.counters.offload_blocks += 1
                 if len(self.cpu) > self.cpu_blocks:
                     self.cpu.popitem(last=False)
+        alloc.committed = max(alloc.committed, min(len(hashes), len(blocks)))
 
     def free_seq(self, seq) -> None:
         """Release a sequence's blocks; cached ones stay reusable until evicted (LRU)."""
