@@ -132,6 +132,11 @@ class EngineCore:
             stop = min(max_tokens, max(min_tokens, 1, round(rng.lognormvariate(0, NATURAL_SIGMA) * NATURAL_MEDIAN)))
         return Sequence(seq_id, prompt, max_tokens, stop, hashes=hashes, arrival=self.now)
 
+    def blocks_sequence(self, seq_id: str, prompt_len: int, hashes: list[int], max_tokens: int) -> Sequence:
+        """A sequence known by its length and full-block hashes (no tokens), answering exactly
+        `max_tokens` tokens (as with `ignore_eos`): the virtual-time runner's requests."""
+        return Sequence(seq_id, [], max_tokens, max_tokens, hashes=hashes, arrival=self.now, prompt_len=prompt_len)
+
     def add(self, seq: Sequence, now: float | None = None) -> None:
         """Queue a sequence that arrived at `now` (the caller's clock; default: the core's)."""
         seq.arrival = self.now if now is None else now
