@@ -202,15 +202,14 @@ class EngineCore:
         return Step(duration, emitted, finished, len(scheduled), work.new_tokens, decodes)
 
     def advance(self, until: float, itl: list | None = None) -> list[Sequence]:
-        """Run every iteration that starts before `until` (modeled time); return the sequences
-        that finished. Runs of pure-decode iterations between scheduling events are computed
+        """Run the iterations that start before `until` (modeled time), up to the first one in
+        which sequences finish (the caller may add requests before the next); return those
+        sequences. Runs of pure-decode iterations between scheduling events are computed
         together (`agentx/engine/window.py`), with the same token times as `step()`. Each
         iteration with decodes appends (duration, decoding sequences) to `itl` when given."""
         finished: list[Sequence] = []
         log = itl if itl is not None else []
-        while self.running or self.waiting:
-            if self.now >= until:
-                break
+        while (self.running or self.waiting) and self.now < until and not finished:
             if decode_window(self, until, finished, log):
                 continue
             step = self.step()
@@ -218,6 +217,13 @@ class EngineCore:
             if step.decodes:
                 log.append((step.duration, step.decodes))
         return finished
+
+    def finish_bound(self) -> float:
+        """A time before which no sequence of this core can finish: every iteration lasts at
+        least the fixed overhead and emits at most ceil(AL) tokens per sequence."""
+        per_step = math.ceil(self.accept_len)
+        left = min((s.stop_len - len(s.output) for s in (*self.running, *self.waiting)), default=0)
+        return self.now + self.cfg.overhead_s * max(1, -(-left // per_step))
 
     def accepted(self) -> int:
         """Tokens each decoding sequence emits this iteration: AL on average, the same pattern

@@ -15,6 +15,11 @@ def prompt(n: int, start: int = 1000) -> list[int]:
     return list(range(start, start + n))
 
 
+def drain(core):
+    while not core.idle:
+        core.advance(math.inf)
+
+
 def send(r: Replicas, sid: str, p: list[int], session=None, max_tokens=8):
     seq = r.new_sequence(sid, p, max_tokens, ignore_eos=True)
     r.add(seq, 0.0, session)
@@ -27,7 +32,7 @@ def test_round_robin_and_least_loaded():
     ll = Replicas(EngineConfig(), 3, "least-loaded")
     first = [send(ll, str(i), prompt(100, i * 1000)).replica for i in range(3)]
     assert first == [0, 1, 2]
-    ll.cores[1].advance(math.inf)  # replica 1 drains: the next request goes there
+    drain(ll.cores[1])  # replica 1 drains: the next request goes there
     assert send(ll, "x", prompt(100, 77_000)).replica == 1
 
 
@@ -36,9 +41,9 @@ def test_session_affinity_keeps_a_session_on_one_replica_and_its_cache():
     turns = [send(r, f"t{i}", prompt(2_000 + 500 * i), session="s-1") for i in range(4)]
     assert len({t.replica for t in turns}) == 1
     core = r.cores[turns[0].replica]
-    core.advance(math.inf)
+    drain(core)
     again = send(r, "again", prompt(4_000), session="s-1")
-    core.advance(math.inf)
+    drain(core)
     assert again.cached_tokens == 3_488  # the full blocks of the longest earlier turn (3,500 tokens)
     assert len({send(r, f"o{i}", prompt(10), session=f"s{i}").replica for i in range(40)}) == 4
 
@@ -47,10 +52,10 @@ def test_prefix_aware_follows_the_cache_within_the_load_bound():
     r = Replicas(EngineConfig(), 2, "prefix-aware")
     a = send(r, "a", prompt(8_000))
     assert a.replica == 0
-    r.cores[0].advance(math.inf)
+    drain(r.cores[0])
     b = send(r, "b", prompt(9_000))  # same prefix: replica 0 although replica 1 is as idle
     assert b.replica == 0
-    r.cores[0].advance(math.inf)
+    drain(r.cores[0])
     assert b.cached_tokens == 8_000
     # load replica 0 beyond the bound (min 0 + max(2, 0)): the cached prefix no longer wins
     busy = [send(r, f"busy{i}", prompt(8_000), max_tokens=500) for i in range(3)]
