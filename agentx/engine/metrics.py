@@ -155,12 +155,29 @@ class ReplicasCollector:
         yield from merged.values()
 
 
-def exposition(core, stats: ServerStats, model_name: str) -> bytes:
-    """Prometheus text of one core, or of every replica of a `Replicas` (label `replica`)."""
-    registry = CollectorRegistry(auto_describe=False)
+def collector(core, stats: ServerStats, model_name: str):
+    """The collector of one core, or of every replica of a `Replicas` (label `replica`)."""
     cores = getattr(core, "cores", None)
     if cores is not None and len(cores) > 1:
-        registry.register(ReplicasCollector(cores, stats, model_name))
-    else:
-        registry.register(EngineCollector(cores[0] if cores else core, stats, model_name))
+        return ReplicasCollector(cores, stats, model_name)
+    return EngineCollector(cores[0] if cores else core, stats, model_name)
+
+
+def exposition(core, stats: ServerStats, model_name: str) -> bytes:
+    """Prometheus text of one core, or of every replica (label `replica`)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector(core, stats, model_name))
     return generate_latest(registry)
+
+
+def samples(core, stats: ServerStats, model_name: str) -> dict[str, float]:
+    """What a scrape of `exposition()` parses into (`metrics.scrape.parse_samples`), built from
+    the families directly (the virtual-time runner samples every modeled second)."""
+    out = {}
+    for family in collector(core, stats, model_name).collect():
+        for s in family.samples:
+            if s.name.endswith("_bucket") or s.name.endswith("_created"):
+                continue
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+            out[f"{s.name}{{{labels}}}" if labels else s.name] = float(s.value)
+    return out

@@ -86,3 +86,18 @@ def test_sim_serve_replicas_label_their_metrics_and_share_the_work():
                 success += sample.value
     assert per_replica == {"0": 600.0, "1": 600.0, "2": 600.0}  # two requests of 300 tokens each
     assert success == 6
+
+
+def test_samples_equal_a_parsed_scrape():
+    from agentx.engine.metrics import ServerStats, exposition, samples
+    from agentx.metrics.scrape import parse_samples
+
+    r = Replicas(EngineConfig(), 2, "least-loaded")
+    for i in range(4):
+        send(r, str(i), prompt(500, i * 1000))
+    for core in r.cores:
+        drain(core)
+    stats = ServerStats()
+    stats.ttft.observe(0.3)
+    for target in (r, r.cores[0]):
+        assert samples(target, stats, "m") == parse_samples(exposition(target, stats, "m").decode())
