@@ -108,19 +108,18 @@ class KVCache:
         c = min(c, need - g)
         if not self._fits(hashes, g, need):
             return None
-        alloc = Allocation(gpu_hit_blocks=g, cpu_hit_blocks=c)
-        for h in hashes[:g]:
-            block = self.cached[h]
-            if self.ref[block] == 0:
-                del self.free[block]
-            self.ref[block] += 1
-            alloc.blocks.append(block)
-        for i in range(g, need):
-            block = self._fresh()
-            if i < g + c:  # loaded from DRAM: its content is known
-                self._register(block, hashes[i])
-                self.cpu.move_to_end(hashes[i])
-            alloc.blocks.append(block)
+        alloc = Allocation(blocks=list(map(self.cached.__getitem__, hashes[:g])), gpu_hit_blocks=g,
+                           cpu_hit_blocks=c)
+        ref, free = self.ref, self.free
+        for block in alloc.blocks:
+            if not ref[block]:
+                del free[block]
+            ref[block] += 1
+        fresh = self._take(need - g)
+        for i in range(c):  # loaded from DRAM: their content is known
+            self._register(fresh[i], hashes[g + i])
+            self.cpu.move_to_end(hashes[g + i])
+        alloc.blocks += fresh
         self.counters.gpu_queries += prompt_tokens
         self.counters.gpu_hits += min(prompt_tokens, g * self.block_size)
         if self.cpu_blocks:
@@ -137,30 +136,33 @@ class KVCache:
 
     def _fits(self, hashes: list[int], g: int, need: int) -> bool:
         """Enough free blocks for `need` blocks of which the first `g` are GPU hits."""
-        cached, ref = self.cached, self.ref
-        reusable_free = sum(1 for h in hashes[:g] if ref[cached[h]] == 0)
+        if need - g > len(self.free):
+            return False
+        reusable_free = list(map(self.ref.__getitem__, map(self.cached.__getitem__, hashes[:g]))).count(0)
         return need - g <= len(self.free) - reusable_free
 
     def grow(self, seq, num_tokens: int) -> bool:
         """Make room for `num_tokens` in total; False when no block can be had."""
         alloc = self.seqs[seq]
-        while len(alloc.blocks) * self.block_size < num_tokens:
-            if not self.free:
-                return False
-            alloc.blocks.append(self._fresh())
-        return True
+        missing = -(-num_tokens // self.block_size) - len(alloc.blocks)
+        if missing <= 0:
+            return True
+        alloc.blocks += self._take(min(missing, len(self.free)))
+        return len(alloc.blocks) * self.block_size >= num_tokens
 
     def commit(self, seq, hashes: list[int]) -> None:
         """Register the computed full blocks of a sequence (prefix-cacheable from now on),
         writing them through to the CPU tier."""
         alloc = self.seqs[seq]
         blocks = alloc.blocks
+        block_hash, cached = self.block_hash, self.cached
         for i in range(alloc.committed, min(len(hashes), len(blocks))):
             block, h = blocks[i], hashes[i]
-            if self.block_hash[block] is None:
-                other = self.cached.get(h)
+            if block_hash[block] is None:
+                other = cached.get(h)
                 if other is None:
-                    self._register(block, h)
+                    block_hash[block] = h
+                    cached[h] = block
                 else:  # computed twice at once: hold the cached copy, free this one
                     if self.ref[other] == 0:
                         del self.free[other]
@@ -194,12 +196,18 @@ class KVCache:
         self.block_hash[block] = h
         self.cached[h] = block
 
-    def _fresh(self) -> int:
-        block, _ = self.free.popitem(last=False)
-        h = self.block_hash[block]
-        if h is not None:
-            del self.cached[h]
-            self.block_hash[block] = None
-            self.counters.evictions += 1
-        self.ref[block] = 1
-        return block
+    def _take(self, n: int) -> list[int]:
+        """`n` blocks from the LRU end of the free list (evicting their cached content), held."""
+        pop, block_hash, cached, ref = self.free.popitem, self.block_hash, self.cached, self.ref
+        out, evicted = [], 0
+        for _ in range(n):
+            block = pop(last=False)[0]
+            h = block_hash[block]
+            if h is not None:
+                del cached[h]
+                block_hash[block] = None
+                evicted += 1
+            ref[block] = 1
+            out.append(block)
+        self.counters.evictions += evicted
+        return out
