@@ -183,6 +183,94 @@ def sim_serve_cmd(
                       router=router))
 
 
+@sim_app.command("bench")
+def sim_bench_cmd(
+    traces: list[Path] = typer.Option(None, "--traces", help="Trace files or folders (default: the bundled real traces)."),
+    fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
+    max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
+    scenario: Optional[str] = typer.Option(None, "--scenario", help="Fixed-sequence baseline instead of traces: 1k1k, 8k1k or 1k8k."),
+    concurrency: str = typer.Option("8", "--concurrency", help="Lanes; a list (1,4,16) runs a sweep."),
+    duration: float = typer.Option(3600.0, "--duration", help="Profiling window in (modeled) seconds."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the plan, the content and the engine."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/sim-bench-TIMESTAMP)."),
+    warmup_requests_per_lane: int = typer.Option(10, "--warmup-requests-per-lane", min=0),
+    no_warmup: bool = typer.Option(False, "--no-warmup", help="Start every lane at t = 0 without warmup."),
+    idle_cap: float = typer.Option(300.0, "--idle-cap", help="Longest gap a session tree waits with nothing in flight."),
+    system_idle_cap: float = typer.Option(10.0, "--system-idle-cap", help="Longest gap with nothing in flight anywhere."),
+    grace: float = typer.Option(60.0, "--grace", help="Seconds in-flight requests may finish after the window."),
+    token_scale: int = typer.Option(1, "--token-scale", min=1, help="Render each hash block as block/K tokens."),
+    cost_basis: str = typer.Option("neocloud", "--cost-basis", help="hyperscaler, neocloud or rental_3y."),
+    hardware: str = typer.Option("H200", "--hardware", help="Hardware preset (see `agentx sim presets`)."),
+    gpus: int = typer.Option(8, "--gpus", min=1, help="GPUs in each replica's tensor-parallel group."),
+    model: str = typer.Option("qwen3-235b-a22b", "--model", help="Model preset (see `agentx sim presets`)."),
+    precision: str = typer.Option("bf16", "--precision", help="bf16 or fp8 (weights, matmuls, KV cache)."),
+    gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization"),
+    cpu_offload_gb: float = typer.Option(0.0, "--cpu-offload-gb", help="Host DRAM for KV blocks, per replica."),
+    max_num_seqs: int = typer.Option(256, "--max-num-seqs", min=1),
+    max_num_batched_tokens: int = typer.Option(8192, "--max-num-batched-tokens", min=1),
+    max_model_len: int = typer.Option(0, "--max-model-len", min=0, help="0: the model's maximum context."),
+    replicas: int = typer.Option(1, "--replicas", min=1, help="Engine replicas (each --gpus GPUs) behind a router."),
+    router: str = typer.Option("round-robin", "--router", help="round-robin, least-loaded, session-affinity or prefix-aware."),
+    spec_decode: str = typer.Option("", "--spec-decode", help="Speculative decoding method (mtp, eagle3, ...)."),
+    draft_tokens: int = typer.Option(0, "--draft-tokens", min=0, help="Draft tokens verified per decode step."),
+    acceptance_length: float = typer.Option(0.0, "--acceptance-length", help="Tokens kept per step (0: the preset's)."),
+):
+    """Replay traces on the simulated engine in modeled time: no HTTP, no waiting (bench's run folder)."""
+    from dataclasses import replace
+
+    from agentx.engine.config import EngineConfig
+    from agentx.metrics.summary import COST_BASES
+    from agentx.replay.driver import BenchSettings, command_line
+    from agentx.replay.scenarios import scenario_sessions
+    from agentx.virtual.runner import SimDeployment, sim_bench
+
+    levels = _concurrencies(concurrency)
+    if cost_basis not in COST_BASES:
+        raise AgentxError(f"--cost-basis: want one of {', '.join(COST_BASES)}, got {cost_basis!r}")
+    if duration <= 0:
+        raise AgentxError("--duration must be > 0")
+    engine = EngineConfig(
+        hardware=hardware, model=model, gpus=gpus, precision=precision, gpu_memory_utilization=gpu_memory_utilization,
+        cpu_offload_gb=cpu_offload_gb, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+        max_model_len=max_model_len, seed=seed, spec_decode=spec_decode, draft_tokens=draft_tokens,
+        acceptance_length=acceptance_length)
+    sim = SimDeployment(engine, replicas, router)
+    settings = BenchSettings(
+        url="", concurrency=levels[0], duration=duration, out="", seed=seed, warmup=not no_warmup,
+        warmup_requests_per_lane=warmup_requests_per_lane, idle_cap=idle_cap, system_idle_cap=system_idle_cap,
+        grace=grace, token_scale=token_scale, cost_basis=cost_basis, scenario=scenario,
+        dataset=scenario or (", ".join(map(str, traces)) if traces else "bundled WEKA sample"), variant=max_context)
+    sessions = scenario_sessions(scenario, max(levels)) if scenario else _load(traces or [], fmt, max_context)
+    base, results = out or _default_out("sim-bench"), []
+    for n in levels:
+        folder = base / f"c{n}" if len(levels) > 1 else base
+        console.print(f"[bold]sim bench: concurrency {n}, {duration:g} s profiling (modeled)[/] -> {folder}",
+                      highlight=False)
+        result = sim_bench(replace(settings, concurrency=n, out=str(folder)), sessions, sim, command_line())
+        _print_result(result, f"concurrency {n} (virtual time)", folder)
+        results.append((n, result))
+    if len(results) > 1:
+        _print_sweep(results)
+
+
+@sim_app.command("plan")
+def sim_plan_cmd(
+    plan_file: Path = typer.Argument(..., help="PLAN.yaml: traces, SLO and grid (see agentx/virtual/capacity.py)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder of the points' runs (default runs/plan-TIMESTAMP)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Run the points on this Ray cluster (e.g. auto or HOST:PORT)."),
+    workers: int = typer.Option(0, "--workers", min=0, help="Local processes (0: one per core)."),
+):
+    """Capacity plan: a grid of virtual runs; per configuration the largest concurrency meeting the SLO."""
+    from agentx.virtual.capacity import load_plan, run_plan
+    from agentx.virtual.report import plan_table
+
+    plan = load_plan(plan_file)
+    folder = out or _default_out("plan")
+    answers = run_plan(plan, folder, ray, workers or None)
+    console.print(plan_table(plan, answers))
+    console.print(f"every point: {folder}/<configuration>/c<N>; the answer: {folder}/plan.json", highlight=False)
+
+
 @capture_app.command("proxy")
 def capture_proxy_cmd(
     upstream: str = typer.Option(..., "--upstream", help="The real API: http(s)://host[:port][/prefix]."),
