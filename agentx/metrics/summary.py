@@ -121,7 +121,7 @@ def summarize(records: list[Record], run: dict, series: list[dict], trees: list[
         "identity": {k: settings.get(k) for k in (
             "hardware", "gpus", "engine", "engine_version", "model", "precision", "parallelism",
             "spec_decoding", "kv_offload", "router", "concurrency", "dataset", "variant", "seed",
-            "duration", "wire", "token_scale", "scenario", "clock_scale")},
+            "duration", "wire", "token_scale", "scenario", "clock_scale", "simulated")},
         "requests": {
             "total": len(records), "profiled": len(prof), "succeeded": len(ok),
             "warmup": sum(1 for r in records if r.phase == "warmup"),
