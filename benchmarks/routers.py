@@ -4,7 +4,7 @@
 bundled real traces and on the synthetic 393-session corpus (256k variant); prints a Markdown
 table (the README's).
 
-    python benchmarks/routers.py [--duration 600] [--bundled-lanes 32] [--synthetic-lanes 96]
+    python benchmarks/routers.py [--duration 600] [--bundled-lanes 32] [--synthetic-lanes 32]
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=float, default=600.0)
     ap.add_argument("--bundled-lanes", type=int, default=32)
-    ap.add_argument("--synthetic-lanes", type=int, default=96)
+    ap.add_argument("--synthetic-lanes", type=int, default=32)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
