@@ -186,9 +186,9 @@ def sim_serve_cmd(
 @sim_app.command("bench")
 def sim_bench_cmd(
     traces: list[Path] = typer.Option(None, "--traces", help="Trace files or folders (default: the bundled real traces)."),
-    fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
+    fmt: Optional[Format] = typer.Option(None, "--format", help=FORMAT_HELP),
     max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
-    scenario: Optional[str] = typer.Option(None, "--scenario", help="Fixed-sequence baseline instead of traces: 1k1k, 8k1k or 1k8k."),
+    scenario: Optional[Scenario] = typer.Option(None, "--scenario", help="Fixed-sequence baseline instead of traces."),
     concurrency: str = typer.Option("8", "--concurrency", help="Lanes; a list (1,4,16) runs a sweep."),
     duration: float = typer.Option(3600.0, "--duration", help="Profiling window in (modeled) seconds."),
     seed: int = typer.Option(0, "--seed", help="Seed of the plan, the content and the engine."),
@@ -199,7 +199,7 @@ def sim_bench_cmd(
     system_idle_cap: float = typer.Option(10.0, "--system-idle-cap", help="Longest gap with nothing in flight anywhere."),
     grace: float = typer.Option(60.0, "--grace", help="Seconds in-flight requests may finish after the window."),
     token_scale: int = typer.Option(1, "--token-scale", min=1, help="Render each hash block as block/K tokens."),
-    cost_basis: str = typer.Option("neocloud", "--cost-basis", help="hyperscaler, neocloud or rental_3y."),
+    cost_basis: CostBasis = typer.Option("neocloud", "--cost-basis", help="Which price of the GPU counts."),
     hardware: str = typer.Option("H200", "--hardware", help="Hardware preset (see `agentx sim presets`)."),
     gpus: int = typer.Option(8, "--gpus", min=1, help="GPUs in each replica's tensor-parallel group."),
     model: str = typer.Option("qwen3-235b-a22b", "--model", help="Model preset (see `agentx sim presets`)."),
@@ -216,41 +216,29 @@ def sim_bench_cmd(
     acceptance_length: float = typer.Option(0.0, "--acceptance-length", help="Tokens kept per step (0: the preset's)."),
 ):
     """Replay traces on the simulated engine in modeled time: no HTTP, no waiting (bench's run folder)."""
-    from dataclasses import replace
-
     from agentx.engine.config import EngineConfig
-    from agentx.metrics.summary import COST_BASES
-    from agentx.replay.driver import BenchSettings, command_line
     from agentx.replay.scenarios import scenario_sessions
+    from agentx.replay.settings import BenchSettings
     from agentx.virtual.runner import SimDeployment, sim_bench
 
     levels = _concurrencies(concurrency)
-    if cost_basis not in COST_BASES:
-        raise AgentxError(f"--cost-basis: want one of {', '.join(COST_BASES)}, got {cost_basis!r}")
     if duration <= 0:
-        raise AgentxError("--duration must be > 0")
+        raise AgentxError("must be > 0", "duration")
     engine = EngineConfig(
         hardware=hardware, model=model, gpus=gpus, precision=precision, gpu_memory_utilization=gpu_memory_utilization,
         cpu_offload_gb=cpu_offload_gb, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
         max_model_len=max_model_len, seed=seed, spec_decode=spec_decode, draft_tokens=draft_tokens,
         acceptance_length=acceptance_length)
     sim = SimDeployment(engine, replicas, router)
-    settings = BenchSettings(
-        url="", concurrency=levels[0], duration=duration, out="", seed=seed, warmup=not no_warmup,
+    settings = BenchSettings.build(
+        url="virtual", concurrency=levels[0], duration=duration, seed=seed, warmup=not no_warmup,
         warmup_requests_per_lane=warmup_requests_per_lane, idle_cap=idle_cap, system_idle_cap=system_idle_cap,
-        grace=grace, token_scale=token_scale, cost_basis=cost_basis, scenario=scenario,
-        dataset=scenario or (", ".join(map(str, traces)) if traces else "bundled WEKA sample"), variant=max_context)
-    sessions = scenario_sessions(scenario, max(levels)) if scenario else _load(traces or [], fmt, max_context)
-    base, results = out or _default_out("sim-bench"), []
-    for n in levels:
-        folder = base / f"c{n}" if len(levels) > 1 else base
-        console.print(f"[bold]sim bench: concurrency {n}, {duration:g} s profiling (modeled)[/] -> {folder}",
-                      highlight=False)
-        result = sim_bench(replace(settings, concurrency=n, out=str(folder)), sessions, sim, command_line())
-        _print_result(result, f"concurrency {n} (virtual time)", folder)
-        results.append((n, result))
-    if len(results) > 1:
-        _print_sweep(results)
+        grace=grace, token_scale=token_scale, cost_basis=cost_basis.value, scenario=_value(scenario),
+        dataset=_value(scenario) or (", ".join(map(str, traces)) if traces else "bundled WEKA sample"),
+        variant=max_context)
+    sessions = scenario_sessions(scenario.value, max(levels)) if scenario else _load(traces or [], fmt, max_context)
+    _sweep(settings, sessions, levels, out or _default_out("sim-bench"), "sim bench (virtual time)",
+           lambda s, sess, command, tick: sim_bench(s, sess, sim, command))
 
 
 @sim_app.command("plan")
@@ -352,7 +340,7 @@ def _print_result(result: dict, title: str, folder: Path) -> None:
     console.print(f"results: {folder}/result.json (records: {folder}/records.jsonl)", highlight=False)
 
 
-def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str) -> None:
+def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str, run=None) -> None:
     from agentx.metrics.report import sweep_table
     from agentx.replay.folder import command_line
     from agentx.replay.sweep import sweep
@@ -361,13 +349,16 @@ def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str) 
     def progress(s):
         console.print(f"[bold]{label}: concurrency {s.plan.concurrency}, {s.plan.duration:g} s profiling[/] -> {s.out}",
                       highlight=False)
+        if run is not None:  # a virtual run has no live display
+            yield None
+            return
         with _progress() as tick:
             yield tick
 
     def done(n: int, folder: Path, result: dict) -> None:
         _print_result(result, f"concurrency {n}", folder)
 
-    results = sweep(settings, sessions, concurrencies, out, command_line(), progress, done)
+    results = sweep(settings, sessions, concurrencies, out, command_line(), progress, done, **({"run": run} if run else {}))
     if len(results) > 1:
         console.print(sweep_table(results))
 

@@ -135,14 +135,14 @@ def config_name(config: dict) -> str:
 def run_point(plan: Plan, config: dict, concurrency: int, out: str) -> dict:
     """One virtual run (in whatever process runs it); the figures the answer needs."""
     from agentx.data import sample_traces
-    from agentx.replay.driver import BenchSettings
+    from agentx.replay.settings import BenchSettings
     from agentx.traces.load import load_sessions
     from agentx.traces.variants import limit_corpus, parse_tokens
     from agentx.virtual.runner import SimDeployment, sim_bench
 
     sessions = limit_corpus(load_sessions(list(plan.traces) or [sample_traces()]),
                             parse_tokens(plan.max_context) if plan.max_context else None)
-    settings = BenchSettings(url="", concurrency=concurrency, duration=plan.duration, out=out, seed=plan.seed,
+    settings = BenchSettings.build(out=out, url="virtual", concurrency=concurrency, duration=plan.duration, seed=plan.seed,
                              warmup_requests_per_lane=plan.warmup_requests_per_lane, cost_basis=plan.cost_basis,
                              dataset=", ".join(plan.traces) or "bundled WEKA sample", variant=plan.max_context)
     sim = SimDeployment(engine_config(plan, config), int(config["replicas"]), config["router"])

@@ -21,16 +21,23 @@ import json
 import math
 import resource
 import time
-from dataclasses import dataclass, field
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
+from agentx.common import gc_paused, key64
 from agentx.content.engine_blocks import EngineBlocks
-from agentx.content.tokens import key64, shared_prefix
 from agentx.engine.config import EngineConfig
 from agentx.engine.metrics import ServerStats, samples
 from agentx.engine.replicas import Replicas
-from agentx.replay.driver import BenchSettings, Run
-from agentx.replay.plan import DONE, PROFILE, Dispatch
-from agentx.replay.records import Record, RecordWriter
+from agentx.records import Record, RecordWriter
+from agentx.replay.folder import RunFolder, report
+from agentx.replay.plan import DONE, PROFILE, Dispatch, ReplayPlan
+from agentx.replay.render import Renderer
+from agentx.replay.settings import BenchSettings
+from agentx.traces.graph import build_graph
+
+LEAD_S = 0.5  # modeled seconds between the warmup's drain and profiling (bench's lead, SPEC section 2)
 
 
 @dataclass(frozen=True)
@@ -48,40 +55,42 @@ class VirtualRun:
     def __init__(self, settings: BenchSettings, sessions: list, sim: SimDeployment, command: str = ""):
         self.replicas = Replicas(sim.engine, sim.replicas, sim.router)
         roof = self.replicas.roofline
-        settings.model = settings.model or roof.model.name
-        settings.clock_scale = 1.0
-        self.run = Run(settings, sessions, command)  # the plan, the prompts, the bookkeeping, the folder
-        self.plan, self.sim = self.run.plan, sim
-        self.blocks = EngineBlocks(self.run.prompts, sim.engine.block_size)
+        self.s = settings = settings.replace(model=settings.target.model or roof.model.name, wire="tokens",
+                                             clock_scale=1.0, server_metrics=None)
+        self.sim, self.run_id = sim, uuid.uuid4().hex[:12]
+        e = sim.engine
+        simulated = {
+            "engine": "agentx-sim (virtual time)", "hardware": e.hardware, "gpus": e.gpus * sim.replicas,
+            "precision": e.precision, "kv_offload": f"{e.cpu_offload_gb:g} GB CPU" if e.cpu_offload_gb else None,
+            "router": sim.router if sim.replicas > 1 else None, "url": None,
+            "spec_decoding": f"{e.spec_decode} K={e.draft_tokens} AL={roof.acceptance_length:g}" if e.spec_decode else None,
+            "simulated": {"hardware": e.hardware, "model": e.model, "gpus_per_replica": e.gpus,
+                          "replicas": sim.replicas, "router": sim.router, "deployment": roof.describe()},
+        }
+        self.folder = RunFolder(Path(settings.out), self.run_id, {**settings.flat(), "model": settings.target.model,
+                                                                  "sessions": len(sessions), **simulated}, command)
+        with gc_paused():
+            graphs = [build_graph(s) for s in sessions]
+        self.plan = ReplayPlan(graphs, replace(settings.plan, run_id=self.run_id, lead=LEAD_S))
+        self.render = Renderer(self.run_id, settings.content, settings.target.model, "tokens", None)
+        self.blocks = EngineBlocks(self.render.prompts, e.block_size)
         self.hashes: dict = {}  # (tree, stream) -> block hashes of the stream's last request
         self.inflight: dict = {}  # sequence -> (dispatch, ISL, OSL, theoretical cached)
         self.stats = ServerStats()
         self.itl: list = []
         self.done: list = []  # heap of (finish time, order, sequence) not handled yet
         self.order = itertools.count()
-        self.records = self.series = self.trees = None
+        self.records = self.series = None
+        self.trees_written = 0
         self.time = 0.0  # the loop's clock: every event before it has been handled
-        self.info_sim(roof)
-
-    def info_sim(self, roof) -> None:
-        e, s = self.sim.engine, self.run.info["settings"]
-        s.update(engine="agentx-sim (virtual time)", hardware=e.hardware, gpus=e.gpus * self.sim.replicas,
-                 precision=e.precision, kv_offload=f"{e.cpu_offload_gb:g} GB CPU" if e.cpu_offload_gb else None,
-                 router=self.sim.router if self.sim.replicas > 1 else None, url=None,
-                 spec_decoding=(f"{e.spec_decode} K={e.draft_tokens} AL={roof.acceptance_length:g}"
-                                if e.spec_decode else None),
-                 simulated={"hardware": e.hardware, "model": e.model, "gpus_per_replica": e.gpus,
-                            "replicas": self.sim.replicas, "router": self.sim.router,
-                            "deployment": roof.describe()})
-        self.run._write_info()
 
     # ------------------------------------------------------------------ the loop
 
     def execute(self) -> None:
-        folder = self.run.folder
+        folder = self.folder.path
         t0, cpu0 = time.perf_counter(), time.process_time()
         self.records = RecordWriter(folder)
-        self.trees = open(folder / "trees.jsonl", "ab", buffering=0)
+        self.folder.open_trees()
         self.series = open(folder / "server_metrics.jsonl", "ab", buffering=0)
         plan, tick = self.plan, 0.0
         plan.start(0.0)
@@ -106,15 +115,12 @@ class VirtualRun:
                     tick += 1.0
                 continue
             self._advance(first, min([events] + [c.finish_bound() for c in busy if c is not first]))
-        self._drain(plan.profile_end + self.run.s.grace)
+        self._drain(plan.profile_end + self.s.target.grace)
         self.records.close()
-        self.trees.close()
         self.series.close()
-        self.run.info["client"] = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - cpu0,
-                                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                                   "modeled_s": self.time}
-        self.run.info["finished"] = True
-        self.run._write_info()
+        self.folder.finish({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - cpu0,
+                            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                            "modeled_s": self.time})
 
     def _advance(self, core, until: float) -> None:
         """Run `core` up to `until`; its finished sequences wait in `done` for their time."""
@@ -141,28 +147,27 @@ class VirtualRun:
 
     def _submit(self, d: Dispatch) -> None:
         """Hand a dispatch to the engine at the loop's time (or record its refusal)."""
-        run, now = self.run, self.time
+        now, prompts = self.time, self.render.prompts
         session, req = d.session, d.request
         stream = (d.tree, d.graph.nodes[d.node].stream)
-        isl = run.prompts.isl(session, req)
-        osl = run.prompts.osl(req) if d.phase == "profile" else 1
-        last = run.last_ids.get(stream)
-        k = shared_prefix(last, req.hash_ids) if last is not None else 0
-        theo = min(isl, run._sent_blocks(d, k) * run.prompts.block_tokens(session))
+        isl = prompts.isl(session, req)
+        osl = prompts.osl(req) if d.phase == "profile" else 1
+        k = self.render.shared_with_last(d)
+        theo = self.render.theoretical_cached(d, isl, k)
         problem = self.replicas.context_error(isl, osl)
         if problem:
             rec = self._record(d, isl, osl, theo, now, now, error="context_overflow", status=400)
             rec.detail = problem[:300]
             self._ended(d, rec, now)
             return
-        tail_key = key64("tail", run.run_id, d.tree, d.node)
+        tail_key = key64("tail", self.run_id, d.tree, d.node)
         hashes = self.blocks.hashes(session, req, tail_key, d.marker, self.hashes.get(stream), k)
         self.hashes[stream] = hashes
         seq = self.replicas.cores[0].blocks_sequence(f"{d.tree}-{d.node}", isl, hashes, osl)
         for core in self.replicas.cores:
             if core.idle and core.now < now:
                 core.now = now  # an idle engine starts its next iteration when work arrives
-        self.replicas.add(seq, now, f"{run.run_id}-{d.tree}")
+        self.replicas.add(seq, now, f"{self.run_id}-{d.tree}")
         self.inflight[seq] = (d, isl, osl, theo)
 
     def _finish(self, seq) -> None:
@@ -183,16 +188,19 @@ class VirtualRun:
     def _ended(self, d: Dispatch, rec: Record, at: float) -> None:
         self.records.write(rec)
         self.plan.ended(d.key, at)
-        written = self.run.trees_written
-        self.run._write_trees(self.trees)  # (and drops the finished trees' bookkeeping)
-        for tree in self.plan.finished_trees[written: self.run.trees_written]:
+        done = self.plan.finished_trees
+        while self.trees_written < len(done):  # their rows, and their bookkeeping dropped
+            tree = done[self.trees_written]
+            self.trees_written += 1
+            self.render.forget(tree.uid, len(tree.graph.streams))
             for stream in range(len(tree.graph.streams)):
                 self.hashes.pop((tree.uid, stream), None)
+            self.folder.write_tree(tree, self.plan.profile_end)
 
     def _record(self, d: Dispatch, isl: int, osl: int, theo: int, start: float, end: float,
                 error: str | None = None, status: int = 200) -> Record:
         node = d.graph.nodes[d.node]
-        return Record(run=self.run.run_id, lane=d.lane, tree=d.tree, replay=d.replay, session=d.session.id,
+        return Record(run=self.run_id, lane=d.lane, tree=d.tree, replay=d.replay, session=d.session.id,
                       stream=node.stream, stream_kind=d.graph.kind(d.node), node=d.node, phase=d.phase,
                       planned=d.planned, start=start, end=end, isl_planned=isl, osl_planned=osl, theo_cached=theo,
                       status=status, error=error)
@@ -206,17 +214,14 @@ class VirtualRun:
         self.itl.clear()
         phase = self.plan.phase
         phase = "warmup" if phase in ("warmup1", "warmup2") or (phase == PROFILE and t < self.plan.profile_start) else phase
-        row = {"t": t, "phase": phase, "samples": samples(self.replicas, self.stats, self.run.s.model)}
+        row = {"t": t, "phase": phase, "samples": samples(self.replicas, self.stats, self.s.target.model)}
         self.series.write(json.dumps(row).encode() + b"\n")
 
 
-def sim_bench(settings: BenchSettings, sessions: list, sim: SimDeployment, command: str = "") -> dict:
+def sim_bench(settings: BenchSettings, sessions: list, sim: SimDeployment, command: str = "", on_tick=None) -> dict:
     """Replay `sessions` on the simulated deployment in modeled time; write the run folder;
-    return the result point."""
-    from agentx.replay.driver import report
-    from agentx.replay.records import read_records, write_parquet
-
+    return the result point. (`on_tick` is accepted for `sweep`'s sake: a virtual run has no
+    live display.)"""
     run = VirtualRun(settings, sessions, sim, command)
     run.execute()
-    write_parquet(read_records(run.run.folder), run.run.folder)
-    return report(run.run.folder)
+    return report(run.folder.path)

@@ -9,7 +9,8 @@ import pytest
 from agentx.data import sample_traces
 from agentx.engine.config import EngineConfig
 from agentx.engine.launch import sim_server
-from agentx.replay.driver import BenchSettings, bench
+from agentx.replay.driver import bench
+from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
 from agentx.virtual.runner import SimDeployment, sim_bench
 
@@ -23,10 +24,10 @@ def rel(a: float, b: float) -> float:
 def test_virtual_time_agrees_with_http_against_the_sim(tmp_path):
     sessions = load_sessions([sample_traces()])
     common = dict(concurrency=4, duration=60.0, seed=0)
-    virtual = sim_bench(BenchSettings(url="", out=str(tmp_path / "virtual"), **common), sessions,
+    virtual = sim_bench(BenchSettings.build(url="virtual", out=str(tmp_path / "virtual"), **common), sessions,
                         SimDeployment(EngineConfig()))
     with sim_server("--speed", str(SPEED)) as url:
-        http = bench(BenchSettings(url=url, out=str(tmp_path / "http"), clock_scale=SPEED, **common), sessions)
+        http = bench(BenchSettings.build(url=url, out=str(tmp_path / "http"), clock_scale=SPEED, **common), sessions)
     assert virtual["identity"]["engine"] == "agentx-sim (virtual time)"
     assert virtual["validity"]["valid"] and http["validity"]["valid"]
     v, h = virtual["request_metrics"], http["request_metrics"]
