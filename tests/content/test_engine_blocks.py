@@ -3,7 +3,8 @@
 import pytest
 
 from agentx.content.engine_blocks import EngineBlocks
-from agentx.content.tokens import ContentConfig, PromptBuilder, shared_prefix
+from agentx.common import shared_prefix
+from agentx.content.tokens import ContentConfig, PromptBuilder
 from agentx.engine.kvcache import block_hashes
 from agentx.traces.load import load_sessions
 from tests.conftest import WEKA
