@@ -43,7 +43,7 @@ def main() -> None:
                                     ("synthetic 393 (256k)", args.synthetic_lanes,
                                      ["--traces", str(corpus), "--max-context", "256k"])):
             for router in ROUTERS:
-                r = point(tmp / f"{lanes}-{router}", lanes, args.duration, router, traces)
+                r = point(tmp / f"{name.split()[0]}-{lanes}-{router}", lanes, args.duration, router, traces)
                 rm = r["request_metrics"]
                 cache, ttft = rm["cache"], rm["ttft_s"]
                 print(f"| {name} | {lanes} | {router} | {cache['measured_hit_rate'] * 100:.1f}% | "

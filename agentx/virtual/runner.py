@@ -167,7 +167,7 @@ class VirtualRun:
         for core in self.replicas.cores:
             if core.idle and core.now < now:
                 core.now = now  # an idle engine starts its next iteration when work arrives
-        self.replicas.add(seq, now, f"{self.run_id}-{d.tree}")
+        self.replicas.add(seq, now, str(d.tree))  # the session key: the tree, not the random run id
         self.inflight[seq] = (d, isl, osl, theo)
 
     def _finish(self, seq) -> None:
