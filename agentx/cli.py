@@ -74,13 +74,25 @@ def _load(paths: list[Path], fmt: Optional[Format], max_context: Optional[str]):
 FORMAT_HELP = "Input format; detected from the content when omitted."
 MAX_CONTEXT_HELP = "Drop every request with ISL + OSL over this many tokens (e.g. 256k): the 256k variant."
 
+# options `bench` and `sim bench` share
+OPT_TRACES = typer.Option(None, "--traces", help="Trace files or folders (default: the bundled real traces).")
+OPT_FMT = typer.Option(None, "--format", help=FORMAT_HELP)
+OPT_MAX_CONTEXT = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP)
+OPT_SCENARIO = typer.Option(None, "--scenario", help="Fixed-sequence baseline instead of traces.")
+OPT_CONCURRENCY = typer.Option("8", "--concurrency", help="Lanes; a list (1,4,16) runs a sweep.")
+OPT_WARMUP_REQUESTS_PER_LANE = typer.Option(10, "--warmup-requests-per-lane", min=0)
+OPT_NO_WARMUP = typer.Option(False, "--no-warmup", help="Start every lane at t = 0 without warmup.")
+OPT_IDLE_CAP = typer.Option(300.0, "--idle-cap", help="Longest gap a session tree waits with nothing in flight.")
+OPT_SYSTEM_IDLE_CAP = typer.Option(10.0, "--system-idle-cap", help="Longest gap with nothing in flight anywhere.")
+OPT_GRACE = typer.Option(60.0, "--grace", help="Seconds in-flight requests may finish after the window.")
+
 
 @trace_app.command("stats")
 def trace_stats_cmd(
     paths: list[Path] = typer.Argument(None, help="Trace files or folders; the bundled real traces when omitted."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
-    fmt: Optional[Format] = typer.Option(None, "--format", help=FORMAT_HELP),
-    max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
+    fmt: Optional[Format] = OPT_FMT,
+    max_context: Optional[str] = OPT_MAX_CONTEXT,
 ):
     """Counts, distributions and the theoretical prefix-cache hit rate of a corpus."""
     import msgspec
@@ -101,7 +113,7 @@ def trace_synth_cmd(
     out: Path = typer.Option(..., "--out", help="Folder for the WEKA files (one per session)."),
     sessions: int = typer.Option(393, "--sessions", min=1, help="Number of sessions."),
     seed: int = typer.Option(1, "--seed", help="Seed; the same seed gives the same corpus."),
-    max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
+    max_context: Optional[str] = OPT_MAX_CONTEXT,
 ):
     """Generate a synthetic corpus calibrated to the published AgentX statistics."""
     from agentx.traces.synth import write_corpus
@@ -115,8 +127,8 @@ def trace_convert_cmd(
     paths: list[Path] = typer.Argument(..., help="Trace files or folders."),
     to: Format = typer.Option(..., "--to", help="Output format."),
     out: Path = typer.Option(..., "--out", help="Output file (JSONL), or a folder for one WEKA file per session."),
-    fmt: Optional[Format] = typer.Option(None, "--format", help=FORMAT_HELP),
-    max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
+    fmt: Optional[Format] = OPT_FMT,
+    max_context: Optional[str] = OPT_MAX_CONTEXT,
     time_basis: Basis = typer.Option("absolute", "--time-basis", help="WEKA subagent times."),
 ):
     """Convert traces between formats (and optionally apply the context cap)."""
@@ -185,19 +197,19 @@ def sim_serve_cmd(
 
 @sim_app.command("bench")
 def sim_bench_cmd(
-    traces: list[Path] = typer.Option(None, "--traces", help="Trace files or folders (default: the bundled real traces)."),
-    fmt: Optional[Format] = typer.Option(None, "--format", help=FORMAT_HELP),
-    max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
-    scenario: Optional[Scenario] = typer.Option(None, "--scenario", help="Fixed-sequence baseline instead of traces."),
-    concurrency: str = typer.Option("8", "--concurrency", help="Lanes; a list (1,4,16) runs a sweep."),
+    traces: list[Path] = OPT_TRACES,
+    fmt: Optional[Format] = OPT_FMT,
+    max_context: Optional[str] = OPT_MAX_CONTEXT,
+    scenario: Optional[Scenario] = OPT_SCENARIO,
+    concurrency: str = OPT_CONCURRENCY,
     duration: float = typer.Option(3600.0, "--duration", help="Profiling window in (modeled) seconds."),
     seed: int = typer.Option(0, "--seed", help="Seed of the plan, the content and the engine."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/sim-bench-TIMESTAMP)."),
-    warmup_requests_per_lane: int = typer.Option(10, "--warmup-requests-per-lane", min=0),
-    no_warmup: bool = typer.Option(False, "--no-warmup", help="Start every lane at t = 0 without warmup."),
-    idle_cap: float = typer.Option(300.0, "--idle-cap", help="Longest gap a session tree waits with nothing in flight."),
-    system_idle_cap: float = typer.Option(10.0, "--system-idle-cap", help="Longest gap with nothing in flight anywhere."),
-    grace: float = typer.Option(60.0, "--grace", help="Seconds in-flight requests may finish after the window."),
+    warmup_requests_per_lane: int = OPT_WARMUP_REQUESTS_PER_LANE,
+    no_warmup: bool = OPT_NO_WARMUP,
+    idle_cap: float = OPT_IDLE_CAP,
+    system_idle_cap: float = OPT_SYSTEM_IDLE_CAP,
+    grace: float = OPT_GRACE,
     token_scale: int = typer.Option(1, "--token-scale", min=1, help="Render each hash block as block/K tokens."),
     cost_basis: CostBasis = typer.Option("neocloud", "--cost-basis", help="Which price of the GPU counts."),
     hardware: str = typer.Option("H200", "--hardware", help="Hardware preset (see `agentx sim presets`)."),
@@ -296,7 +308,7 @@ def capture_export_cmd(
     scope: Scope = typer.Option("local", "--scope", help="Hash ids per session (local) or across the export (global)."),
     classifier_max_tokens: int = typer.Option(64, "--classifier-max-tokens",
                                               help="Drop requests without tools and max_tokens <= this."),
-    max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
+    max_context: Optional[str] = OPT_MAX_CONTEXT,
 ):
     """Anonymize recordings into WEKA traces: content becomes chained 64-token block hashes."""
     from agentx.capture.export import ExportConfig, export, report_lines
@@ -391,11 +403,11 @@ def _default_out(prefix: str) -> Path:
 def bench_cmd(
     url: str = typer.Option(..., "--url", help="Base URL of an OpenAI-compatible server."),
     model: Optional[str] = typer.Option(None, "--model", help="Model name; discovered from /v1/models when omitted."),
-    traces: list[Path] = typer.Option(None, "--traces", help="Trace files or folders (default: the bundled real traces)."),
-    fmt: Optional[Format] = typer.Option(None, "--format", help=FORMAT_HELP),
-    max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
-    scenario: Optional[Scenario] = typer.Option(None, "--scenario", help="Fixed-sequence baseline instead of traces."),
-    concurrency: str = typer.Option("8", "--concurrency", help="Lanes; a list (1,4,16) runs a sweep."),
+    traces: list[Path] = OPT_TRACES,
+    fmt: Optional[Format] = OPT_FMT,
+    max_context: Optional[str] = OPT_MAX_CONTEXT,
+    scenario: Optional[Scenario] = OPT_SCENARIO,
+    concurrency: str = OPT_CONCURRENCY,
     duration: float = typer.Option(3600.0, "--duration", help="Profiling window in seconds."),
     wire: Wire = typer.Option("tokens", "--wire", help="tokens (/v1/completions, token ids) or chat (/v1/chat/completions)."),
     seed: int = typer.Option(0, "--seed"),
@@ -403,11 +415,11 @@ def bench_cmd(
     hardware: Optional[str] = typer.Option(None, "--hardware", help="GPU kind for cost and power (H100, H200, B200, ...)."),
     engine: Optional[str] = typer.Option(None, "--engine", help="Engine label for the result (e.g. vllm-0.11)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/bench-TIMESTAMP)."),
-    warmup_requests_per_lane: int = typer.Option(10, "--warmup-requests-per-lane", min=0),
-    no_warmup: bool = typer.Option(False, "--no-warmup", help="Start every lane at t = 0 without warmup."),
-    idle_cap: float = typer.Option(300.0, "--idle-cap", help="Longest gap a session tree waits with nothing in flight."),
-    system_idle_cap: float = typer.Option(10.0, "--system-idle-cap", help="Longest gap with nothing in flight anywhere."),
-    grace: float = typer.Option(60.0, "--grace", help="Seconds in-flight requests may finish after the window."),
+    warmup_requests_per_lane: int = OPT_WARMUP_REQUESTS_PER_LANE,
+    no_warmup: bool = OPT_NO_WARMUP,
+    idle_cap: float = OPT_IDLE_CAP,
+    system_idle_cap: float = OPT_SYSTEM_IDLE_CAP,
+    grace: float = OPT_GRACE,
     request_timeout: float = typer.Option(600.0, "--request-timeout"),
     token_range: str = typer.Option("1000:30000", "--token-range", help="Token ids to draw content from, LO:HI."),
     token_scale: int = typer.Option(1, "--token-scale", min=1, help="Render each hash block as block/K tokens (tiny models)."),
