@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+import numpy as np
+
 
 def block_hashes(token_ids, block_size: int) -> list[int]:
     """Chained hashes of the full blocks of a token sequence."""
@@ -60,7 +62,7 @@ class KVCache:
         if num_blocks <= 0 or block_size <= 0:
             raise ValueError("num_blocks and block_size must be positive")
         self.num_blocks, self.block_size, self.cpu_blocks = num_blocks, block_size, cpu_blocks
-        self.ref = [0] * num_blocks
+        self.ref = np.zeros(num_blocks, dtype=np.int32)  # holders per block (numpy: bulk updates)
         self.block_hash: list[int | None] = [None] * num_blocks
         self.cached: dict[int, int] = {}  # hash -> GPU block
         self.free: OrderedDict[int, None] = OrderedDict((b, None) for b in range(num_blocks))  # LRU first
@@ -110,11 +112,11 @@ class KVCache:
             return None
         alloc = Allocation(blocks=list(map(self.cached.__getitem__, hashes[:g])), gpu_hit_blocks=g,
                            cpu_hit_blocks=c)
-        ref, free = self.ref, self.free
-        for block in alloc.blocks:
-            if not ref[block]:
-                del free[block]
-            ref[block] += 1
+        if g:
+            hit = np.array(alloc.blocks)
+            for block in hit[self.ref[hit] == 0].tolist():  # cached but unused: leave the free list
+                del self.free[block]
+            self.ref[hit] += 1  # (a sequence holds a block once)
         fresh = self._take(need - g)
         for i in range(c):  # loaded from DRAM: their content is known
             self._register(fresh[i], hashes[g + i])
@@ -138,8 +140,8 @@ class KVCache:
         """Enough free blocks for `need` blocks of which the first `g` are GPU hits."""
         if need - g > len(self.free):
             return False
-        reusable_free = list(map(self.ref.__getitem__, map(self.cached.__getitem__, hashes[:g]))).count(0)
-        return need - g <= len(self.free) - reusable_free
+        hit = np.fromiter(map(self.cached.__getitem__, hashes[:g]), dtype=np.int64, count=g)
+        return need - g <= len(self.free) - int(np.count_nonzero(self.ref[hit] == 0))
 
     def grow(self, seq, num_tokens: int) -> bool:
         """Make room for `num_tokens` in total; False when no block can be had."""
@@ -180,15 +182,16 @@ class KVCache:
 
     def free_seq(self, seq) -> None:
         """Release a sequence's blocks; cached ones stay reusable until evicted (LRU)."""
-        alloc = self.seqs.pop(seq)
-        for block in reversed(alloc.blocks):  # the tail is least likely reused: evict it first
-            self.ref[block] -= 1
-            if self.ref[block] == 0:
-                if self.block_hash[block] is None:
-                    self.free[block] = None
-                    self.free.move_to_end(block, last=False)
-                else:
-                    self.free[block] = None
+        blocks = np.array(self.seqs.pop(seq).blocks[::-1])  # the tail is least likely reused: evict it first
+        if not len(blocks):
+            return
+        self.ref[blocks] -= 1
+        block_hash, free = self.block_hash, self.free
+        released = blocks[self.ref[blocks] == 0].tolist()
+        free.update(dict.fromkeys([b for b in released if block_hash[b] is not None]))  # LRU: newest last
+        for block in (b for b in released if block_hash[b] is None):  # no content: taken first
+            free[block] = None
+            free.move_to_end(block, last=False)
 
     # ---------------------------------------------------------------- internals
 
@@ -198,7 +201,7 @@ class KVCache:
 
     def _take(self, n: int) -> list[int]:
         """`n` blocks from the LRU end of the free list (evicting their cached content), held."""
-        pop, block_hash, cached, ref = self.free.popitem, self.block_hash, self.cached, self.ref
+        pop, block_hash, cached = self.free.popitem, self.block_hash, self.cached
         out, evicted = [], 0
         for _ in range(n):
             block = pop(last=False)[0]
@@ -207,7 +210,7 @@ class KVCache:
                 del cached[h]
                 block_hash[block] = None
                 evicted += 1
-            ref[block] = 1
             out.append(block)
+        self.ref[out] = 1
         self.counters.evictions += evicted
         return out
