@@ -152,7 +152,7 @@ def sim_serve_cmd(
     served_model_name: str = typer.Option("", "--served-model-name", help="Default: the preset's model name."),
     block_size: int = typer.Option(16, "--block-size", min=1),
     gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization"),
-    cpu_offload_gb: float = typer.Option(0.0, "--cpu-offload-gb", help="Host DRAM for KV blocks, whole deployment."),
+    cpu_offload_gb: float = typer.Option(0.0, "--cpu-offload-gb", help="Host DRAM for KV blocks, per replica."),
     max_num_seqs: int = typer.Option(256, "--max-num-seqs", min=1),
     max_num_batched_tokens: int = typer.Option(8192, "--max-num-batched-tokens", min=1),
     max_model_len: int = typer.Option(0, "--max-model-len", min=0, help="0: the model's maximum context."),
