@@ -16,7 +16,8 @@ def plan_table(plan, answers: list[dict]) -> Table:
               title_justify="left", show_edge=False)
     for col in ("configuration", "max lanes", "p90 norm. tok/s", "p90 TTFT s", "tok/s per GPU", "tokens per $",
                 "tok/s per MW", "KV tokens", "hit rate by lanes"):
-        t.add_column(col, justify="left" if col in ("configuration", "hit rate by lanes") else "right")
+        t.add_column(col, justify="left" if col in ("configuration", "hit rate by lanes") else "right",
+                     overflow="fold")
     for a in answers:
         p = a["at_max"] or {}
         hits = " ".join(f"{c['concurrency']}:{_fmt(c['hit_rate'] and c['hit_rate'] * 100, '{:.0f}%')}"
