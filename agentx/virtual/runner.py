@@ -15,6 +15,7 @@ cannot come before `EngineCore.finish_bound()`; the core furthest behind always 
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 import json
@@ -87,6 +88,15 @@ class VirtualRun:
     # ------------------------------------------------------------------ the loop
 
     def execute(self) -> None:
+        # the traces, graphs and plan live for the whole run: out of the cyclic collector's sight
+        gc.collect()
+        gc.freeze()
+        try:
+            self._execute()
+        finally:
+            gc.unfreeze()
+
+    def _execute(self) -> None:
         folder = self.folder.path
         t0, cpu0 = time.perf_counter(), time.process_time()
         self.records = RecordWriter(folder)
@@ -101,8 +111,8 @@ class VirtualRun:
                 break
             nt = plan.next_time(self.time)
             busy = [c for c in self.replicas.cores if not c.idle]
-            if nt is None and not busy and not self.done and plan.inflight == 0:
-                break  # nothing left to happen
+            if nt is None and not busy and not self.done:
+                break  # nothing left to happen (no engine holds work, no timer is set)
             events = min(math.inf if nt is None else nt, tick, self.done[0][0] if self.done else math.inf,
                          plan.profile_end if plan.phase == PROFILE else math.inf)
             first = min(busy, key=lambda c: c.now) if busy else None
