@@ -187,9 +187,13 @@ class KVCache:
             return
         self.ref[blocks] -= 1
         block_hash, free = self.block_hash, self.free
-        released = blocks[self.ref[blocks] == 0].tolist()
-        free.update(dict.fromkeys([b for b in released if block_hash[b] is not None]))  # LRU: newest last
-        for block in (b for b in released if block_hash[b] is None):  # no content: taken first
+        empty = []
+        for block in blocks[self.ref[blocks] == 0].tolist():
+            if block_hash[block] is None:
+                empty.append(block)
+            else:
+                free[block] = None  # LRU: newest last
+        for block in empty:  # no content: taken first
             free[block] = None
             free.move_to_end(block, last=False)
 
