@@ -37,7 +37,6 @@ class Replicas:
             raise AgentxError(f"unknown router {router!r}; known: {', '.join(ROUTERS)}")
         self.cores = [EngineCore(cfg) for _ in range(count)]
         self.router = router
-        self.routed = [0] * count  # requests sent to each replica
         self._next = 0
         first = self.cores[0]
         self.cfg, self.roofline, self.vocab, self.max_model_len = first.cfg, first.roofline, first.vocab, first.max_model_len
@@ -76,7 +75,6 @@ class Replicas:
         """Route and queue a sequence; returns the core it went to."""
         i = self.route(seq, session)
         self._next += 1
-        self.routed[i] += 1
         seq.replica = i
         core = self.cores[i]
         core.add(seq, now)
