@@ -14,7 +14,7 @@ from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
 from agentx.virtual.runner import SimDeployment, sim_bench
 
-SPEED = 2.0  # slow enough that what HTTP adds stays far below 3 % of a TTFT
+SPEED = 1.0  # real time: what HTTP and a busy machine add stays far below 3 % of a TTFT
 
 
 def rel(a: float, b: float) -> float:
