@@ -101,14 +101,29 @@ FORMAT_HELP = (f"Input format: {', '.join(FORMATS)}; detected from the content w
                "(mooncake-delta must be named).")
 MAX_CONTEXT_HELP = "Drop every request with ISL + OSL over this many tokens (e.g. 256k): the 256k variant."
 
+# options `bench` and `sim bench` share
+OPT_TRACES = typer.Option(None, "--traces", help="Trace files or folders, several after one flag (a shell glob) "
+                          "or the flag repeated (default: the bundled real traces).")
+OPT_MORE_TRACES = typer.Argument(None, metavar="TRACES", help="More trace files or folders: what a shell glob after "
+                                 "--traces expands to (`--traces runs/*.jsonl`).")
+OPT_FMT = typer.Option(None, "--format", metavar="FORMAT", help=FORMAT_HELP)
+OPT_MAX_CONTEXT = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP)
+OPT_SCENARIO = typer.Option(None, "--scenario", help="Fixed-sequence baseline instead of traces.")
+OPT_CONCURRENCY = typer.Option("8", "--concurrency", help="Lanes; a list (1,4,16) runs a sweep.")
+OPT_WARMUP_REQUESTS_PER_LANE = typer.Option(10, "--warmup-requests-per-lane", min=0)
+OPT_NO_WARMUP = typer.Option(False, "--no-warmup", help="Start every lane at t = 0 without warmup.")
+OPT_IDLE_CAP = typer.Option(300.0, "--idle-cap", help="Longest gap a session tree waits with nothing in flight.")
+OPT_SYSTEM_IDLE_CAP = typer.Option(10.0, "--system-idle-cap", help="Longest gap with nothing in flight anywhere.")
+OPT_GRACE = typer.Option(60.0, "--grace", help="Seconds in-flight requests may finish after the window.")
+
 
 @trace_app.command("stats")
 def trace_stats_cmd(
     paths: list[Path] = typer.Argument(None, help="Trace files or folders, each a corpus (several: side by side); "
                                        "the bundled real traces when omitted."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
-    fmt: Optional[Format] = typer.Option(None, "--format", metavar="FORMAT", help=FORMAT_HELP),
-    max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
+    fmt: Optional[Format] = OPT_FMT,
+    max_context: Optional[str] = OPT_MAX_CONTEXT,
     by_provider: bool = typer.Option(False, "--by-provider", help="A column per agent (claude, codex, ...) of each corpus."),
 ):
     """Counts, distributions and the theoretical prefix-cache hit rate of a corpus, or of several side by side."""
@@ -139,7 +154,7 @@ def trace_synth_cmd(
     out: Path = typer.Option(..., "--out", help="Folder for the WEKA files (one per session)."),
     sessions: int = typer.Option(393, "--sessions", min=1, help="Number of sessions."),
     seed: int = typer.Option(1, "--seed", help="Seed; the same seed gives the same corpus."),
-    max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
+    max_context: Optional[str] = OPT_MAX_CONTEXT,
 ):
     """Generate a synthetic corpus calibrated to the published AgentX statistics."""
     from agentx.traces.synth import write_corpus
@@ -153,8 +168,8 @@ def trace_convert_cmd(
     paths: list[Path] = typer.Argument(..., help="Trace files or folders."),
     to: WriteFormat = typer.Option(..., "--to", help="Output format."),
     out: Path = typer.Option(..., "--out", help="Output file (JSONL), or a folder for one WEKA file per session."),
-    fmt: Optional[Format] = typer.Option(None, "--format", metavar="FORMAT", help=FORMAT_HELP),
-    max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
+    fmt: Optional[Format] = OPT_FMT,
+    max_context: Optional[str] = OPT_MAX_CONTEXT,
     time_basis: Basis = typer.Option("absolute", "--time-basis", help="WEKA subagent times."),
 ):
     """Convert traces between formats (and optionally apply the context cap)."""
@@ -182,7 +197,7 @@ def sim_serve_cmd(
     served_model_name: str = typer.Option("", "--served-model-name", help="Default: the preset's model name."),
     block_size: int = typer.Option(16, "--block-size", min=1),
     gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization"),
-    cpu_offload_gb: float = typer.Option(0.0, "--cpu-offload-gb", help="Host DRAM for KV blocks, whole deployment."),
+    cpu_offload_gb: float = typer.Option(0.0, "--cpu-offload-gb", help="Host DRAM for KV blocks, per replica."),
     max_num_seqs: int = typer.Option(256, "--max-num-seqs", min=1),
     max_num_batched_tokens: int = typer.Option(8192, "--max-num-batched-tokens", min=1),
     max_model_len: int = typer.Option(0, "--max-model-len", min=0, help="0: the model's maximum context."),
@@ -201,6 +216,13 @@ def sim_serve_cmd(
     reasoning_share: float = typer.Option(0.0, "--reasoning-share", help="Chat answers stream this share as reasoning first."),
     reasoning_field: str = typer.Option("reasoning_content", "--reasoning-field", help="reasoning_content or reasoning."),
     request_timeout_s: float = typer.Option(30.0, "--request-timeout-s", help=REQUEST_TIMEOUT_HELP),
+    replicas: int = typer.Option(1, "--replicas", min=1, help="Engine replicas (each --gpus GPUs) behind one endpoint."),
+    router: str = typer.Option("round-robin", "--router", help="round-robin, least-loaded, session-affinity or "
+                               "prefix-aware (SPEC section 6)."),
+    spec_decode: str = typer.Option("", "--spec-decode", help="Speculative decoding method (mtp, eagle3, ...)."),
+    draft_tokens: int = typer.Option(0, "--draft-tokens", min=0, help="Draft tokens verified per decode step."),
+    acceptance_length: float = typer.Option(0.0, "--acceptance-length",
+                                            help="Tokens kept per decode step on average (0: the preset's)."),
 ):
     """Serve a simulated deployment over the OpenAI API (default: 8 x H200, Qwen3-235B-A22B)."""
     from agentx.engine.config import EngineConfig
@@ -212,14 +234,93 @@ def sim_serve_cmd(
         block_size=block_size, cpu_offload_gb=cpu_offload_gb, max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
         num_gpu_blocks_override=num_gpu_blocks_override, mfu=mfu, mbu=mbu,
-        overhead_s=overhead_ms / 1000, host_links=host_links, seed=seed,
+        overhead_s=overhead_ms / 1000, host_links=host_links, seed=seed, spec_decode=spec_decode,
+        draft_tokens=draft_tokens, acceptance_length=acceptance_length,
     )
     faults = FaultConfig(rate=fault_rate, kinds=tuple(k.strip() for k in fault_kinds.split(",") if k.strip()),
                          stall_s=fault_stall_s, seed=seed)
     serve(ServeConfig(engine=engine, host=host, port=port, speed=speed, served_model_name=served_model_name,
-                      faults=faults, truth_log=str(truth_log) if truth_log else None,
-                      reasoning_share=reasoning_share, reasoning_field=reasoning_field,
+                      faults=faults, truth_log=str(truth_log) if truth_log else None, replicas=replicas,
+                      router=router, reasoning_share=reasoning_share, reasoning_field=reasoning_field,
                       request_timeout_s=request_timeout_s))
+
+
+@sim_app.command("bench")
+def sim_bench_cmd(
+    traces: list[Path] = OPT_TRACES,
+    more_traces: list[Path] = OPT_MORE_TRACES,
+    fmt: Optional[Format] = OPT_FMT,
+    max_context: Optional[str] = OPT_MAX_CONTEXT,
+    scenario: Optional[Scenario] = OPT_SCENARIO,
+    concurrency: str = OPT_CONCURRENCY,
+    duration: float = typer.Option(3600.0, "--duration", help="Profiling window in (modeled) seconds."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the plan, the content and the engine."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/sim-bench-TIMESTAMP)."),
+    warmup_requests_per_lane: int = OPT_WARMUP_REQUESTS_PER_LANE,
+    no_warmup: bool = OPT_NO_WARMUP,
+    idle_cap: float = OPT_IDLE_CAP,
+    system_idle_cap: float = OPT_SYSTEM_IDLE_CAP,
+    grace: float = OPT_GRACE,
+    token_scale: int = typer.Option(1, "--token-scale", min=1, help="Render each hash block as block/K tokens."),
+    cost_basis: CostBasis = typer.Option("neocloud", "--cost-basis", help="Which price of the GPU counts."),
+    hardware: str = typer.Option("H200", "--hardware", help="Hardware preset (see `agentx sim presets`)."),
+    gpus: int = typer.Option(8, "--gpus", min=1, help="GPUs in each replica's tensor-parallel group."),
+    model: str = typer.Option("qwen3-235b-a22b", "--model", help="Model preset (see `agentx sim presets`)."),
+    precision: str = typer.Option("bf16", "--precision", help="bf16 or fp8 (weights, matmuls, KV cache)."),
+    gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization"),
+    cpu_offload_gb: float = typer.Option(0.0, "--cpu-offload-gb", help="Host DRAM for KV blocks, per replica."),
+    max_num_seqs: int = typer.Option(256, "--max-num-seqs", min=1),
+    max_num_batched_tokens: int = typer.Option(8192, "--max-num-batched-tokens", min=1),
+    max_model_len: int = typer.Option(0, "--max-model-len", min=0, help="0: the model's maximum context."),
+    replicas: int = typer.Option(1, "--replicas", min=1, help="Engine replicas (each --gpus GPUs) behind a router."),
+    router: str = typer.Option("round-robin", "--router", help="round-robin, least-loaded, session-affinity or prefix-aware."),
+    spec_decode: str = typer.Option("", "--spec-decode", help="Speculative decoding method (mtp, eagle3, ...)."),
+    draft_tokens: int = typer.Option(0, "--draft-tokens", min=0, help="Draft tokens verified per decode step."),
+    acceptance_length: float = typer.Option(0.0, "--acceptance-length", help="Tokens kept per step (0: the preset's)."),
+):
+    """Replay traces on the simulated engine in modeled time: no HTTP, no waiting (bench's run folder)."""
+    from agentx.engine.config import EngineConfig
+    from agentx.replay.scenarios import scenario_sessions
+    from agentx.replay.settings import BenchSettings
+    from agentx.virtual.runner import SimDeployment, sim_bench
+
+    levels = _concurrencies(concurrency)
+    traces = [*(traces or []), *(more_traces or [])]
+    if duration <= 0:
+        raise AgentxError("must be > 0", "duration")
+    engine = EngineConfig(
+        hardware=hardware, model=model, gpus=gpus, precision=precision, gpu_memory_utilization=gpu_memory_utilization,
+        cpu_offload_gb=cpu_offload_gb, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+        max_model_len=max_model_len, seed=seed, spec_decode=spec_decode, draft_tokens=draft_tokens,
+        acceptance_length=acceptance_length)
+    sim = SimDeployment(engine, replicas, router)
+    settings = BenchSettings.build(
+        url="virtual", concurrency=levels[0], duration=duration, seed=seed, warmup=not no_warmup,
+        warmup_requests_per_lane=warmup_requests_per_lane, idle_cap=idle_cap, system_idle_cap=system_idle_cap,
+        grace=grace, token_scale=token_scale, cost_basis=cost_basis.value, scenario=_value(scenario),
+        dataset=_value(scenario) or (", ".join(map(str, traces)) if traces else "bundled WEKA sample"),
+        variant=max_context)
+    sessions = scenario_sessions(scenario.value, max(levels)) if scenario else _load(traces, fmt, max_context)
+    _sweep(settings, sessions, levels, out or _default_out("sim-bench"), "sim bench (virtual time)",
+           lambda s, sess, command, tick: sim_bench(s, sess, sim, command))
+
+
+@sim_app.command("plan")
+def sim_plan_cmd(
+    plan_file: Path = typer.Argument(..., help="PLAN.yaml: traces, SLO and grid (see agentx/virtual/capacity.py)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder of the points' runs (default runs/plan-TIMESTAMP)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Run the points on this Ray cluster (e.g. auto or HOST:PORT)."),
+    workers: int = typer.Option(0, "--workers", min=0, help="Local processes (0: one per core)."),
+):
+    """Capacity plan: a grid of virtual runs; per configuration the largest concurrency meeting the SLO."""
+    from agentx.virtual.capacity import load_plan, run_plan
+    from agentx.virtual.report import plan_table
+
+    plan = load_plan(plan_file)
+    folder = out or _default_out("plan")
+    answers = run_plan(plan, folder, ray, workers or None)
+    console.print(plan_table(plan, answers))
+    console.print(f"every point: {folder}/<configuration>/c<N>; the answer: {folder}/plan.json", highlight=False)
 
 
 @capture_app.command("proxy")
@@ -260,7 +361,7 @@ def capture_export_cmd(
     scope: Scope = typer.Option("local", "--scope", help="Hash ids per session (local) or across the export (global)."),
     classifier_max_tokens: int = typer.Option(64, "--classifier-max-tokens",
                                               help="Drop requests without tools and max_tokens <= this."),
-    max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
+    max_context: Optional[str] = OPT_MAX_CONTEXT,
 ):
     """Anonymize recordings into WEKA traces: content becomes chained 64-token block hashes."""
     from agentx.capture.export import ExportConfig, export, report_lines
@@ -283,7 +384,7 @@ def capture_import_cmd(
     out: Path = typer.Option(..., "--out", help="Folder for traces/ (WEKA files) and export_report.json."),
     block_size: int = typer.Option(64, "--block-size", help="Tokens per hash block."),
     scope: Scope = typer.Option("local", "--scope", help="Hash ids per session (local) or across the export (global)."),
-    max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
+    max_context: Optional[str] = OPT_MAX_CONTEXT,
 ):
     """Anonymize local agent session logs (Claude Code, Codex) into WEKA traces, as `capture export` does."""
     from agentx.capture.agentlogs import import_logs
@@ -327,7 +428,7 @@ def _print_result(result: dict, title: str, folder: Path) -> None:
     console.print(f"results: {folder}/result.json (records: {folder}/records.jsonl)", highlight=False)
 
 
-def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str) -> list[dict]:
+def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str, run=None) -> list[dict]:
     from agentx.metrics.report import sweep_table
     from agentx.replay.folder import command_line
     from agentx.replay.sweep import sweep
@@ -340,13 +441,16 @@ def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str) 
     def progress(s):
         console.print(f"[bold]{label}: {level(s.plan)}, {s.plan.duration:g} s profiling[/] -> {escape(str(s.out))}",
                       highlight=False)
+        if run is not None:  # a virtual run has no live display
+            yield None
+            return
         with _progress() as tick:
             yield tick
 
     def done(n: int, folder: Path, result: dict) -> None:
         _print_result(result, level(settings.replace(concurrency=n).plan), folder)
 
-    results = sweep(settings, sessions, concurrencies, out, command_line(), progress, done)
+    results = sweep(settings, sessions, concurrencies, out, command_line(), progress, done, **({"run": run} if run else {}))
     if len(results) > 1:
         console.print(sweep_table(results))
     return [result for _, result in results]
@@ -397,14 +501,12 @@ def _default_out(prefix: str) -> Path:
 def bench_cmd(
     url: str = typer.Option(..., "--url", help="Base URL of an OpenAI-compatible server."),
     model: Optional[str] = typer.Option(None, "--model", help="Model name; discovered from /v1/models when omitted."),
-    traces: list[Path] = typer.Option(None, "--traces", help="Trace files or folders, several after one flag (a "
-                                      "shell glob) or the flag repeated (default: the bundled real traces)."),
-    more_traces: list[Path] = typer.Argument(None, metavar="TRACES", help="More trace files or folders: what a "
-                                             "shell glob after --traces expands to (`--traces runs/*.jsonl`)."),
-    fmt: Optional[Format] = typer.Option(None, "--format", metavar="FORMAT", help=FORMAT_HELP),
-    max_context: Optional[str] = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP),
-    scenario: Optional[Scenario] = typer.Option(None, "--scenario", help="Fixed-sequence baseline instead of traces."),
-    concurrency: str = typer.Option("8", "--concurrency", help="Lanes; a list (1,4,16) runs a sweep."),
+    traces: list[Path] = OPT_TRACES,
+    more_traces: list[Path] = OPT_MORE_TRACES,
+    fmt: Optional[Format] = OPT_FMT,
+    max_context: Optional[str] = OPT_MAX_CONTEXT,
+    scenario: Optional[Scenario] = OPT_SCENARIO,
+    concurrency: str = OPT_CONCURRENCY,
     duration: float = typer.Option(3600.0, "--duration", help="Profiling window in seconds."),
     wire: Wire = typer.Option("tokens", "--wire", help="tokens (/v1/completions, token ids) or chat (/v1/chat/completions)."),
     seed: int = typer.Option(0, "--seed"),
@@ -415,11 +517,11 @@ def bench_cmd(
                                                     help="The engine's KV block (default: what the server publishes)."),
     probe_cache: int = typer.Option(0, "--probe-cache", min=0, help="Cache-correctness probes before and after the run."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/bench-TIMESTAMP)."),
-    warmup_requests_per_lane: int = typer.Option(10, "--warmup-requests-per-lane", min=0),
-    no_warmup: bool = typer.Option(False, "--no-warmup", help="Start every lane at t = 0 without warmup."),
-    idle_cap: float = typer.Option(300.0, "--idle-cap", help="Longest gap a session tree waits with nothing in flight."),
-    system_idle_cap: float = typer.Option(10.0, "--system-idle-cap", help="Longest gap with nothing in flight anywhere."),
-    grace: float = typer.Option(60.0, "--grace", help="Seconds in-flight requests may finish after the window."),
+    warmup_requests_per_lane: int = OPT_WARMUP_REQUESTS_PER_LANE,
+    no_warmup: bool = OPT_NO_WARMUP,
+    idle_cap: float = OPT_IDLE_CAP,
+    system_idle_cap: float = OPT_SYSTEM_IDLE_CAP,
+    grace: float = OPT_GRACE,
     request_timeout: float = typer.Option(600.0, "--request-timeout"),
     token_range: str = typer.Option("1000:30000", "--token-range", help="Token ids to draw content from, LO:HI."),
     token_scale: int = typer.Option(1, "--token-scale", min=1, help="Render each hash block as block/K tokens (tiny models)."),

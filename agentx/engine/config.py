@@ -26,6 +26,11 @@ class EngineConfig:
     overhead_s: float = 0.005  # per iteration: scheduling, launches, all-reduce latency
     host_link_efficiency: float = 0.5  # achieved / peak host-link bandwidth for KV block copies
     host_links: int = 1  # host links a KV transfer is striped over (1: one link, conservative)
+    # speculative decoding: each decode step verifies `draft_tokens` drafts and keeps
+    # `acceptance_length` tokens on average (0: the model preset's published figure)
+    spec_decode: str = ""  # method (mtp, eagle3, ngram, ...); empty: off
+    draft_tokens: int = 0
+    acceptance_length: float = 0.0
     seed: int = 0  # natural answer lengths and faults
 
     def __post_init__(self):
@@ -43,6 +48,9 @@ class EngineConfig:
             (0 < self.host_link_efficiency <= 1, "host_link_efficiency must be in (0, 1]"),
             (self.overhead_s >= 0, "overhead_s must be >= 0"),
             (self.host_links >= 1, "host_links must be >= 1"),
+            (not self.spec_decode or self.draft_tokens >= 1, "spec_decode needs draft_tokens >= 1"),
+            (self.acceptance_length == 0 or 1 <= self.acceptance_length <= self.draft_tokens + 1,
+             "acceptance_length must be in [1, draft_tokens + 1]"),
         ]
         for ok, problem in checks:
             if not ok:

@@ -15,6 +15,7 @@ accumulates the durations it is told about) and delivers the emitted tokens.
 
 from __future__ import annotations
 
+import math
 import random
 from collections import deque
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from agentx.engine.config import EngineConfig
 from agentx.engine.kvcache import KVCache, block_hashes
 from agentx.engine.timing import Roofline, Work
+from agentx.engine.window import decode_window
 from agentx.errors import AgentxError
 
 # Without ignore_eos the simulated model ends its answer at a length drawn per prompt from a
@@ -43,7 +45,7 @@ def output_token(digest: int, position: int, vocab: int) -> int:
 @dataclass(eq=False)
 class Sequence:
     id: str
-    prompt: list[int]
+    prompt: list[int]  # empty for a sequence known only by its length and block hashes
     max_tokens: int
     stop_len: int  # output length at which the answer ends (<= max_tokens)
     hashes: list[int] = field(default_factory=list)  # full-block hashes of the prompt
@@ -61,9 +63,13 @@ class Sequence:
     reasoning: int = 0  # leading output tokens the server streams as reasoning (chat)
     waiter: object = None  # the server's wake-up handle; the core never touches it
     delivered: int = 0  # output tokens whose iteration has ended in the caller's clock (server-owned)
+    finished_at: float | None = None  # modeled end of the iteration that produced its last token
+    prompt_len: int = -1  # default: len(prompt)
+    replica: int = 0  # the core a router sent it to (engine/replicas.py)
 
     def __post_init__(self):
-        self.prompt_len = len(self.prompt)
+        if self.prompt_len < 0:
+            self.prompt_len = len(self.prompt)
 
     @property
     def context_len(self) -> int:
@@ -82,7 +88,7 @@ class PromptSources:
 @dataclass
 class Step:
     duration: float  # modeled seconds
-    emitted: list[Sequence]  # sequences that produced one token this iteration
+    emitted: list[Sequence]  # sequences that produced tokens (one; up to K + 1 with speculative decoding)
     finished: list[Sequence]
     batch_size: int
     new_tokens: int  # tokens computed (prefill chunks and decodes)
@@ -112,6 +118,9 @@ class EngineCore:
         self.sources = PromptSources()
         self.generation_tokens = 0
         self.preemptions = 0
+        self.draft_tokens = cfg.draft_tokens if cfg.spec_decode else 0
+        self.accept_len = self.roofline.acceptance_length
+        self.spec_steps = 0  # iterations that decoded (the acceptance pattern's clock)
 
     # ------------------------------------------------------------------ requests
 
@@ -137,6 +146,11 @@ class EngineCore:
             stop = min(max_tokens, max(min_tokens, 1, round(rng.lognormvariate(0, NATURAL_SIGMA) * NATURAL_MEDIAN)))
         return Sequence(seq_id, prompt, max_tokens, stop, hashes=hashes, arrival=self.now, corrupt=corrupt,
                         digest=prompt_digest(prompt, hashes, self.cfg.block_size))
+
+    def blocks_sequence(self, seq_id: str, prompt_len: int, hashes: list[int], max_tokens: int) -> Sequence:
+        """A sequence known by its length and full-block hashes (no tokens), answering exactly
+        `max_tokens` tokens (as with `ignore_eos`): the virtual-time runner's requests."""
+        return Sequence(seq_id, [], max_tokens, max_tokens, hashes=hashes, arrival=self.now, prompt_len=prompt_len)
 
     def add(self, seq: Sequence, now: float | None = None) -> None:
         """Queue a sequence that arrived at `now` (the caller's clock; default: the core's)."""
@@ -170,48 +184,96 @@ class EngineCore:
             self._admit_waiting(work, scheduled, budget)
         duration = self.roofline.iteration_s(work)
         self.now += duration
-        emitted, finished, decodes = [], [], 0
-        bs, vocab = self.cfg.block_size, self.vocab
-        for seq, n in scheduled:
+        emitted, finished, decodes, tokens = [], [], 0, 0
+        bs = self.cfg.block_size
+        for seq, n, decode in scheduled:
             before, prompt_len = seq.computed, seq.prompt_len
             seq.computed = before + n
-            if before < prompt_len:  # prefill progressed: its full blocks become cacheable
-                self.kv.commit(seq, seq.hashes[: min(seq.computed, prompt_len) // bs])
-            elif n == 1:
-                decodes += 1
             out = seq.output
-            if seq.computed == prompt_len + len(out):
-                out.append(output_token(seq.digest, len(out), vocab))
+            if decode:  # n tokens kept: the last one's KV and n - 1 accepted drafts, plus n new tokens
+                decodes += 1
+                emit = n
+            else:
+                if before < prompt_len:  # prefill progressed: its full blocks become cacheable
+                    self.kv.commit(seq, seq.hashes[: min(seq.computed, prompt_len) // bs])
+                emit = 1 if seq.computed == prompt_len + len(out) else 0
+            if emit:
+                self._emit(seq, emit)
+                tokens += emit
                 if seq.first_token_at is None:
                     seq.first_token_at = self.now
                 emitted.append(seq)
                 if len(out) >= seq.stop_len:
                     seq.finish_reason = "length" if len(out) >= seq.max_tokens else "stop"
+                    seq.finished_at = self.now
                     finished.append(seq)
-        self.generation_tokens += len(emitted)
+        self.generation_tokens += tokens
+        if decodes:
+            self.spec_steps += 1
         if finished:
             for seq in finished:
                 self.kv.free_seq(seq)
             self.running = [s for s in self.running if s.finish_reason is None]
         return Step(duration, emitted, finished, len(scheduled), work.new_tokens, decodes)
 
+    def advance(self, until: float, itl: list | None = None) -> list[Sequence]:
+        """Run the iterations that start before `until` (modeled time), up to the first one in
+        which sequences finish (the caller may add requests before the next); return those
+        sequences. Runs of pure-decode iterations between scheduling events are computed
+        together (`agentx/engine/window.py`), with the same token times as `step()`. Each
+        iteration with decodes appends (duration, decoding sequences) to `itl` when given."""
+        finished: list[Sequence] = []
+        log = itl if itl is not None else []
+        while (self.running or self.waiting) and self.now < until and not finished:
+            if decode_window(self, until, finished, log):
+                continue
+            step = self.step()
+            finished.extend(step.finished)
+            if step.decodes:
+                log.append((step.duration, step.decodes))
+        return finished
+
+    def finish_bound(self) -> float:
+        """A time before which no sequence of this core can finish: every iteration lasts at
+        least the fixed overhead and emits at most ceil(AL) tokens per sequence."""
+        per_step = math.ceil(self.accept_len)
+        left = min((s.stop_len - len(s.output) for s in (*self.running, *self.waiting)), default=0)
+        return self.now + self.cfg.overhead_s * max(1, -(-left // per_step))
+
+    def accepted(self) -> int:
+        """Tokens each decoding sequence emits this iteration: AL on average, the same pattern
+        for all (the integer steps of g x AL over the engine's decode iterations g)."""
+        g, al = self.spec_steps, self.accept_len
+        return math.floor((g + 1) * al) - math.floor(g * al)
+
+    def _emit(self, seq: Sequence, n: int) -> None:
+        """The next `n` output tokens: a function of the prompt (its digest) and the position."""
+        out, digest, vocab = seq.output, seq.digest, self.vocab
+        out.extend([output_token(digest, i, vocab) for i in range(len(out), len(out) + n)])
+
     def _schedule_running(self, work: Work, scheduled: list, budget: int) -> bool:
         """Give running sequences their next tokens; True if anything was preempted."""
         preemptions, running, i = self.preemptions, self.running, 0
         new = pairs = reads = 0
+        cost, accepted = 1 + self.draft_tokens, self.accepted()
         while i < len(running) and budget > 0:
             seq = running[i]
             c = seq.computed
             n = seq.prompt_len + len(seq.output) - c
-            if n > budget:
-                n = budget
+            decode = n == 1 and c >= seq.prompt_len
+            if decode:  # verify the drafts: `cost` tokens computed, `n` kept
+                if cost > budget:
+                    break
+                n, size = min(accepted, seq.stop_len - len(seq.output)), cost
+            else:
+                n = size = min(n, budget)
             if c + n > seq.capacity and not self._make_room(seq, c + n):
                 break
-            scheduled.append((seq, n))
-            new += n
-            pairs += n * c + n * (n + 1) // 2
+            scheduled.append((seq, n, decode))
+            new += size
+            pairs += size * c + size * (size + 1) // 2
             reads += c
-            budget -= n
+            budget -= size
             i += 1
         work.new_tokens += new
         work.attn_pairs += pairs
@@ -232,11 +294,8 @@ class EngineCore:
         bs = self.cfg.block_size
         while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
             seq = self.waiting[0]
-            total = seq.context_len
-            cacheable = seq.hashes[: (total - 1) // bs]  # at least one token is always computed
-            g, c = self.kv.match(cacheable)
+            total, cacheable, g, c, n = self._admission(seq, budget)
             hit = (g + c) * bs
-            n = min(total - hit, budget)
             alloc = self.kv.allocate(seq, cacheable, hit + n, prompt_tokens=total)
             if alloc is None:
                 return
@@ -253,9 +312,24 @@ class EngineCore:
                 self.sources.external_kv_transfer += c * bs
                 self.sources.local_compute += total - hit
             work.loaded_tokens += c * bs
-            scheduled.append((seq, n))
+            scheduled.append((seq, n, False))
             work.add(seq.computed, n)
             budget -= n
+
+    def _admission(self, seq: Sequence, budget: int) -> tuple:
+        """(context tokens, cacheable hashes, GPU hit blocks, CPU hit blocks, tokens to compute)."""
+        bs, total = self.cfg.block_size, seq.context_len
+        cacheable = seq.hashes[: (total - 1) // bs]  # at least one token is always computed
+        g, c = self.kv.match(cacheable)
+        return total, cacheable, g, c, min(total - (g + c) * bs, budget)
+
+    def admission_blocked(self, budget: int) -> bool:
+        """True when the head of the queue cannot be admitted with `budget` tokens left; it stays
+        so while the cache only loses free blocks (fewer free blocks never admit more)."""
+        if not self.waiting or budget <= 0 or len(self.running) >= self.cfg.max_num_seqs:
+            return True
+        _, cacheable, g, c, n = self._admission(self.waiting[0], budget)
+        return not self.kv.can_allocate(cacheable, (g + c) * self.cfg.block_size + n)
 
     def _preempt(self, seq: Sequence) -> None:
         self.kv.free_seq(seq)

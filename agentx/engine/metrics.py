@@ -53,69 +53,109 @@ class ServerStats:
         self.errors: dict[str, int] = {}
 
 
-class EngineCollector:
+def engine_series(core, labels: dict) -> list[tuple]:
+    """(kind, name, doc, labels, value) of one engine core's gauges and counters."""
+    kv, src = core.kv, core.sources
+    c = kv.counters
+    out = [
+        ("gauge", "vllm:num_requests_running", "Requests in model execution batches.", labels, len(core.running)),
+        ("gauge", "vllm:num_requests_waiting", "Requests waiting to be processed.", labels, len(core.waiting)),
+        ("gauge", "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels, kv.usage),
+        ("gauge", "vllm:cache_config_info", "Information of the KV cache config.",
+         {**{k: v for k, v in labels.items() if k == "replica"}, "block_size": str(kv.block_size),
+          "num_gpu_blocks": str(kv.num_blocks), "num_cpu_blocks": str(kv.cpu_blocks)}, 1),
+        ("counter", "vllm:prefix_cache_queries", "Prefix cache queries, in tokens.", labels, c.gpu_queries),
+        ("counter", "vllm:prefix_cache_hits", "Prefix cache hits, in tokens.", labels, c.gpu_hits),
+        ("counter", "vllm:external_prefix_cache_queries", "External (CPU) prefix cache queries, in tokens.", labels,
+         c.external_queries),
+        ("counter", "vllm:external_prefix_cache_hits", "External (CPU) prefix cache hits, in tokens.", labels,
+         c.external_hits),
+        ("counter", "vllm:prompt_tokens", "Prefill tokens processed.", labels,
+         src.local_compute + src.local_cache_hit + src.external_kv_transfer),
+        ("counter", "vllm:prompt_tokens_cached", "Cached prompt tokens (local and external).", labels,
+         src.local_cache_hit + src.external_kv_transfer),
+    ]
+    for source in ("local_compute", "local_cache_hit", "external_kv_transfer"):
+        out.append(("counter", "vllm:prompt_tokens_by_source", "Prompt tokens by source.",
+                    {**labels, "source": source}, getattr(src, source)))
+    out += [
+        ("counter", "vllm:generation_tokens", "Generation tokens processed.", labels, core.generation_tokens),
+        ("counter", "vllm:num_preemptions", "Cumulative number of preemptions.", labels, core.preemptions),
+    ]
+    block_bytes = kv.block_size * core.roofline.kv_bytes_per_token * core.cfg.gpus
+    for kind, blocks in (("GPU_to_CPU", c.offload_blocks), ("CPU_to_GPU", c.load_blocks)):
+        moved = {**labels, "transfer_type": kind}
+        out.append(("counter", "vllm:kv_offload_total_bytes", "KV bytes moved between GPU and CPU.", moved,
+                    blocks * block_bytes))
+        out.append(("counter", "vllm:kv_offload_total_time", "Seconds of host-link time those moves take.", moved,
+                    blocks * block_bytes / core.roofline.host_bw))
+    return out
+
+
+HISTOGRAMS = (("ttft", "vllm:time_to_first_token_seconds", "Time to first token in seconds."),
+              ("itl", "vllm:inter_token_latency_seconds", "Inter-token latency in seconds."),
+              ("e2e", "vllm:e2e_request_latency_seconds", "End-to-end request latency in seconds."),
+              ("queue", "vllm:request_queue_time_seconds", "Time in the waiting queue in seconds."))
+
+
+def server_series(stats: ServerStats, labels: dict) -> list[tuple]:
+    """(kind, name, doc, labels, value) of what the HTTP layer counts (histograms: kind
+    "histogram", value the Histogram)."""
+    out = [("counter", "vllm:request_success", "Finished requests by reason.", {**labels, "finished_reason": k}, v)
+           for k, v in stats.success.items()]
+    out += [("counter", "vllm:request_errors", "Requests answered with an error, by kind.", {**labels, "kind": k}, v)
+            for k, v in stats.errors.items()]
+    out += [("histogram", name, doc, labels, getattr(stats, attr)) for attr, name, doc in HISTOGRAMS]
+    return out
+
+
+def all_series(core, stats: ServerStats, model_name: str) -> list[tuple]:
+    """One core's series, or every replica's of a `Replicas` (labels `engine` and `replica` =
+    its index, as vLLM labels data-parallel ranks), then the server's once."""
+    base = {"engine": "0", "model_name": model_name}
+    cores = getattr(core, "cores", None)
+    if cores is None or len(cores) == 1:
+        out = engine_series(cores[0] if cores else core, base)
+    else:
+        out = [row for i, c in enumerate(cores)
+               for row in engine_series(c, {"engine": str(i), "model_name": model_name, "replica": str(i)})]
+    return out + server_series(stats, base)
+
+
+class Collector:
     def __init__(self, core, stats: ServerStats, model_name: str):
-        self.core, self.stats = core, stats
-        self.labels = {"engine": "0", "model_name": model_name}
+        self.args = (core, stats, model_name)
 
     def collect(self):
-        core, kv, s = self.core, self.core.kv, self.stats
-        c, names, values = kv.counters, list(self.labels), list(self.labels.values())
-
-        def gauge(name, doc, value):
-            fam = GaugeMetricFamily(name, doc, labels=names)
-            fam.add_metric(values, value)
-            return fam
-
-        def counter(name, doc, value):
-            fam = CounterMetricFamily(name, doc, labels=names)
-            fam.add_metric(values, value)
-            return fam
-
-        def labelled(name, doc, label, by: dict):
-            fam = CounterMetricFamily(name, doc, labels=names + [label])
-            for key, v in by.items():
-                fam.add_metric(values + [key], v)
-            return fam
-
-        yield gauge("vllm:num_requests_running", "Requests in model execution batches.", len(core.running))
-        yield gauge("vllm:num_requests_waiting", "Requests waiting to be processed.", len(core.waiting))
-        yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", kv.usage)
-        info = GaugeMetricFamily("vllm:cache_config_info", "Information of the KV cache config.",
-                                 labels=["block_size", "num_gpu_blocks", "num_cpu_blocks"])
-        info.add_metric([str(kv.block_size), str(kv.num_blocks), str(kv.cpu_blocks)], 1)
-        yield info
-        yield counter("vllm:prefix_cache_queries", "Prefix cache queries, in tokens.", c.gpu_queries)
-        yield counter("vllm:prefix_cache_hits", "Prefix cache hits, in tokens.", c.gpu_hits)
-        yield counter("vllm:external_prefix_cache_queries", "External (CPU) prefix cache queries, in tokens.",
-                      c.external_queries)
-        yield counter("vllm:external_prefix_cache_hits", "External (CPU) prefix cache hits, in tokens.",
-                      c.external_hits)
-        src = core.sources
-        yield counter("vllm:prompt_tokens", "Prefill tokens processed.",
-                      src.local_compute + src.local_cache_hit + src.external_kv_transfer)
-        yield counter("vllm:prompt_tokens_cached", "Cached prompt tokens (local and external).",
-                      src.local_cache_hit + src.external_kv_transfer)
-        yield labelled("vllm:prompt_tokens_by_source", "Prompt tokens by source.", "source",
-                       {"local_compute": src.local_compute, "local_cache_hit": src.local_cache_hit,
-                        "external_kv_transfer": src.external_kv_transfer})
-        yield counter("vllm:generation_tokens", "Generation tokens processed.", core.generation_tokens)
-        yield counter("vllm:num_preemptions", "Cumulative number of preemptions.", core.preemptions)
-        yield labelled("vllm:request_success", "Finished requests by reason.", "finished_reason", s.success)
-        if s.errors:
-            yield labelled("vllm:request_errors", "Requests answered with an error, by kind.", "kind", s.errors)
-        block_bytes = kv.block_size * core.roofline.kv_bytes_per_token * core.cfg.gpus
-        moved = {"GPU_to_CPU": c.offload_blocks * block_bytes, "CPU_to_GPU": c.load_blocks * block_bytes}
-        yield labelled("vllm:kv_offload_total_bytes", "KV bytes moved between GPU and CPU.", "transfer_type", moved)
-        yield labelled("vllm:kv_offload_total_time", "Seconds of host-link time those moves take.", "transfer_type",
-                       {k: v / core.roofline.host_bw for k, v in moved.items()})
-        yield s.ttft.family("vllm:time_to_first_token_seconds", "Time to first token in seconds.", self.labels)
-        yield s.itl.family("vllm:inter_token_latency_seconds", "Inter-token latency in seconds.", self.labels)
-        yield s.e2e.family("vllm:e2e_request_latency_seconds", "End-to-end request latency in seconds.", self.labels)
-        yield s.queue.family("vllm:request_queue_time_seconds", "Time in the waiting queue in seconds.", self.labels)
+        families = {}
+        for kind, name, doc, labels, value in all_series(*self.args):
+            if kind == "histogram":
+                yield value.family(name, doc, labels)
+                continue
+            fam = families.get(name)
+            if fam is None:
+                cls = GaugeMetricFamily if kind == "gauge" else CounterMetricFamily
+                fam = families[name] = cls(name, doc, labels=list(labels))
+            fam.add_metric(list(labels.values()), value)
+        yield from families.values()
 
 
 def exposition(core, stats: ServerStats, model_name: str) -> bytes:
+    """Prometheus text of one core, or of every replica of a `Replicas` (label `replica`)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(EngineCollector(core, stats, model_name))
+    registry.register(Collector(core, stats, model_name))
     return generate_latest(registry)
+
+
+def samples(core, stats: ServerStats, model_name: str) -> dict[str, float]:
+    """What a scrape of `exposition()` parses into (`metrics.scrape.parse_samples`), without the
+    text (the virtual-time runner samples every modeled second)."""
+    out = {}
+    for kind, name, _, labels, value in all_series(core, stats, model_name):
+        key = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        if kind == "histogram":
+            out[f"{name}_count{{{key}}}"] = float(sum(value.counts))
+            out[f"{name}_sum{{{key}}}"] = float(value.sum)
+        else:
+            out[f"{name}_total{{{key}}}" if kind == "counter" else f"{name}{{{key}}}"] = float(value)
+    return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import cache
 from importlib.resources import files
 
@@ -45,6 +45,8 @@ class Model:
     qk_rope_head_dim: int = 0  # mla
     experts: int = 0  # MoE: routed experts, 0 for dense
     experts_per_token: int = 0
+    # published speculative-decoding figures: method -> {draft_tokens, acceptance_length, source}
+    spec_decode: dict = field(default_factory=dict)
 
 
 @cache

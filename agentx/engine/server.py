@@ -23,9 +23,10 @@ from agentx.engine import api
 from agentx.engine.api import (AnthropicShape, BadRequest, ChatRequest, CompletionRequest, MessagesRequest,
                                OpenAIShape, forced_tool)
 from agentx.engine.config import EngineConfig
-from agentx.engine.core import EngineCore, Sequence
+from agentx.engine.core import Sequence
 from agentx.engine.faults import FaultConfig
 from agentx.engine.metrics import ServerStats, exposition
+from agentx.engine.replicas import Replicas
 from agentx.engine.tokenizer import Tokenizer, render_chat
 from agentx.errors import AgentxError
 from agentx.serving import json_errors, log_line, read_body, serve_app
@@ -53,6 +54,8 @@ class ServeConfig:
     reasoning_share: float = 0.0  # chat answers stream this share of their tokens as reasoning first
     reasoning_field: str = "reasoning_content"  # or "reasoning" (vLLM's newer name)
     request_timeout_s: float = 30.0  # a request's head and body must arrive within this; idle connections close after it
+    replicas: int = 1  # engine cores (data parallel) behind one endpoint
+    router: str = "round-robin"  # how a request picks its replica (engine/replicas.py)
 
     def __post_init__(self):
         if self.speed <= 0:
@@ -77,7 +80,7 @@ def _error_response(request: web.Request, status: int, message: str, kind: str) 
 class SimServer:
     def __init__(self, cfg: ServeConfig):
         self.cfg = cfg
-        self.core = EngineCore(cfg.engine)
+        self.core = Replicas(cfg.engine, cfg.replicas, cfg.router)
         self.tokenizer = Tokenizer(self.core.vocab)
         self.model_name = cfg.served_model_name or self.core.roofline.model.name
         self.stats = ServerStats()
@@ -87,7 +90,7 @@ class SimServer:
             self.truth = open(cfg.truth_log, "a", buffering=1) if cfg.truth_log else None
         except OSError as e:
             raise AgentxError(f"{cfg.truth_log}: {e.strerror}", "truth_log") from None
-        self._wake: asyncio.Event | None = None
+        self._wakes: list[asyncio.Event] = []
         self._t0 = 0.0
 
     # ------------------------------------------------------------------ engine
@@ -95,7 +98,7 @@ class SimServer:
     def modeled_now(self) -> float:
         return (asyncio.get_running_loop().time() - self._t0) * self.cfg.speed
 
-    async def engine_loop(self) -> None:
+    async def engine_loop(self, core, wake: asyncio.Event) -> None:
         """Run iterations on the modeled schedule and deliver each one's tokens at its end.
 
         Iteration k+1 starts when iteration k ends (modeled time), so timer lateness does not
@@ -103,12 +106,12 @@ class SimServer:
         schedule restart from now. While behind, iterations run back to back for up to
         SLICE_S before their tokens are delivered together, so handlers wake once per slice.
         """
-        loop, speed, core = asyncio.get_running_loop(), self.cfg.speed, self.core
+        loop, speed = asyncio.get_running_loop(), self.cfg.speed
         prev_end, emitted = loop.time(), {}
         while True:
             if core.idle:
-                self._wake.clear()
-                await self._wake.wait()
+                wake.clear()
+                await wake.wait()
             now = slice_start = loop.time()
             while not core.idle:
                 # an engine that had nothing running starts now; a busy one keeps its schedule
@@ -131,12 +134,14 @@ class SimServer:
             emitted.clear()
 
     async def _start_engine(self, app) -> None:
-        self._wake = asyncio.Event()
+        self._wakes = [asyncio.Event() for _ in self.core.cores]
         self._t0 = asyncio.get_running_loop().time()
-        app["engine"] = asyncio.create_task(self.engine_loop())
+        app["engine"] = [asyncio.create_task(self.engine_loop(core, wake))
+                         for core, wake in zip(self.core.cores, self._wakes)]
 
     async def _stop_engine(self, app) -> None:
-        app["engine"].cancel()
+        for task in app["engine"]:
+            task.cancel()
         if self.truth:
             self.truth.close()
 
@@ -198,8 +203,8 @@ class SimServer:
             return self._fault_response(request, rid, fault, prompt, arrival, anthropic)
         seq = self.core.new_sequence(rid, prompt, max_tokens, req.min_tokens, req.ignore_eos, fault == "corrupt")
         seq.waiter = asyncio.Event()
-        self.core.add(seq, self.modeled_now())
-        self._wake.set()
+        self.core.add(seq, self.modeled_now(), request.headers.get("X-Session-ID"))
+        self._wakes[seq.replica].set()
         if anthropic:
             shape = AnthropicShape(rid, self.model_name, tool)
             include_usage = True
@@ -377,8 +382,9 @@ def serve(cfg: ServeConfig) -> None:
     server = SimServer(cfg)
     roof = server.core.roofline
     print(f"agentx sim: {roof.describe()}", flush=True)
-    print(f"agentx sim: GPU KV cache size: {roof.kv_capacity_tokens:,} tokens "
-          f"({server.core.kv.num_blocks:,} blocks of {cfg.engine.block_size}); "
+    replicas = f"{cfg.replicas} replicas behind a {cfg.router} router, each with " if cfg.replicas > 1 else ""
+    print(f"agentx sim: {replicas}GPU KV cache size: {roof.kv_capacity_tokens:,} tokens "
+          f"({server.core.cores[0].kv.num_blocks:,} blocks of {cfg.engine.block_size}); "
           f"max model length {server.core.max_model_len:,}; speed x{cfg.speed:g}", flush=True)
     if cfg.faults.rate:
         print(f"agentx sim: injecting faults {','.join(cfg.faults.kinds)} at rate {cfg.faults.rate:g} "

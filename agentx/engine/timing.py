@@ -20,6 +20,9 @@ Per iteration, per GPU of the tensor-parallel group (everything is split evenly 
   the GPU count for fully parallel per-rank copies.
 - Write-through offload to the CPU tier overlaps compute (vLLM copies asynchronously): it is
   counted in bytes and link time, not added to the iteration.
+- Speculative decoding: a decoding sequence verifies K drafts, so it costs K + 1 new tokens
+  (each attending its context) in FLOPs, expert reads and KV writes; the drafter's own cost
+  (one MTP / EAGLE layer) is not modeled. The core decides how many tokens are kept.
 
 KV layout per GPU: GQA shards KV heads over TP (replicated when there are fewer KV heads than
 GPUs, as vLLM does); MLA's latent is replicated on every rank. KV capacity per GPU is
@@ -89,6 +92,24 @@ class Roofline:
                 f"({hw.host_dram_bytes * tp / 1e9:.0f} GB)"
             )
         self.host_bw = hw.host_link_bw * cfg.host_link_efficiency * cfg.host_links
+        self.acceptance_length = self._acceptance_length()
+
+    def _acceptance_length(self) -> float:
+        """Tokens a decode step keeps on average: 1 without speculation; else the configured
+        figure, or the model preset's published one for the same method and draft length."""
+        cfg = self.cfg
+        if not cfg.spec_decode:
+            return 1.0
+        if cfg.acceptance_length:
+            return cfg.acceptance_length
+        published = self.model.spec_decode.get(cfg.spec_decode)
+        if not published or published["draft_tokens"] != cfg.draft_tokens:
+            known = ", ".join(f"{k} with {v['draft_tokens']} draft tokens" for k, v in self.model.spec_decode.items())
+            raise AgentxError(
+                f"no published acceptance length for {self.model.key} with {cfg.spec_decode} and "
+                f"{cfg.draft_tokens} draft tokens (presets have: {known or 'none'}); give --acceptance-length"
+            )
+        return published["acceptance_length"]
 
     def weight_bytes_read(self, tokens: int) -> float:
         """Weight bytes one iteration reads, whole model."""
@@ -121,4 +142,6 @@ class Roofline:
             f"{self.cfg.gpus} x {self.hw.name}, {self.model.name} ({self.cfg.precision}); "
             f"KV cache {self.kv_capacity_tokens:,} tokens"
             + (f", CPU tier {self.cpu_capacity_tokens:,} tokens" if self.cpu_capacity_tokens else "")
+            + (f"; speculative decoding {self.cfg.spec_decode}, {self.cfg.draft_tokens} drafts, acceptance "
+               f"length {self.acceptance_length:g}" if self.cfg.spec_decode else "")
         )

@@ -35,6 +35,11 @@ def _total(samples: dict, name: str) -> float | None:
     return sum(values) if values else None
 
 
+def _mean(samples: dict, name: str) -> float | None:
+    values = [v for k, v in samples.items() if metric_name(k) == name]
+    return sum(values) / len(values) if values else None
+
+
 def label_value(key: str, label: str) -> str | None:
     marker = f'{label}="'
     if marker not in key:
@@ -84,7 +89,8 @@ def summarize_server(series: list[dict]) -> dict:
         if name is None:
             missing.append(metric)
             continue
-        values = [_total(row["samples"], name) for row in profile]
+        reduce = _mean if metric == "kv_usage" else _total  # a fraction per replica: their mean
+        values = [reduce(row["samples"], name) for row in profile]
         values = [v for v in values if v is not None]
         out[f"{metric}_mean"] = sum(values) / len(values)
         out[f"{metric}_max"] = max(values)

@@ -59,8 +59,12 @@ class Renderer:
         """(body, ISL, OSL, hash ids shared with its stream's last request) of a dispatch. Its
         stream's last request was sent before this one is due, so this can be done ahead."""
         body, isl, osl = self._body(d)
+        return body, isl, osl, self.shared_with_last(d)
+
+    def shared_with_last(self, d: Dispatch) -> int:
+        """Hash ids the request shares with its stream's last request (0 for a stream's first)."""
         last = self.last_ids.get((d.tree, d.graph.nodes[d.node].stream))
-        return body, isl, osl, shared_prefix(last, d.request.hash_ids) if last is not None else 0
+        return shared_prefix(last, d.request.hash_ids) if last is not None else 0
 
     def _body(self, d: Dispatch) -> tuple[bytes, int, int]:
         """(body, ISL, OSL) of a dispatch."""

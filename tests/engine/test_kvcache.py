@@ -87,3 +87,54 @@ def test_usage_and_grow():
     assert cache.grow("a", 16) and not cache.grow("a", 17)
     cache.free_seq("a")
     assert cache.usage == 0.0
+
+
+def linear_gpu_match(cache, hashes):
+    g = 0
+    while g < len(hashes) and hashes[g] in cache.cached:
+        g += 1
+    return g
+
+
+def test_binary_search_lookup_equals_a_walk_under_churn():
+    """Concurrent identical prefixes (computed twice at once), eviction and preemption keep the
+    cached hashes prefix-closed, so the O(log n) lookup finds what a block-by-block walk finds."""
+    import random
+
+    from agentx.engine.config import EngineConfig
+    from agentx.engine.core import EngineCore
+
+    rng = random.Random(5)
+    core = EngineCore(EngineConfig(num_gpu_blocks_override=700, max_model_len=8_192, max_num_seqs=16,
+                                   max_num_batched_tokens=1_024))
+    roots = [list(range(r * 100_000, r * 100_000 + 4_000)) for r in range(4)]
+    probes = []
+    for i in range(400):
+        root = rng.choice(roots)
+        p = root[: rng.randint(16, 4_000)] + [7_000_000 + i * 1_000 + k for k in range(rng.randint(0, 600))]
+        seq = core.new_sequence(str(i), p, rng.randint(1, 40), ignore_eos=True)
+        core.add(seq)
+        probes.append(seq.hashes)
+        if rng.random() < 0.3:
+            for _ in range(rng.randint(1, 30)):
+                core.step()
+        for h in rng.sample(probes, min(20, len(probes))):
+            assert core.kv.match(h)[0] == linear_gpu_match(core.kv, h)
+    while core.step():
+        pass
+    assert core.kv.counters.evictions > 0 and core.preemptions > 0  # (and ~250 swaps at commit)
+    assert core.kv.free_blocks == core.kv.num_blocks
+    for h in probes:
+        assert core.kv.match(h)[0] == linear_gpu_match(core.kv, h)
+
+
+def test_a_block_computed_twice_at_once_is_swapped_for_the_cached_copy():
+    cache = KVCache(num_blocks=8, block_size=BS)
+    hashes = block_hashes(prompt(1, 2), BS)
+    assert cache.allocate("x", hashes, 8) and cache.allocate("y", hashes, 8)  # both miss: 4 blocks held
+    cache.commit("x", hashes)
+    cache.commit("y", hashes)  # y's copies are freed, y holds x's blocks
+    assert cache.seqs["y"].blocks == cache.seqs["x"].blocks and cache.free_blocks == 6
+    cache.free_seq("x")
+    cache.free_seq("y")
+    assert cache.free_blocks == 8 and cache.match(hashes)[0] == 2

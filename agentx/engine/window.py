@@ -1,0 +1,120 @@
+"""Decode windows: runs of engine iterations computed together (for the virtual-time runner).
+
+Between scheduling events the batch does not change: when every running sequence is decoding,
+nothing can be admitted and no block is short, iteration j differs from iteration 0 only by the
+context the decodes attend (each sequence grows by the tokens it kept). Its work is then a
+function of three integers (batch size, summed context, drafts), so a window of k iterations
+costs O(k) float operations instead of O(k x batch) Python objects, and the sequences' state
+(tokens, blocks, finishes) is written once at its end.
+
+A window stops before an iteration that would start at or after `until` (an arrival or a
+sample), after the iteration in which the first sequence finishes, and before the free blocks
+run out (growth that could preempt goes through `EngineCore.step`). The blocks sequences grow
+into are taken in the order `step` takes them (iteration, then running order), so the cache
+ends in the same state; token times equal the step-by-step core's exactly (same integer work,
+same float operations in the same order).
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+
+from agentx.engine.timing import Work
+
+
+def decode_window(core, until: float, finished: list, itl: list) -> bool:
+    """Run a window of >= 2 pure-decode iterations on `core`; False (nothing done) if none fits."""
+    running, cfg = core.running, core.cfg
+    size = 1 + core.draft_tokens  # tokens each decode computes
+    batch = len(running)
+    if not batch or batch * size > cfg.max_num_batched_tokens:
+        return False
+    context, rem = 0, []
+    for seq in running:
+        c, out = seq.computed, len(seq.output)
+        if c < seq.prompt_len or c != seq.prompt_len + out - 1:
+            return False  # a prefill chunk (or a recompute after preemption) is in the batch
+        context += c
+        rem.append(seq.stop_len - out)
+    if core.waiting and not core.admission_blocked(cfg.max_num_batched_tokens - batch * size):
+        return False
+    logged = len(itl)
+    cumulative, now = _iterations(core, until, batch, size, context, min(rem), _emission_limit(core, rem), itl)
+    if len(cumulative) < 2:
+        del itl[logged:]
+        return False
+    core.now = now
+    _apply(core, cumulative, rem, finished)
+    return True
+
+
+def _emission_limit(core, rem: list[int]) -> int:
+    """The most tokens each sequence may keep before the free blocks run out."""
+    bs, free = core.cfg.block_size, core.kv.free_blocks
+    slack = [s.capacity - s.computed for s in core.running]
+
+    def blocks(e: int) -> int:
+        return sum(-(-(min(e, r) - s) // bs) for s, r in zip(slack, rem) if min(e, r) > s)
+
+    top = max(rem)
+    if blocks(top) <= free:
+        return top
+    lo, hi = 0, top  # blocks(lo) <= free < blocks(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if blocks(mid) <= free else (lo, mid)
+    return lo
+
+
+def _iterations(core, until: float, batch: int, size: int, context: int, first_end: int, limit: int,
+                itl: list) -> tuple[list[int], float]:
+    """Time the window's iterations; return the tokens kept by the end of each, and its end."""
+    roof, al, g = core.roofline, core.accept_len, core.spec_steps
+    pairs_per_seq = size * (size + 1) // 2
+    kept, cumulative, now = 0, [], core.now
+    while now < until and kept < first_end:
+        a = math.floor((g + 1) * al) - math.floor(g * al)
+        if kept + a > limit:
+            break
+        duration = roof.iteration_s(Work(batch * size, size * context + batch * pairs_per_seq, context))
+        now += duration
+        itl.append((duration, batch))
+        kept += a
+        context += batch * a  # the last iteration may keep less for a finishing sequence; it ends the window
+        cumulative.append(kept)
+        g += 1
+    return cumulative, now
+
+
+def _apply(core, cumulative: list[int], rem: list[int], finished: list) -> None:
+    """Write the window's outcome: blocks (in step order), tokens and finishes."""
+    kv, bs, running = core.kv, core.cfg.block_size, core.running
+    kept_total = cumulative[-1]
+    grows = []
+    for i, seq in enumerate(running):
+        kept = min(kept_total, rem[i])
+        have, need = seq.capacity // bs, -(-(seq.computed + kept) // bs)
+        for b in range(have, need):  # block b is first needed once the sequence keeps past it
+            grows.append((bisect_right(cumulative, b * bs - seq.computed), i, b))
+    grows.sort()
+    for _, i, b in grows:
+        kv.grow(running[i], (b + 1) * bs)
+    done, tokens = [], 0
+    for i, seq in enumerate(running):
+        kept = min(kept_total, rem[i])
+        seq.capacity = len(kv.seqs[seq].blocks) * bs
+        seq.computed += kept
+        core._emit(seq, kept)
+        tokens += kept
+        if len(seq.output) >= seq.stop_len:
+            seq.finish_reason = "length" if len(seq.output) >= seq.max_tokens else "stop"
+            seq.finished_at = core.now
+            done.append(seq)
+    core.generation_tokens += tokens
+    core.spec_steps += len(cumulative)
+    for seq in done:
+        kv.free_seq(seq)
+    if done:
+        core.running = [s for s in running if s.finish_reason is None]
+        finished.extend(done)

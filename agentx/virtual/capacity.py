@@ -1,0 +1,209 @@
+"""`agentx sim plan PLAN.yaml`: a grid of virtual runs and the capacity answer per configuration.
+
+PLAN.yaml (every key but `grid.concurrency` optional):
+
+    traces: [corpus/]            # default: the bundled real traces
+    max_context: 256k            # the variant
+    duration: 600                # profiling seconds per point (modeled)
+    seed: 0
+    warmup_requests_per_lane: 10
+    slo: {p90_e2e_normalized_interactivity: 20, p90_ttft_s: 5}   # tok/s >=, seconds <=
+    model: qwen3-235b-a22b
+    precision: bf16
+    grid:
+      concurrency: [1, 2, 4, 8, 16, 32, 64]
+      hardware: [H200]
+      gpus: [8]
+      kv_memory: [0.9]           # gpu_memory_utilization
+      cpu_offload_gb: [0]
+      replicas: [1]
+      router: [round-robin]
+      spec_decode: [none, {method: mtp, draft_tokens: 1, acceptance_length: 1.85}]
+    cost_basis: neocloud
+
+A configuration is one choice of every grid key but concurrency; each (configuration,
+concurrency) point is a virtual run kept as a run folder under `--out`. The answer per
+configuration is the largest concurrency whose point meets the SLO (p90 E2E-normalized
+interactivity >= X and p90 TTFT <= Y, valid run) and its throughput per GPU, per dollar and per
+MW, plus the measured hit rate at every concurrency against the KV capacity. Points run in
+parallel on local processes, or as Ray tasks with `--ray ADDRESS`; a point's result depends only
+on its settings, so both give identical points.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentx.errors import AgentxError
+
+GRID_KEYS = ("hardware", "gpus", "kv_memory", "cpu_offload_gb", "replicas", "router", "spec_decode")
+DEFAULTS = {"hardware": ["H200"], "gpus": [8], "kv_memory": [0.9], "cpu_offload_gb": [0], "replicas": [1],
+            "router": ["round-robin"], "spec_decode": ["none"]}
+
+
+@dataclass(frozen=True)
+class Plan:
+    concurrency: tuple[int, ...]
+    configs: tuple[dict, ...]  # one per combination of GRID_KEYS
+    traces: tuple[str, ...] = ()
+    max_context: str | None = None
+    duration: float = 600.0
+    seed: int = 0
+    warmup_requests_per_lane: int = 10
+    model: str = "qwen3-235b-a22b"
+    precision: str = "bf16"
+    cost_basis: str = "neocloud"
+    slo: dict = field(default_factory=lambda: {"p90_e2e_normalized_interactivity": 20.0, "p90_ttft_s": 5.0})
+
+
+def load_plan(path: Path) -> Plan:
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise AgentxError(f"{path}: cannot read the plan ({e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("grid"), dict):
+        raise AgentxError(f"{path}: a plan is a mapping with a `grid` mapping")
+    grid = data["grid"]
+    unknown = set(grid) - set(GRID_KEYS) - {"concurrency"}
+    if unknown:
+        raise AgentxError(f"{path}: grid: unknown keys {', '.join(sorted(unknown))} (known: concurrency, "
+                          f"{', '.join(GRID_KEYS)})")
+    levels = grid.get("concurrency")
+    if not isinstance(levels, list) or not levels or not all(isinstance(c, int) and c >= 1 for c in levels):
+        raise AgentxError(f"{path}: grid.concurrency must be a list of positive integers")
+    axes = []
+    for key in GRID_KEYS:
+        values = grid.get(key, DEFAULTS[key])
+        if not isinstance(values, list) or not values:
+            raise AgentxError(f"{path}: grid.{key} must be a non-empty list")
+        axes.append(values)
+    configs = tuple(dict(zip(GRID_KEYS, combo)) for combo in itertools.product(*axes))
+    slo = data.get("slo", {})
+    known = {"traces", "max_context", "duration", "seed", "warmup_requests_per_lane", "model", "precision",
+             "cost_basis", "slo", "grid"}
+    if set(data) - known:
+        raise AgentxError(f"{path}: unknown keys {', '.join(sorted(set(data) - known))}")
+    options = {k: data[k] for k in ("max_context", "duration", "seed", "warmup_requests_per_lane", "model",
+                                    "precision", "cost_basis") if k in data}
+    plan = Plan(concurrency=tuple(sorted(set(levels))), configs=configs,
+                traces=tuple(str(Path(path).parent / t) for t in data.get("traces", [])), **options)
+    if slo:
+        plan = Plan(**{**plan.__dict__, "slo": {**plan.slo, **slo}})
+    for config in configs:
+        engine_config(plan, config)  # bad settings fail before any run starts
+    return plan
+
+
+def spec_fields(spec) -> dict:
+    if spec in (None, "none", "off"):
+        return {}
+    if not isinstance(spec, dict) or "method" not in spec:
+        raise AgentxError(f"plan: grid.spec_decode entries are 'none' or {{method, draft_tokens, "
+                          f"acceptance_length}}, got {spec!r}")
+    return {"spec_decode": spec["method"], "draft_tokens": int(spec.get("draft_tokens", 1)),
+            "acceptance_length": float(spec.get("acceptance_length", 0.0))}
+
+
+def engine_config(plan: Plan, config: dict):
+    from agentx.engine.config import EngineConfig
+    from agentx.engine.replicas import Replicas
+
+    engine = EngineConfig(hardware=config["hardware"], gpus=int(config["gpus"]), model=plan.model,
+                          precision=plan.precision, gpu_memory_utilization=float(config["kv_memory"]),
+                          cpu_offload_gb=float(config["cpu_offload_gb"]), seed=plan.seed,
+                          **spec_fields(config["spec_decode"]))
+    Replicas(engine, int(config["replicas"]), config["router"])  # checks presets, memory, router
+    return engine
+
+
+def config_name(config: dict) -> str:
+    spec = spec_fields(config["spec_decode"])
+    parts = [f"{config['gpus']}x{config['hardware']}", f"mem{config['kv_memory']:g}",
+             f"cpu{config['cpu_offload_gb']:g}", f"r{config['replicas']}-{config['router']}"]
+    if spec:
+        parts.append(f"{spec['spec_decode']}-k{spec['draft_tokens']}-al{spec['acceptance_length']:g}")
+    return "_".join(parts)
+
+
+def run_point(plan: Plan, config: dict, concurrency: int, out: str) -> dict:
+    """One virtual run (in whatever process runs it); the figures the answer needs."""
+    from agentx.data import sample_traces
+    from agentx.replay.settings import BenchSettings
+    from agentx.traces.load import load_sessions
+    from agentx.traces.variants import limit_corpus, parse_tokens
+    from agentx.virtual.runner import SimDeployment, sim_bench
+
+    sessions = limit_corpus(load_sessions(list(plan.traces) or [sample_traces()]),
+                            parse_tokens(plan.max_context) if plan.max_context else None)
+    settings = BenchSettings.build(out=out, url="virtual", concurrency=concurrency, duration=plan.duration, seed=plan.seed,
+                             warmup_requests_per_lane=plan.warmup_requests_per_lane, cost_basis=plan.cost_basis,
+                             dataset=", ".join(plan.traces) or "bundled WEKA sample", variant=plan.max_context)
+    sim = SimDeployment(engine_config(plan, config), int(config["replicas"]), config["router"])
+    result = sim_bench(settings, sessions, sim, command=f"agentx sim plan ({config_name(config)}, c{concurrency})")
+    return point_figures(result)
+
+
+def point_figures(result: dict) -> dict:
+    rm, sm = result["request_metrics"], result["server_metrics"]
+    tp = rm.get("throughput", {})
+    norm, ttft = rm.get("e2e_normalized_interactivity_tok_s") or {}, rm.get("ttft_s") or {}
+    price = tp.get("usd_per_gpu_hour")
+    per_gpu = tp.get("total_tok_s_per_gpu")
+    return {"valid": result["validity"]["valid"], "succeeded": result["requests"]["succeeded"],
+            "p90_norm": norm.get("p90"), "p90_ttft": ttft.get("p90"), "p50_ttft": ttft.get("p50"),
+            "total_tok_s": tp.get("total_tok_s"), "tok_s_per_gpu": per_gpu,
+            "tokens_per_usd": per_gpu * 3600 / price if per_gpu and price else None,
+            "tok_s_per_mw": tp.get("total_tok_s_per_mw"),
+            "hit_rate": (rm.get("cache") or {}).get("measured_hit_rate"),
+            "server_hit_rate": sm.get("prefix_hit_rate")}
+
+
+def meets(plan: Plan, p: dict) -> bool:
+    slo = plan.slo
+    return bool(p["valid"] and p["p90_norm"] is not None and p["p90_ttft"] is not None
+                and p["p90_norm"] >= slo["p90_e2e_normalized_interactivity"] and p["p90_ttft"] <= slo["p90_ttft_s"])
+
+
+def run_plan(plan: Plan, out: Path, ray_address: str | None = None, workers: int | None = None) -> list[dict]:
+    """Every point of the grid (in parallel); one answer per configuration."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    jobs = [(config, c, str(out / config_name(config) / f"c{c}")) for config in plan.configs for c in plan.concurrency]
+    if ray_address:
+        points = _on_ray(plan, jobs, ray_address)
+    else:
+        with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+            points = list(pool.map(run_point, *zip(*[(plan, config, c, path) for config, c, path in jobs])))
+    answers = []
+    for config in plan.configs:
+        curve = [(c, p) for (cfg, c, _), p in zip(jobs, points) if cfg is config]
+        ok = [(c, p) for c, p in curve if meets(plan, p)]
+        best_c, best = max(ok, key=lambda x: x[0]) if ok else (None, None)
+        kv = engine_config(plan, config)
+        from agentx.engine.timing import Roofline
+
+        answers.append({"config": config_name(config), "settings": config, "max_concurrency": best_c,
+                        "at_max": best, "kv_capacity_tokens": Roofline(kv).kv_capacity_tokens * int(config["replicas"]),
+                        "curve": [{"concurrency": c, **p} for c, p in curve]})
+    (out / "plan.json").write_text(json.dumps({"slo": plan.slo, "answers": answers}, indent=1))
+    return answers
+
+
+def _on_ray(plan: Plan, jobs: list, address: str) -> list[dict]:
+    try:
+        import ray
+    except ImportError:
+        raise AgentxError("--ray needs the ray extra: pip install -e '.[ray]'") from None
+    ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+    try:
+        task = ray.remote(run_point)
+        return ray.get([task.remote(plan, config, c, path) for config, c, path in jobs])
+    finally:
+        ray.shutdown()

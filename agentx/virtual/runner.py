@@ -1,0 +1,237 @@
+"""`agentx sim bench`: the replay plan and the simulated engine joined in modeled time.
+
+A discrete-event loop: no sockets, no sleeping, no tokens. Requests are the plan's dispatches,
+handed to the engine cores as their length and block hashes (`content/engine_blocks.py`); the
+cores advance in modeled time (`EngineCore.advance`, decode windows included) and their finished
+sequences become the records `agentx bench` would have written, with modeled times. The run
+folder is the same as bench's (run.json, records.jsonl, trees.jsonl, server_metrics.jsonl as a
+1 s series on the modeled clock, result.json), so `agentx report` reads it like any other.
+
+Order of events (SPEC section 8): a request arriving at t joins its core's first iteration that
+starts at or after t. The loop only lets a core start an iteration once every event before it is
+known: plan dispatches (their times are known), sample ticks, and other cores' finishes, which
+cannot come before `EngineCore.finish_bound()`; the core furthest behind always moves next.
+"""
+
+from __future__ import annotations
+
+import gc
+import heapq
+import itertools
+import json
+import math
+import resource
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from agentx.common import gc_paused, key64
+from agentx.content.engine_blocks import EngineBlocks
+from agentx.engine.config import EngineConfig
+from agentx.engine.metrics import ServerStats, samples
+from agentx.engine.replicas import Replicas
+from agentx.records import Record, RecordWriter
+from agentx.replay.folder import RunFolder, report
+from agentx.replay.plan import DONE, PROFILE, Dispatch, ReplayPlan
+from agentx.replay.render import Renderer
+from agentx.replay.settings import BenchSettings
+from agentx.traces.graph import build_graph
+
+LEAD_S = 0.5  # modeled seconds between the warmup's drain and profiling (bench's lead, SPEC section 2)
+
+
+@dataclass(frozen=True)
+class SimDeployment:
+    """What `sim bench` simulates: one engine configuration, replicated behind a router."""
+
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    replicas: int = 1
+    router: str = "round-robin"
+
+
+class VirtualRun:
+    """One virtual replay of `sessions` into the run folder `settings.out`."""
+
+    def __init__(self, settings: BenchSettings, sessions: list, sim: SimDeployment, command: str = ""):
+        self.replicas = Replicas(sim.engine, sim.replicas, sim.router)
+        roof = self.replicas.roofline
+        self.s = settings = settings.replace(model=settings.target.model or roof.model.name, wire="tokens",
+                                             clock_scale=1.0, server_metrics=None)
+        self.sim, self.run_id = sim, uuid.uuid4().hex[:12]
+        e = sim.engine
+        simulated = {
+            "engine": "agentx-sim (virtual time)", "hardware": e.hardware, "gpus": e.gpus * sim.replicas,
+            "precision": e.precision, "kv_offload": f"{e.cpu_offload_gb:g} GB CPU" if e.cpu_offload_gb else None,
+            "router": sim.router if sim.replicas > 1 else None, "url": None,
+            "spec_decoding": f"{e.spec_decode} K={e.draft_tokens} AL={roof.acceptance_length:g}" if e.spec_decode else None,
+            "simulated": {"hardware": e.hardware, "model": e.model, "gpus_per_replica": e.gpus,
+                          "replicas": sim.replicas, "router": sim.router, "deployment": roof.describe()},
+        }
+        self.folder = RunFolder(Path(settings.out), self.run_id, {**settings.flat(), "model": settings.target.model,
+                                                                  "sessions": len(sessions), **simulated}, command)
+        with gc_paused():
+            graphs = [build_graph(s) for s in sessions]
+        self.plan = ReplayPlan(graphs, replace(settings.plan, run_id=self.run_id, lead=LEAD_S))
+        self.render = Renderer(self.run_id, settings.content, settings.target.model, "tokens", None)
+        self.blocks = EngineBlocks(self.render.prompts, e.block_size)
+        self.hashes: dict = {}  # (tree, stream) -> block hashes of the stream's last request
+        self.inflight: dict = {}  # sequence -> (dispatch, ISL, OSL, theoretical cached)
+        self.stats = ServerStats()
+        self.itl: list = []
+        self.done: list = []  # heap of (finish time, order, sequence) not handled yet
+        self.order = itertools.count()
+        self.records = self.series = None
+        self.trees_written = 0
+        self.time = 0.0  # the loop's clock: every event before it has been handled
+
+    # ------------------------------------------------------------------ the loop
+
+    def execute(self) -> None:
+        # the traces, graphs and plan live for the whole run: out of the cyclic collector's sight
+        gc.collect()
+        gc.freeze()
+        try:
+            self._execute()
+        finally:
+            gc.unfreeze()
+
+    def _execute(self) -> None:
+        folder = self.folder.path
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        self.records = RecordWriter(folder)
+        self.folder.open_trees()
+        self.series = open(folder / "server_metrics.jsonl", "ab", buffering=0)
+        plan, tick = self.plan, 0.0
+        plan.start(0.0)
+        while True:
+            for d in plan.due(self.time):
+                self._submit(d)
+            if plan.phase == DONE:
+                break
+            nt = plan.next_time(self.time)
+            busy = [c for c in self.replicas.cores if not c.idle]
+            if nt is None and not busy and not self.done:
+                break  # nothing left to happen (no engine holds work, no timer is set)
+            events = min(math.inf if nt is None else nt, tick, self.done[0][0] if self.done else math.inf,
+                         plan.profile_end if plan.phase == PROFILE else math.inf)
+            first = min(busy, key=lambda c: c.now) if busy else None
+            if first is None or events <= first.now:
+                self.time = max(self.time, events)
+                if self.done and self.done[0][0] <= self.time:
+                    self._finish(heapq.heappop(self.done)[2])
+                elif self.time >= tick:
+                    self._sample(tick)
+                    tick += 1.0
+                continue
+            self._advance(first, min([events] + [c.finish_bound() for c in busy if c is not first]))
+        self._drain(plan.profile_end + self.s.target.grace)
+        self.records.close()
+        self.series.close()
+        self.folder.finish({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - cpu0,
+                            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                            "modeled_s": self.time})
+
+    def _advance(self, core, until: float) -> None:
+        """Run `core` up to `until`; its finished sequences wait in `done` for their time."""
+        for seq in core.advance(max(until, core.now + 1e-9), self.itl):
+            heapq.heappush(self.done, (seq.finished_at, next(self.order), seq))
+
+    def _drain(self, deadline: float) -> None:
+        """After the window: let requests in flight finish (up to the grace), cancel the rest."""
+        while True:
+            busy = [c for c in self.replicas.cores if not c.idle and c.now < deadline]
+            if not busy:
+                break
+            first = min(busy, key=lambda c: c.now)
+            others = [c.finish_bound() for c in busy if c is not first]
+            self._advance(first, min([deadline] + others))
+        while self.done:
+            self._finish(heapq.heappop(self.done)[2])
+        for seq in list(self.inflight):
+            self.replicas.abort(seq)
+            d, isl, osl, theo = self.inflight.pop(seq)
+            self.records.write(self._record(d, isl, osl, theo, seq.arrival, deadline, error="cancelled"))
+
+    # ------------------------------------------------------------- requests
+
+    def _submit(self, d: Dispatch) -> None:
+        """Hand a dispatch to the engine at the loop's time (or record its refusal)."""
+        now, prompts = self.time, self.render.prompts
+        session, req = d.session, d.request
+        stream = (d.tree, d.graph.nodes[d.node].stream)
+        isl = prompts.isl(session, req)
+        osl = prompts.osl(req) if d.phase == "profile" else 1
+        k = self.render.shared_with_last(d)
+        theo = self.render.theoretical_cached(d, isl, k)
+        problem = self.replicas.context_error(isl, osl)
+        if problem:
+            rec = self._record(d, isl, osl, theo, now, now, error="context_overflow", status=400)
+            rec.detail = problem[:300]
+            self._ended(d, rec, now)
+            return
+        tail_key = key64("tail", self.run_id, d.tree, d.node)
+        hashes = self.blocks.hashes(session, req, tail_key, d.marker, self.hashes.get(stream), k)
+        self.hashes[stream] = hashes
+        seq = self.replicas.cores[0].blocks_sequence(f"{d.tree}-{d.node}", isl, hashes, osl)
+        for core in self.replicas.cores:
+            if core.idle and core.now < now:
+                core.now = now  # an idle engine starts its next iteration when work arrives
+        self.replicas.add(seq, now, str(d.tree))  # the session key: the tree, not the random run id
+        self.inflight[seq] = (d, isl, osl, theo)
+
+    def _finish(self, seq) -> None:
+        """A finished sequence at its time: its record, and the plan told (the loop then sends
+        what that made due at this time)."""
+        d, isl, osl, theo = self.inflight.pop(seq)
+        rec = self._record(d, isl, osl, theo, seq.arrival, seq.finished_at)
+        rec.ttft = seq.first_token_at - seq.arrival
+        rec.isl, rec.osl, rec.cached, rec.chunks = isl, len(seq.output), seq.cached_tokens, len(seq.output)
+        rec.finish_reason = seq.finish_reason
+        s = self.stats
+        s.success[seq.finish_reason] = s.success.get(seq.finish_reason, 0) + 1
+        s.ttft.observe(rec.ttft)
+        s.e2e.observe(rec.end - rec.start)
+        s.queue.observe(max(0.0, seq.scheduled_at - seq.arrival))
+        self._ended(d, rec, seq.finished_at)
+
+    def _ended(self, d: Dispatch, rec: Record, at: float) -> None:
+        self.records.write(rec)
+        self.plan.ended(d.key, at)
+        done = self.plan.finished_trees
+        while self.trees_written < len(done):  # their rows, and their bookkeeping dropped
+            tree = done[self.trees_written]
+            self.trees_written += 1
+            self.render.forget(tree.uid, len(tree.graph.streams))
+            for stream in range(len(tree.graph.streams)):
+                self.hashes.pop((tree.uid, stream), None)
+            self.folder.write_tree(tree, self.plan.profile_end)
+
+    def _record(self, d: Dispatch, isl: int, osl: int, theo: int, start: float, end: float,
+                error: str | None = None, status: int = 200) -> Record:
+        node = d.graph.nodes[d.node]
+        return Record(run=self.run_id, lane=d.lane, tree=d.tree, replay=d.replay, session=d.session.id,
+                      stream=node.stream, stream_kind=d.graph.kind(d.node), node=d.node, phase=d.phase,
+                      planned=d.planned, start=start, end=end, isl_planned=isl, osl_planned=osl, theo_cached=theo,
+                      status=status, error=error)
+
+    # ------------------------------------------------------------- metrics
+
+    def _sample(self, t: float) -> None:
+        """The engines' /metrics at modeled time t, as the scraper writes them."""
+        for duration, decodes in self.itl:
+            self.stats.itl.observe(duration, decodes)
+        self.itl.clear()
+        phase = self.plan.phase
+        phase = "warmup" if phase in ("warmup1", "warmup2") or (phase == PROFILE and t < self.plan.profile_start) else phase
+        row = {"t": t, "phase": phase, "samples": samples(self.replicas, self.stats, self.s.target.model)}
+        self.series.write(json.dumps(row).encode() + b"\n")
+
+
+def sim_bench(settings: BenchSettings, sessions: list, sim: SimDeployment, command: str = "", on_tick=None) -> dict:
+    """Replay `sessions` on the simulated deployment in modeled time; write the run folder;
+    return the result point. (`on_tick` is accepted for `sweep`'s sake: a virtual run has no
+    live display.)"""
+    run = VirtualRun(settings, sessions, sim, command)
+    run.execute()
+    return report(run.folder.path)

@@ -1,0 +1,55 @@
+"""What each router does at 4 replicas: measured hit rate, TTFT and throughput, in modeled time.
+
+`agentx sim bench --replicas 4 --router R` (4 x (8 x H200 serving Qwen3-235B-A22B)) on the
+bundled real traces and on the synthetic 393-session corpus (256k variant); prints a Markdown
+table (the README's).
+
+    python benchmarks/routers.py [--duration 600] [--bundled-lanes 32] [--synthetic-lanes 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROUTERS = ("round-robin", "least-loaded", "session-affinity", "prefix-aware")
+
+
+def point(out: Path, lanes: int, duration: float, router: str, traces: list[str]) -> dict:
+    cmd = [sys.executable, "-m", "agentx.cli", "sim", "bench", "--replicas", "4", "--router", router,
+           "--concurrency", str(lanes), "--duration", str(duration), "--out", str(out), *traces]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return json.loads((out / "result.json").read_text())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--duration", type=float, default=600.0)
+    ap.add_argument("--bundled-lanes", type=int, default=32)
+    ap.add_argument("--synthetic-lanes", type=int, default=32)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        corpus = tmp / "corpus"
+        subprocess.run([sys.executable, "-m", "agentx.cli", "trace", "synth", "--sessions", "393", "--seed", "1",
+                        "--out", str(corpus)], check=True, stdout=subprocess.DEVNULL)
+        print("| traces | lanes | router | measured hit | theoretical hit | TTFT p50 ms | TTFT p90 ms | total tok/s |")
+        print("|---|---:|---|---:|---:|---:|---:|---:|")
+        for name, lanes, traces in (("bundled (14 real sessions)", args.bundled_lanes, []),
+                                    ("synthetic 393 (256k)", args.synthetic_lanes,
+                                     ["--traces", str(corpus), "--max-context", "256k"])):
+            for router in ROUTERS:
+                r = point(tmp / f"{name.split()[0]}-{lanes}-{router}", lanes, args.duration, router, traces)
+                rm = r["request_metrics"]
+                cache, ttft = rm["cache"], rm["ttft_s"]
+                print(f"| {name} | {lanes} | {router} | {cache['measured_hit_rate'] * 100:.1f}% | "
+                      f"{cache['theoretical_hit_rate'] * 100:.1f}% | {ttft['p50'] * 1000:,.0f} | "
+                      f"{ttft['p90'] * 1000:,.0f} | {rm['throughput']['total_tok_s']:,.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Virtual time: what a run costs without HTTP or waiting, and against the same run over HTTP.
+
+1. `agentx sim bench` on the synthetic 393-session AgentX-shaped corpus (256k variant), the
+   default 8 x H200 deployment, `--lanes` lanes (default 384) for `--duration` modeled seconds
+   of profiling (default 3600) after the usual warmup: wall time, CPU time, peak memory, and
+   the modeled time it covered (warmup included), in a process of its own pinned to one core.
+2. The ratio against HTTP: the same settings at a point small enough to run over HTTP here
+   (`--http-lanes`, `--http-duration`; `agentx bench` against `agentx sim serve --speed S`, both
+   processes of their own): wall time both ways. The HTTP path cannot run faster than its
+   speed-up allows, so for the large point its wall time is at least modeled time / speed,
+   printed as a bound.
+
+    python benchmarks/virtual_time.py [--lanes 384] [--duration 3600] [--corpus DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from cores import pin
+
+SPEED = 10.0  # of the HTTP comparison's simulated server
+
+
+def run(cmd: list[str], core: int | None = None) -> float:
+    """Run an agentx command (a process of its own); its wall time."""
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "agentx.cli", *cmd], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    if core is not None:
+        pin(proc.pid, core)
+    _, err = proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"agentx {' '.join(cmd[:2])} failed: {err[-2000:]}")
+    return time.perf_counter() - t
+
+
+def virtual(corpus: Path, out: Path, lanes: int, duration: float) -> dict:
+    wall = run(["sim", "bench", "--traces", str(corpus), "--max-context", "256k", "--concurrency", str(lanes),
+                "--duration", str(duration), "--out", str(out)], core=0)
+    info, result = json.loads((out / "run.json").read_text()), json.loads((out / "result.json").read_text())
+    client = info["client"]
+    return {"wall": wall, "cpu": client["cpu_s"], "rss": client["peak_rss_mb"], "modeled": client["modeled_s"],
+            "requests": result["requests"]["total"], "result": result}
+
+
+def http(corpus: Path, out: Path, lanes: int, duration: float) -> float:
+    from agentx.engine.launch import sim_server
+
+    with sim_server("--speed", str(SPEED)) as url:
+        return run(["bench", "--url", url, "--traces", str(corpus), "--max-context", "256k", "--concurrency",
+                    str(lanes), "--duration", str(duration), "--clock-scale", str(SPEED), "--out", str(out)])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lanes", type=int, default=384)
+    ap.add_argument("--duration", type=float, default=3600.0)
+    ap.add_argument("--http-lanes", type=int, default=16)
+    ap.add_argument("--http-duration", type=float, default=300.0)
+    ap.add_argument("--corpus", type=Path, help="a synthetic corpus folder (made with agentx trace synth if absent)")
+    args = ap.parse_args()
+    pin(os.getpid(), 0)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        corpus = args.corpus
+        if corpus is None:
+            corpus = tmp / "corpus"
+            subprocess.run([sys.executable, "-m", "agentx.cli", "trace", "synth", "--sessions", "393", "--seed", "1",
+                            "--out", str(corpus)], check=True, stdout=subprocess.DEVNULL)
+        print(f"1. agentx sim bench: 393-session synthetic corpus (256k), 8 x H200, {args.lanes} lanes, "
+              f"{args.duration:g} s profiling (one core)")
+        big = virtual(corpus, tmp / "big", args.lanes, args.duration)
+        print(f"{'wall s':>8} {'CPU s':>8} {'peak RSS MB':>12} {'modeled s':>10} {'requests':>9} "
+              f"{'HTTP at x' + format(SPEED, 'g') + ' >= s':>18} {'ratio >=':>9}")
+        bound = big["modeled"] / SPEED
+        print(f"{big['wall']:>8.1f} {big['cpu']:>8.1f} {big['rss']:>12,.0f} {big['modeled']:>10,.0f} "
+              f"{big['requests']:>9,} {bound:>18,.0f} {bound / big['wall']:>9,.0f}")
+        print(f"\n2. the same settings over HTTP (agentx bench against agentx sim serve --speed {SPEED:g}): "
+              f"{args.http_lanes} lanes, {args.http_duration:g} s")
+        small = virtual(corpus, tmp / "small-virtual", args.http_lanes, args.http_duration)
+        wall = http(corpus, tmp / "small-http", args.http_lanes, args.http_duration)
+        print(f"{'virtual wall s':>15} {'HTTP wall s':>12} {'ratio':>7} {'modeled s':>10} {'requests':>9}")
+        print(f"{small['wall']:>15.1f} {wall:>12.1f} {wall / small['wall']:>7.0f} {small['modeled']:>10,.0f} "
+              f"{small['requests']:>9,}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""`agentx sim bench` as a user runs it: a sweep of virtual runs that `agentx report` reads."""
+
+import json
+
+from tests.test_cli import agentx
+
+
+def test_sim_bench_writes_runs_that_report_summarises(tmp_path):
+    out = tmp_path / "runs"
+    res = agentx("sim", "bench", "--concurrency", "1,3", "--duration", "60", "--replicas", "2", "--router",
+                 "session-affinity", "--out", out)
+    assert res.returncode == 0, res.stderr
+    assert "sim bench (virtual time): concurrency 3" in " ".join(res.stdout.split())
+    for n in (1, 3):
+        folder = out / f"c{n}"
+        for name in ("run.json", "records.jsonl", "records.parquet", "trees.jsonl", "server_metrics.jsonl"):
+            assert (folder / name).exists(), name
+        result = json.loads((folder / "result.json").read_text())
+        identity = result["identity"]
+        assert identity["engine"] == "agentx-sim (virtual time)" and identity["gpus"] == 16
+        assert identity["simulated"]["replicas"] == 2 and identity["simulated"]["model"] == "qwen3-235b-a22b"
+        assert identity["router"] == "session-affinity" and identity["concurrency"] == n
+        assert result["validity"]["valid"] and result["requests"]["succeeded"] > 0
+        assert result["server_metrics"]["engine"] == "vllm" and result["server_metrics"]["scrapes"] >= 30
+        series = [json.loads(line) for line in (folder / "server_metrics.jsonl").read_text().splitlines()]
+        assert [row["t"] for row in series] == [float(t) for t in range(len(series))]  # one per modeled second
+        assert any('replica="1"' in key for key in series[-1]["samples"])
+        again = agentx("report", folder)
+        assert again.returncode == 0 and "valid" in again.stdout
+    bad = agentx("sim", "bench", "--router", "random", "--out", tmp_path / "x")
+    assert bad.returncode == 2 and "unknown router" in bad.stderr
