@@ -297,7 +297,9 @@ def test_each_fault_kind_behaves_as_specified_and_is_seeded():
             assert 0 < len(got["frames"]) < 40
         elif kind == "stall":
             gaps = [b - a for a, b in zip(got["times"], got["times"][1:])]
-            assert max(gaps) >= 0.5 and got["frames"][-1] == b"[DONE]"
+            # a 0.5 s stall between two frames; the client sees it less the delivery jitter of the
+            # frame before it (a few ms on a loaded machine: 0.498 s was seen)
+            assert max(gaps) >= 0.45 and got["frames"][-1] == b"[DONE]"
         elif kind == "malformed":
             broken = []
             for f in got["frames"][:-1]:
