@@ -10,12 +10,6 @@ from agentx.report.figures import COLORS, empty, figure, values
 from agentx.report.rundata import RunData
 
 
-def tree_sizes(run: RunData) -> dict[int, int]:
-    """Requests per tree uid."""
-    trees, counts = np.unique(run.columns["tree"], return_counts=True)
-    return dict(zip(trees.tolist(), counts.tolist()))
-
-
 def flamegraph(run: RunData, tree: int) -> dict:
     c = run.columns
     idx = np.flatnonzero(c["tree"] == tree)
