@@ -70,7 +70,8 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
         pages = [(f"{k * TABLE_PAGE + 1}-{min((k + 1) * TABLE_PAGE, len(found))}", None if k == page else url(page=k))
                  for k in range(-(-len(found) // TABLE_PAGE))] if len(found) > TABLE_PAGE else []
         sets = rows(select(datasets.c.id, datasets.c.name, datasets.c.conversations).order_by(datasets.c.id))
-        return render("agentx dashboard: frontier", [], {f"{x}|{y}": frontier_chart(found, x, y)}, f"{x}|{y}", table,
+        frontiers = {f"{x}|{y}": frontier_chart(found, x, y)} if found else {}
+        return render("agentx dashboard: frontier", [], frontiers, f"{x}|{y}", table,
                       PLOTLY, links={r["id"]: f"/points/{r['id']}" for r in found},
                       nav=[(f"dataset {d.name} ({d.conversations} conversations)", f"/datasets/{d.id}") for d in sets],
                       empty_hint=" (import runs with `agentx db import RUN_DIR`, or change the filters)",

@@ -12,7 +12,7 @@ def test_sweep_report_in_chromium(sweep, tmp_path):
     path = write_report(sweep)
     with chromium_page() as page:
         page.page.goto(path.as_uri())
-        page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 15")
+        page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 12")
         frontiers = {"frontier"}
         assert_every_graph_has_points(page, POINT_GRAPHS | frontiers)
         assert page.page.inner_text("#points button.active").startswith("c2")
