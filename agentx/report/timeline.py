@@ -5,7 +5,7 @@ Up to DETAIL_LIMIT requests, bars are WebGL line segments (one trace per colour,
 bars) and a marker per bar carries the hover figures and the (tree, node) a click opens. Past
 it (a browser needs over a second per 100k bars) the chart is binned here: a heatmap of requests
 in flight per (group of rows, time bin), failed requests marked on top, a click opening the
-first conversation of the clicked rows.
+first conversation of the clicked rows (layout.meta.trees, by row group).
 """
 
 from __future__ import annotations
@@ -105,9 +105,8 @@ def _binned(c: dict, n_labels: int, title: str) -> dict:
         tree_of_group[r] = t  # the first conversation of each row group
     data = [{"type": "heatmap", "z": typed(z), "x0": step / 2, "dx": step, "y0": 0, "dy": 1,
              "colorscale": "Viridis", "colorbar": {"title": {"text": "in flight"}, "thickness": 10},
-             "customdata": typed(np.repeat(tree_of_group[:, None], TIME_BINS, axis=1)),
-             "hovertemplate": f"rows %{{y}} x {per_bin}: %{{z:.0f}} requests in flight at %{{x:.0f}} s"
-                              "<br>first tree %{customdata}<extra></extra>", "name": "requests in flight"}]
+             "hovertemplate": f"rows %{{y}} x {per_bin}: %{{z:.0f}} requests in flight at %{{x:.0f}} s<extra></extra>",
+             "name": "requests in flight"}]
     if failed.any():
         data.append({"type": "scattergl", "mode": "markers", "x": typed(c["start"][failed]),
                      "y": typed(rows[failed].astype(float)), "name": "failed request",
@@ -116,4 +115,4 @@ def _binned(c: dict, n_labels: int, title: str) -> dict:
                      "hovertemplate": "failed: tree %{customdata[0]} turn %{customdata[1]}<extra></extra>"})
     return figure(data, f"{title}: binned, {per_bin} rows x {step:.3g} s per cell", "run time s",
                   f"row groups of {per_bin} ({n_labels:,} rows)", yaxis={"autorange": "reversed"}, height=600,
-                  meta={"binned": True})
+                  meta={"binned": True, "trees": tree_of_group.tolist()})

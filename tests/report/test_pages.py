@@ -70,7 +70,7 @@ def test_frontier_page_to_point_page(dashboard, tmp_path):
         point_id = ids[labels.index("c6")]
         page.click_point("frontier", trace, labels.index("c6"))
         page.page.wait_for_url(f"{dashboard}/points/{point_id}")
-        page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 11")
+        page.draw_all(11)
         assert_every_graph_has_points(page, POINT_GRAPHS)
 
         # a timeline bar opens its conversation's flamegraph (fetched from the server) at that turn
@@ -89,8 +89,9 @@ def test_frontier_page_to_point_page(dashboard, tmp_path):
         assert links[0] == "/" and len(links) == 2  # the frontier and the c2 sibling
         page.page.screenshot(path=tmp_path / "point.png", full_page=True)
 
-        page.page.click("#related a:nth-child(2)")
-        page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 11")
+        with page.page.expect_navigation():
+            page.page.click("#related a:nth-child(2)")
+        page.draw_all(11)
         assert "c2" in page.page.inner_text("h1")
         assert page.errors == []
 
