@@ -106,7 +106,7 @@ def browser_times(path: Path, baseline: Path) -> tuple[tuple, float, float]:
         new_page = lambda: browser.new_context(offline=True, viewport={"width": 1400, "height": 900}).new_page()  # noqa: E731
         page = new_page()
         page.goto(baseline.as_uri(), wait_until="commit")
-        page.wait_for_function("document.getElementById('g')._fullLayout !== undefined", polling=20, timeout=120_000)
+        page.wait_for_function("(document.getElementById('g') || {})._fullLayout !== undefined", polling=20, timeout=120_000)
         alone = page.evaluate("performance.now()") / 1000
         page = new_page()
         report = timed(page, path.as_uri(), 11)

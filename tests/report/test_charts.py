@@ -77,6 +77,8 @@ def test_binned_timeline_counts_requests_in_flight(sweep):
     z = _decoded(heat["z"])
     step = heat["dx"]
     assert z.shape[1] == TIME_BINS and fig["layout"]["meta"]["binned"]
+    trees = fig["layout"]["meta"]["trees"]  # what a click on a row group opens: its first conversation
+    assert len(trees) == z.shape[0] and set(trees) <= {r.tree for r in records}
     for b in (0, TIME_BINS // 3, TIME_BINS // 2):  # requests whose [start, end] bins cover bin b
         inflight = sum(1 for r in records if min(int(r.start // step), TIME_BINS - 1) <= b <= min(int(r.end // step),
                                                                                                   TIME_BINS - 1))
@@ -95,6 +97,12 @@ def test_flamegraph_splits_each_prompt_into_cached_and_uncached(sweep):
     assert [c + u for c, u in zip(cached, uncached)] == [r.isl for r in mine]
     assert cached == [r.cached for r in mine] and output == [r.osl for r in mine]
     assert fig["layout"]["meta"]["nodes"] == [r.node for r in mine]
+    custom = fig["data"][0]["customdata"]  # gaps before each request: replayed, and recorded (as planned)
+    for k, r in enumerate(mine):
+        prev = [p for p in mine[:k] if p.stream == r.stream]
+        if prev:
+            assert custom[k][6] == pytest.approx(r.start - prev[-1].end, abs=0.006)
+            assert custom[k][7] == pytest.approx(r.planned - prev[-1].end, abs=0.006)
     subagent_streams = {r.stream for r in mine if r.stream != 0}
     assert len(fig["layout"]["shapes"]) == len(subagent_streams)
     assert flamegraph(run, 10_000)["data"] == []  # a tree not in the run says so
