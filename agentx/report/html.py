@@ -17,9 +17,9 @@ from agentx.report.overtime import over_time
 from agentx.report.point import summary_rows, token_histogram
 from agentx.report.rundata import RunData, is_run_folder, read_run, sweep_folders
 from agentx.report.sweep import X_LABELS, Y_LABELS, deployment, frontier_chart, frontier_rows, table_rows, write_csv
+from agentx.report.timeline import request_timeline
 from agentx.results import frontier as fr
 from agentx.results.importer import chart_blobs
-from agentx.report.timeline import request_timeline
 
 FLAME_TREES = 60  # flamegraphs embedded per point (the trees with the most requests)
 

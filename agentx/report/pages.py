@@ -62,12 +62,13 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
             raise HTTPException(422, str(e)) from None
         shown = found[page * TABLE_PAGE:(page + 1) * TABLE_PAGE]
         table = [{"point": r["id"], "concurrency": r["concurrency"], "deployment": deployment_label(r),
-                  X_LABELS[x]: _round(r[x]), Y_LABELS[y]: _round(r[y]), "started": r["started_at"],
+                  X_LABELS[x]: _round(r[x]), Y_LABELS[y]: _round(r[y]),
+                  "started": (r["started_at"] or "")[:16].replace("T", " "),
                   "valid": {True: "yes", False: "no"}.get(r["valid"], "-")} for r in shown]
-        url = lambda **kw: "/?" + urlencode({k: v for k, v in {**query, **kw}.items() if v not in (None, "", 0)})  # noqa: E731
         query = {"model": f.model, "hardware": f.hardware, "engine": f.engine, "dataset": f.dataset, "since": f.since,
                  "until": f.until, "x": x, "y": y}
-        pages = [(f"{k * TABLE_PAGE + 1}-{min((k + 1) * TABLE_PAGE, len(found))}", None if k == page else url(page=k))
+        pages = [(f"{k * TABLE_PAGE + 1}-{min((k + 1) * TABLE_PAGE, len(found))}",
+                  None if k == page else "/?" + urlencode({**{k2: v for k2, v in query.items() if v}, "page": k}))
                  for k in range(-(-len(found) // TABLE_PAGE))] if len(found) > TABLE_PAGE else []
         sets = rows(select(datasets.c.id, datasets.c.name, datasets.c.conversations).order_by(datasets.c.id))
         frontiers = {f"{x}|{y}": frontier_chart(found, x, y)} if found else {}

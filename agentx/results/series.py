@@ -144,9 +144,10 @@ def _server_series(scrapes: list[dict], step: float, n: int) -> dict:
     if prompt is not None:
         prefill = rate(prompt - hits if hits is not None else prompt)  # computed prompt tokens
     return {"server": {
-        "kv_usage": gauge("kv_usage"), "cpu_kv_usage": gauge("cpu_kv_usage"), "running": gauge("running"), "waiting": gauge("waiting"),
-        "prefix_hit_rate": hit_rate(hits, counter("prefix_queries")),
-        "cpu_prefix_hit_rate": hit_rate(counter("external_hits"), counter("external_queries")), "prefill_tok_s": prefill, "decode_tok_s": rate(gen),
+        "kv_usage": gauge("kv_usage"), "cpu_kv_usage": gauge("cpu_kv_usage"), "running": gauge("running"),
+        "waiting": gauge("waiting"), "prefix_hit_rate": hit_rate(hits, counter("prefix_queries")),
+        "cpu_prefix_hit_rate": hit_rate(counter("external_hits"), counter("external_queries")),
+        "prefill_tok_s": prefill, "decode_tok_s": rate(gen),
         "prompt_tokens_by_source": _by_source(scrapes, b, n),
         "phase": _phases(scrapes, b, n),
     }}
