@@ -183,11 +183,17 @@ def _by_source(scrapes: list[dict], b: np.ndarray, n: int) -> dict | None:
     return out
 
 
+# the scrapes that bound the profiling window read as the phase they begin
+_BOUNDARY = {"open": "profile", "close": "drain"}
+
+
 def _phases(scrapes: list[dict], b: np.ndarray, n: int) -> list:
-    """warmup / profile / drain per step, from the scrapes' phase labels (null without a scrape)."""
+    """warmup / profile / drain per step: the phase its first scrape was taken in (null without a
+    scrape)."""
     col: list = [None] * n
     for i, s in zip(b.tolist(), scrapes):
-        col[i] = s.get("phase")
+        if col[i] is None:
+            col[i] = _BOUNDARY.get(s.get("phase"), s.get("phase"))
     return col
 
 
