@@ -119,9 +119,8 @@ def browser_times(path: Path, baseline: Path) -> tuple[tuple, float, float]:
 
 
 def served_times(run: Path, points: int, db: Path) -> list[tuple[str, list]]:
-    """Under `agentx serve`, for the frontier and the point page, first visit and again (plotly.js
-    cached): seconds until the HTML has arrived, until plotly.js has arrived, and until every chart
-    is drawn."""
+    """Under `agentx serve`, timed() of the frontier and the point page: first visit, again
+    (plotly.js in the HTTP cache) and a third time (Chrome then uses its compiled code cache)."""
     from playwright.sync_api import sync_playwright
 
     from agentx.results.db import connect
