@@ -10,12 +10,6 @@ from agentx.report.figures import COLORS, empty, figure, values
 from agentx.report.rundata import RunData
 
 
-def tree_sizes(run: RunData) -> dict[int, int]:
-    """Requests per tree uid."""
-    trees, counts = np.unique(run.columns["tree"], return_counts=True)
-    return dict(zip(trees.tolist(), counts.tolist()))
-
-
 def flamegraph(run: RunData, tree: int) -> dict:
     c = run.columns
     idx = np.flatnonzero(c["tree"] == tree)
@@ -29,17 +23,19 @@ def flamegraph(run: RunData, tree: int) -> dict:
     cached = np.minimum(cached, isl)
     osl = np.where(c["osl"][idx] >= 0, c["osl"][idx], c["chunks"][idx])
     streams, kinds = c["stream"][idx], [c["stream_kind"][i] for i in idx]
-    gaps = _replayed_gaps(c["start"][idx], c["end"][idx], streams)
+    gaps = _gaps(c["start"][idx], c["end"][idx], streams)  # as replayed
+    planned_gaps = _gaps(c["planned"][idx], c["end"][idx], streams)  # as the trace recorded them (delays end-to-start)
     rows = list(range(idx.size))
     labels = [f"{'' if s == 0 else '↳ '}{n} {k if s else ''}".strip() for n, s, k in zip(c["node"][idx].tolist(),
                                                                                      streams.tolist(), kinds)]
     ttft = np.round(np.nan_to_num(c["ttft"][idx], nan=-1) * 1000, 1)
     custom = [list(row) for row in zip(c["node"][idx].tolist(), isl.tolist(), cached.tolist(), (isl - cached).tolist(),
-                                       osl.tolist(), ttft.tolist(), values(np.round(gaps, 2)))]
+                                       osl.tolist(), ttft.tolist(), values(np.round(gaps, 2)),
+                                       values(np.round(planned_gaps, 2)))]
     text = [("warmup " if c["phase"][i] == "warmup" else "") + (c["error"][i] or "") for i in idx]
     hover = ("turn %{customdata[0]}: ISL %{customdata[1]:,} = cached %{customdata[2]:,} + uncached "
-             "%{customdata[3]:,}; OSL %{customdata[4]:,}<br>TTFT %{customdata[5]:,} ms; replayed gap before "
-             "%{customdata[6]} s %{text}<extra>%{fullData.name}</extra>")
+             "%{customdata[3]:,}; OSL %{customdata[4]:,}<br>TTFT %{customdata[5]:,} ms; gap before: recorded "
+             "%{customdata[7]} s, replayed %{customdata[6]} s %{text}<extra>%{fullData.name}</extra>")
     data = [{"type": "bar", "orientation": "h", "y": rows, "x": v.tolist(), "name": name, "customdata": custom,
              "text": text, "textposition": "none", "hovertemplate": hover, "marker": {"color": COLORS[key]}}
             for name, key, v in (("cached prefix", "cached", cached), ("uncached input", "uncached", isl - cached),
@@ -55,8 +51,8 @@ def flamegraph(run: RunData, tree: int) -> dict:
                   "tokens", "turn (session order)", **layout)
 
 
-def _replayed_gaps(start: np.ndarray, end: np.ndarray, streams: np.ndarray) -> np.ndarray:
-    """Start minus the previous request's end in the same stream (NaN for a stream's first)."""
+def _gaps(start: np.ndarray, end: np.ndarray, streams: np.ndarray) -> np.ndarray:
+    """`start` minus the previous request's end in the same stream (NaN for a stream's first)."""
     gaps = np.full(start.size, np.nan)
     last: dict[int, float] = {}
     for i, s in enumerate(streams.tolist()):

@@ -4,6 +4,7 @@ installed `plotly` package, the figures as JSON, drawn by a little plain JavaScr
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import datetime, timezone
 from functools import cache
 from importlib.resources import files
@@ -11,12 +12,14 @@ from pathlib import Path
 
 import jinja2
 
-from agentx.report.flame import flamegraph, tree_sizes
+from agentx.report.flame import flamegraph
 from agentx.report.overtime import over_time
 from agentx.report.point import summary_rows, token_histogram
 from agentx.report.rundata import RunData, is_run_folder, read_run, sweep_folders
-from agentx.report.sweep import X_METRICS, Y_METRICS, deployment, frontier_chart, table_rows, write_csv
+from agentx.report.sweep import X_LABELS, Y_LABELS, deployment, frontier_chart, frontier_rows, table_rows, write_csv
 from agentx.report.timeline import request_timeline
+from agentx.results import frontier as fr
+from agentx.results.importer import chart_blobs
 
 FLAME_TREES = 60  # flamegraphs embedded per point (the trees with the most requests)
 
@@ -33,16 +36,40 @@ def templates() -> jinja2.Environment:
                               autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
 
 
-def point_payload(run: RunData) -> dict:
-    """Everything the page draws for one point: figures by id and flamegraphs by tree."""
-    sizes = tree_sizes(run)
-    trees = sorted(sizes, key=lambda t: (-sizes[t], t))[:FLAME_TREES]
-    figures = {"isl": token_histogram(run, "isl"), "osl": token_histogram(run, "osl"), **over_time(run),
-               "timeline": request_timeline(run)}
-    return {"name": run.path.name, "figures": figures, "timeline_lane": request_timeline(run, "lane"),
-            "flames": {str(t): flamegraph(run, t) for t in trees},
-            "flame_trees": [[t, f"tree {t}: {run.columns['session'][int((run.columns['tree'] == t).argmax())]} "
-                                f"({sizes[t]} requests)"] for t in trees]}
+def flame_trees(timeline: dict, limit: int = FLAME_TREES) -> list[list]:
+    """[tree, label] of the `limit` trees with the most requests in a stored timeline."""
+    sizes = Counter(timeline["tree"])
+    session = {t: timeline["sessions"][s] for t, s in zip(timeline["tree"], timeline["session"])}
+    trees = sorted(sizes, key=lambda t: (-sizes[t], t))[:limit]
+    return [[t, f"tree {t}: {session[t]} ({sizes[t]} requests)"] for t in trees]
+
+
+def point_view(name: str, result: dict, command: str, blobs: dict[str, dict], flames: dict | None = None,
+               flame_url: str = "") -> dict:
+    """One point of a page: its summary and everything the page draws, from the point's stored chart
+    data (SPEC §8; `chart_blobs` of a run folder). Flamegraphs are embedded (`flames`, by tree) or
+    fetched from `flame_url` + tree on demand."""
+    page = {"name": name, "deployment": deployment(result), "summary": summary_rows(result),
+            "identity": result["identity"], "command": command}
+    figures = {"isl": token_histogram(blobs["histograms"], "isl"), "osl": token_histogram(blobs["histograms"], "osl"),
+               **over_time(blobs["series"]), "timeline": request_timeline(blobs["timeline_conversation"])}
+    payload = {"name": name, "figures": figures, "timeline_lane": request_timeline(blobs["timeline_lane"]),
+               "flames": {str(t): f for t, f in (flames or {}).items()}, "flame_url": flame_url,
+               "flame_trees": flame_trees(blobs["timeline_conversation"])}
+    return {"page": page, "payload": payload}
+
+
+def run_view(run: RunData) -> dict:
+    """point_view of a run folder: its chart data computed as an import stores it, its flamegraphs embedded."""
+    blobs = chart_blobs(run)
+    trees = [t for t, _ in flame_trees(blobs["timeline_conversation"])]
+    return point_view(run.path.name, run.result, run.info.get("command", ""), blobs,
+                      {t: flamegraph(run, t) for t in trees})
+
+
+def frontier_views(rows: list[dict]) -> dict[str, dict]:
+    """The frontier chart of every (x, y) view, keyed "x|y"."""
+    return {f"{x}|{y}": frontier_chart(rows, x, y) for x in X_LABELS for y in Y_LABELS}
 
 
 def script_json(data) -> str:
@@ -50,23 +77,25 @@ def script_json(data) -> str:
     return json.dumps(data, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
 
 
-def render(title: str, runs: list[RunData], frontier: list[tuple[str, dict]] | None = None,
+def render(title: str, views: list[dict], frontiers: dict[str, dict] | None = None, view: str = "",
            table: list[dict] | None = None, plotly_src: str | None = None, links: dict[str, str] | None = None,
-           nav: list[tuple[str, str]] | None = None, empty_hint: str = "", csv: str | None = None) -> str:
-    """The page: the frontier of the (name, result point) pairs in `frontier` and the `table` when
-    given, then the detail of each run. plotly.js is inlined unless `plotly_src` (a URL) is given;
-    `links` (point name -> URL) makes a frontier click open that URL instead of a point of the
-    page; `nav` lists (label, URL) of related pages (a point's siblings); an empty `table` says
-    there are no points, followed by `empty_hint`; `csv` names the table's CSV beside the file."""
-    data = {"points": [point_payload(run) for run in runs], "links": links or {},
-            "frontiers": {y: [frontier_chart(frontier, y, x) for x in range(len(X_METRICS))] for y in Y_METRICS}
-            if frontier else {}}
-    points = [{"name": run.path.name, "deployment": deployment(run.result), "summary": summary_rows(run.result),
-               "identity": run.result["identity"], "command": run.info.get("command", "")} for run in runs]
+           nav: list[tuple[str, str]] | None = None, empty_hint: str = "", csv: str | None = None,
+           table_links: list[str] | None = None, filters: dict | None = None, pages: list | None = None) -> str:
+    """The page: the frontier charts in `frontiers` ("x|y" -> figure; `view` the one shown first;
+    views not embedded are served: a change of view reloads the page with x and y in its URL) and
+    the `table` when given, then the point `views` (point_view). plotly.js is inlined unless
+    `plotly_src` (a URL) is given; `links` (point id -> URL) makes a frontier click open that URL
+    instead of a point of the page; `nav` lists (label, URL) of related pages; an empty `table`
+    says there are no points, followed by `empty_hint`; `csv` names the table's CSV beside the
+    file; `filters` (name -> (value, choices)) draws the served frontier's filter form, `pages`
+    its table's page links."""
+    frontiers = frontiers or {}
+    data = {"points": [v["payload"] for v in views], "links": links or {}, "frontiers": frontiers,
+            "view": view or next(iter(frontiers), "")}
     return templates().get_template("report.html.j2").render(
-        title=title, points=points, sweep_rows=table, frontier_ids=list(data["frontiers"]), nav=nav or [],
-        x_labels=[x[0] for x in X_METRICS],
-        empty_hint=empty_hint, csv=csv, links=bool(links),
+        title=title, points=[v["page"] for v in views], sweep_rows=table, has_frontier=bool(frontiers),
+        nav=nav or [], x_labels=X_LABELS, y_labels=Y_LABELS, view=data["view"].split("|") if frontiers else ["", ""],
+        empty_hint=empty_hint, csv=csv, links=bool(links), table_links=table_links, filters=filters, pages=pages,
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), plotly_src=plotly_src,
         plotly_js=None if plotly_src else plotly_js(), data_json=script_json(data))
 
@@ -76,11 +105,12 @@ def write_report(path: Path, out: Path | None = None) -> Path:
     path = Path(path)
     out = out or path / "report.html"
     if is_run_folder(path):
-        page = render(f"agentx run report: {path.resolve().name}", [read_run(path)])
+        page = render(f"agentx run report: {path.resolve().name}", [run_view(read_run(path))])
     else:
         runs = [read_run(p) for p in sweep_folders(path)]
         results = [(run.path.name, run.result) for run in runs]
         rows = write_csv(table_rows(results), path / "sweep.csv")
-        page = render(f"agentx sweep report: {path.resolve().name}", runs, results, rows, csv="sweep.csv")
+        page = render(f"agentx sweep report: {path.resolve().name}", [run_view(run) for run in runs],
+                      frontier_views(frontier_rows(results)), "|".join(fr.CANONICAL), rows, csv="sweep.csv")
     out.write_text(page, encoding="utf-8")
     return out

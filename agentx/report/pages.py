@@ -7,7 +7,9 @@ drawn by the report's chart builders. plotly.js is served from the installed pac
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
+from urllib.parse import urlencode
 
 from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse, Response
@@ -16,13 +18,27 @@ from sqlalchemy.engine import Engine
 
 from agentx.errors import AgentxError
 from agentx.report.dataset import conversation_flamegraph, dataset_charts
-from agentx.report.html import plotly_js, render, script_json, templates
-from agentx.report.rundata import read_run
-from agentx.report.sweep import table_rows
-from agentx.results.query import Filters, filtered
-from agentx.results.schema import conversations, datasets, deployments, points
+from agentx.report.flame import flamegraph
+from agentx.report.html import plotly_js, point_view, render, script_json, templates
+from agentx.report.rundata import RunData, read_run
+from agentx.report.sweep import X_LABELS, Y_LABELS, deployment_label, frontier_chart
+from agentx.results import frontier as fr
+from agentx.results.query import Filters
+from agentx.results.schema import conversations, datasets, deployments, point_blobs, points
+from agentx.results.store import unpack
 
 PLOTLY = "/static/plotly.min.js"
+TABLE_PAGE = 100  # rows of the frontier page's table
+
+
+@lru_cache(maxsize=2)
+def read_run_cached(run_dir: str) -> RunData:
+    """A run folder's records, kept for the next flamegraph of the same point."""
+    return read_run(Path(run_dir))
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else float(f"{v:.4g}")
 
 
 def add_pages(app: FastAPI, engine: Engine) -> None:
@@ -37,31 +53,69 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def frontier_page(model: str | None = None, hardware: str | None = None,
                       engine_label: str | None = Query(None, alias="engine"), dataset: str | None = None,
-                      since: str | None = None, until: str | None = None) -> str:
-        q = (select(points.c.id, points.c.result).join(deployments, points.c.deployment_id == deployments.c.id)
-             .where(points.c.status == "ok").order_by(points.c.id))
-        found = rows(filtered(q, Filters(model, hardware, engine_label, dataset, since, until)))
-        results = [(str(r.id), json.loads(r.result)) for r in found]
+                      since: str | None = None, until: str | None = None, x: str = fr.CANONICAL[0],
+                      y: str = fr.CANONICAL[1], page: int = Query(0, ge=0)) -> str:
+        f = Filters(*(v or None for v in (model, hardware, engine_label, dataset, since, until)))
+        try:
+            found = fr.load_points(engine, f, x, y)
+        except AgentxError as e:
+            raise HTTPException(422, str(e)) from None
+        shown = found[page * TABLE_PAGE:(page + 1) * TABLE_PAGE]
+        table = [{"point": r["id"], "concurrency": r["concurrency"], "deployment": deployment_label(r),
+                  X_LABELS[x]: _round(r[x]), Y_LABELS[y]: _round(r[y]),
+                  "started": (r["started_at"] or "")[:16].replace("T", " "),
+                  "valid": {True: "yes", False: "no"}.get(r["valid"], "-")} for r in shown]
+        query = {"model": f.model, "hardware": f.hardware, "engine": f.engine, "dataset": f.dataset, "since": f.since,
+                 "until": f.until, "x": x, "y": y}
+        pages = [(f"{k * TABLE_PAGE + 1}-{min((k + 1) * TABLE_PAGE, len(found))}",
+                  None if k == page else "/?" + urlencode({**{k2: v for k2, v in query.items() if v}, "page": k}))
+                 for k in range(-(-len(found) // TABLE_PAGE))] if len(found) > TABLE_PAGE else []
         sets = rows(select(datasets.c.id, datasets.c.name, datasets.c.conversations).order_by(datasets.c.id))
-        return render("agentx dashboard: frontier", [], results, table_rows(results), PLOTLY,
-                      links={name: f"/points/{name}" for name, _ in results},
+        frontiers = {f"{x}|{y}": frontier_chart(found, x, y)} if found else {}
+        return render("agentx dashboard: frontier", [], frontiers, f"{x}|{y}", table,
+                      PLOTLY, links={r["id"]: f"/points/{r['id']}" for r in found},
                       nav=[(f"dataset {d.name} ({d.conversations} conversations)", f"/datasets/{d.id}") for d in sets],
-                      empty_hint=" (import runs with `agentx db import RUN_DIR`, or change the filters)")
+                      empty_hint=" (import runs with `agentx db import RUN_DIR`, or change the filters)",
+                      table_links=[f"/points/{r['id']}" for r in shown], filters=filter_choices(f), pages=pages)
+
+    def filter_choices(f: Filters) -> dict:
+        """name -> (value, choices; None for a date) of the frontier's filter form."""
+        labels = {k: sorted({v for (v,) in rows(select(deployments.c[k]).distinct()) if v})
+                  for k in ("model", "hardware", "engine")}
+        names = sorted({n for (n,) in rows(select(datasets.c.name).distinct()) if n})
+        return {"model": (f.model, labels["model"]), "hardware": (f.hardware, labels["hardware"]),
+                "engine": (f.engine, labels["engine"]), "dataset": (f.dataset, names), "since": (f.since, None),
+                "until": (f.until, None)}
 
     @app.get("/points/{point_id}", response_class=HTMLResponse, include_in_schema=False)
     def point_page(point_id: int) -> str:
-        found = rows(select(points.c.run_dir, points.c.deployment_id).where(points.c.id == point_id))
+        found = rows(select(points.c.deployment_id, points.c.result, points.c.run_dir).where(points.c.id == point_id))
         if not found:
             raise HTTPException(404, f"point {point_id} not found")
-        run_dir, deployment = found[0]
-        try:
-            run = read_run(Path(run_dir or ""))
-        except AgentxError as e:
-            raise HTTPException(404, f"point {point_id}: its run folder is not readable on this server ({e})")
+        deployment, result, run_dir = found[0]
+        blobs = {kind: unpack(data) for kind, data in
+                 rows(select(point_blobs.c.kind, point_blobs.c.data).where(point_blobs.c.point_id == point_id))}
+        if not {"series", "histograms", "timeline_conversation", "timeline_lane"} <= set(blobs):
+            raise HTTPException(404, f"point {point_id} has no chart data (import it again)")
         siblings = rows(select(points.c.id, points.c.concurrency).where(points.c.deployment_id == deployment)
                         .where(points.c.status == "ok").order_by(points.c.concurrency, points.c.id))
         nav = [("frontier", "/")] + [(f"c{c} (point {i})", f"/points/{i}") for i, c in siblings if i != point_id]
-        return render(f"agentx point {point_id}: {run.path.name}", [run], plotly_src=PLOTLY, nav=nav)
+        result = json.loads(result)
+        view = point_view(str(point_id), result, "", blobs, flame_url=f"/points/{point_id}/flames/")
+        return render(f"agentx point {point_id}: {Path(run_dir or '').name}", [view], plotly_src=PLOTLY, nav=nav)
+
+    @app.get("/points/{point_id}/flames/{tree}", include_in_schema=False)
+    def point_flame(point_id: int, tree: int) -> Response:
+        """A conversation's flamegraph of the point, from its run folder (records keep what the stored
+        timeline does not: streams and planned times)."""
+        found = rows(select(points.c.run_dir).where(points.c.id == point_id))
+        if not found:
+            raise HTTPException(404, f"point {point_id} not found")
+        try:
+            run = read_run_cached(found[0].run_dir or "")
+        except AgentxError as e:
+            raise HTTPException(404, f"point {point_id}: its run folder is not readable on this server ({e})")
+        return Response(script_json(flamegraph(run, tree)), media_type="application/json")
 
     def charts_page(title: str, figures: dict, nav: list, table: dict | None = None, table_title: str = "") -> str:
         return templates().get_template("charts.html.j2").render(

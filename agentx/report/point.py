@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from agentx.report.figures import COLORS, empty, figure
-from agentx.report.rundata import RunData
 
 # (label, section, key, scale, format, definition); SPEC §3 is the source of every definition
 REQUEST_ROWS = [
@@ -71,40 +68,32 @@ def summary_rows(result: dict) -> dict:
     return {"columns": list(COLUMNS), "distributions": dists, "figures": figures}
 
 
-def _lognormal_counts(log_values: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Expected count per bin (edges in log10 units) of the log-normal fitted by moments of ln x."""
-    ln = log_values * math.log(10)
-    mu, sigma = float(ln.mean()), float(ln.std())
+def _lognormal_counts(n: int, mu: float, sigma: float, edges: list[float]) -> list[float]:
+    """Expected count per bin of the log-normal fitted by the moments of ln x."""
     if sigma <= 0:
-        return np.zeros(len(edges) - 1)
-    cdf = np.array([0.5 * (1 + math.erf((e * math.log(10) - mu) / (sigma * math.sqrt(2)))) for e in edges])
-    return len(ln) * np.diff(cdf)
+        return [0.0] * (len(edges) - 1)
+    cdf = [0.5 * (1 + math.erf((math.log(e) - mu) / (sigma * math.sqrt(2)))) for e in edges]
+    return [n * (b - a) for a, b in zip(cdf[:-1], cdf[1:])]
 
 
-def token_histogram(run: RunData, which: str) -> dict:
-    """ISL or OSL of the successful profiling requests, log-spaced bins, with the log-normal fit."""
-    c = run.columns
-    ok = np.array([p == "profile" and e is None for p, e in zip(c["phase"], c["error"])], dtype=bool)
-    col = c[which] if which == "isl" else c["osl"]
-    fallback = c["isl_planned"] if which == "isl" else c["chunks"]
-    tokens = np.where(col >= 0, col, fallback)[ok]
-    tokens = tokens[tokens > 0]
+def token_histogram(histograms: dict, which: str) -> dict:
+    """ISL or OSL of the successful profiling requests from the point's stored `histograms`
+    (SPEC §8: log-spaced bins, the log-normal fit)."""
+    h = histograms.get(which)
     title = f"{which.upper()} distribution (profiling requests)"
-    if tokens.size == 0:
+    if not h:
         return empty(title, "no successful profiling request")
-    logs = np.log10(tokens.astype(float))
-    lo, hi = math.floor(logs.min() * 10) / 10, math.ceil(logs.max() * 10) / 10 + 0.1
-    edges = np.arange(lo, hi + 1e-9, 0.1)
-    counts, _ = np.histogram(logs, edges)
-    centers = (edges[:-1] + edges[1:]) / 2
-    ticks = list(range(int(lo), int(hi) + 1))
-    hover = [f"{10 ** a:,.0f}-{10 ** b:,.0f} tokens" for a, b in zip(edges[:-1], edges[1:])]
-    data = [{"type": "bar", "x": centers.tolist(), "y": counts.tolist(), "name": "requests", "text": hover,
-             "textposition": "none", "hovertemplate": "%{text}: %{y}<extra></extra>",
+    edges, counts = h["edges"], h["counts"]
+    logs = [math.log10(e) for e in edges]  # drawn on log10 tokens, ticked in tokens
+    centers = [(a + b) / 2 for a, b in zip(logs[:-1], logs[1:])]
+    hover = [f"{a:,.0f}-{b:,.0f} tokens" for a, b in zip(edges[:-1], edges[1:])]
+    fit = _lognormal_counts(h["n"], h["lognormal"]["mu"], h["lognormal"]["sigma"], edges)
+    data = [{"type": "bar", "x": centers, "y": counts, "width": [b - a for a, b in zip(logs[:-1], logs[1:])],
+             "name": "requests", "text": hover, "textposition": "none", "hovertemplate": "%{text}: %{y}<extra></extra>",
              "marker": {"color": COLORS["cached"]}},
-            {"type": "scatter", "mode": "lines", "x": centers.tolist(), "y": _lognormal_counts(logs, edges).tolist(),
-             "name": "log-normal fit", "line": {"color": "#333", "width": 2},
-             "hovertemplate": "fit: %{y:.1f}<extra></extra>"}]
-    median = float(np.median(tokens))
-    return figure(data, f"{title}: n {tokens.size:,}, median {median:,.0f}", "tokens (log scale)", "requests",
+            {"type": "scatter", "mode": "lines", "x": centers, "y": fit, "name": "log-normal fit",
+             "line": {"color": "#333", "width": 2}, "hovertemplate": "fit: %{y:.1f}<extra></extra>"}]
+    median = math.exp(h["lognormal"]["mu"])
+    ticks = list(range(math.floor(logs[0]), math.ceil(logs[-1]) + 1))
+    return figure(data, f"{title}: n {h['n']:,}, geometric mean {median:,.0f}", "tokens (log scale)", "requests",
                   xaxis={"tickvals": ticks, "ticktext": [f"{10 ** t:,}" for t in ticks]}, bargap=0.05)

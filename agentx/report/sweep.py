@@ -6,30 +6,29 @@ import csv
 from pathlib import Path
 
 from agentx.report.figures import empty, figure
+from agentx.results import frontier as fr
+from agentx.results.store import deployment_labels, metric_columns
 
-# x options: (label, section, key, percentile, higher is better)
-X_METRICS = [
-    ("p90 E2E-normalized interactivity tok/s", "e2e_normalized_interactivity_tok_s", "p90", True),
-    ("p50 E2E-normalized interactivity tok/s", "e2e_normalized_interactivity_tok_s", "p50", True),
-    ("p90 interactivity tok/s", "interactivity_tok_s", "p90", True),
-    ("p50 interactivity tok/s", "interactivity_tok_s", "p50", True),
-    ("p90 TTFT s", "ttft_s", "p90", False),
-    ("p50 TTFT s", "ttft_s", "p50", False),
-]
-Y_METRICS = {
-    "total_tok_s_per_gpu": "total tok/s per GPU",
-    "output_tok_s_per_gpu": "output tok/s per GPU",
-    "output_tokens_per_usd": "output tokens per $",
-    "output_tok_s_per_mw": "output tok/s per MW",
-}
+X_LABELS = {"p90_e2e_norm_intvty": "p90 E2E-normalized interactivity tok/s",
+            "p50_e2e_norm_intvty": "p50 E2E-normalized interactivity tok/s",
+            "p90_intvty": "p90 interactivity tok/s", "p50_intvty": "p50 interactivity tok/s", "p90_ttft": "p90 TTFT s"}
+Y_LABELS = {"tput_per_gpu": "total tok/s per GPU", "output_tput_per_gpu": "output tok/s per GPU",
+            "input_tput_per_gpu": "input tok/s per GPU", "tok_per_usd_hyperscaler": "total tokens per $ (hyperscaler)",
+            "tok_per_usd_neocloud": "total tokens per $ (neocloud)",
+            "tok_per_usd_rental_3y": "total tokens per $ (3-yr rental)", "tok_s_per_mw": "total tok/s per MW"}
+assert set(X_LABELS) == set(fr.X_METRICS)
+assert set(Y_LABELS) == set(fr.Y_METRICS)
 TABLE_COLUMNS = ["run", "concurrency", "deployment", "ok", "total_tok_s", "output_tok_s", "total_tok_s_per_gpu",
                  "ttft_p50_ms", "ttft_p90_ms", "interactivity_p50", "e2e_norm_interactivity_p90",
                  "theoretical_hit_pct", "server_hit_pct", "usd_per_m_output_tokens", "valid"]
 
 
 def deployment(result: dict) -> str:
-    """The legend of a curve: hardware + engine + settings."""
-    i = result["identity"]
+    """The label of a point's deployment: hardware + engine + settings."""
+    return deployment_label(result["identity"])
+
+
+def deployment_label(i: dict) -> str:
     parts = [f"{i.get('gpus') or '?'} x {i.get('hardware') or '?'}", i.get("engine") or "engine ?", i.get("model")]
     parts += [i.get(k) for k in ("precision", "parallelism", "spec_decoding", "router") if i.get(k)]
     if i.get("kv_offload"):
@@ -37,68 +36,54 @@ def deployment(result: dict) -> str:
     return ", ".join(str(p) for p in parts if p)
 
 
-def y_value(result: dict, key: str) -> float | None:
-    tp = result["request_metrics"].get("throughput", {})
-    if key == "output_tokens_per_usd":
-        usd = tp.get("usd_per_m_output_tokens")
-        return 1e6 / usd if usd else None
-    return tp.get(key)
+def frontier_rows(results: list[tuple[str, dict]]) -> list[dict]:
+    """Result points as the rows agentx/results/frontier.py takes (the database's columns, SPEC §8):
+    id = the point's name, its deployment labels and metric columns."""
+    return [{"id": name, "concurrency": r["identity"].get("concurrency"),
+             "simulated": str(r["identity"].get("engine") or "").startswith("agentx-sim"),
+             **deployment_labels(r["identity"]), **metric_columns(r)} for name, r in results]
 
 
-def x_value(result: dict, section: str, pct: str) -> float | None:
-    return (result["request_metrics"].get(section) or {}).get(pct)
-
-
-def pareto(points: list[tuple[float, float]], higher_x_better: bool) -> list[int]:
-    """Indices of the points no other point beats on both x and y (y: higher is better), by x."""
-    order = sorted(range(len(points)), key=lambda i: points[i][0], reverse=higher_x_better)
-    best, keep = float("-inf"), []
-    for i in order:  # from the best x down: keep a point when its y beats every better-x point's
-        if points[i][1] > best:
-            keep.append(i)
-            best = points[i][1]
-    return sorted(keep, key=lambda i: points[i][0])
-
-
-def frontier_chart(results: list[tuple[str, dict]], y_key: str, x_index: int = 0) -> dict:
-    """Points of every run against X_METRICS[x_index], a frontier curve per deployment, an
+def frontier_chart(rows: list[dict], x: str, y: str) -> dict:
+    """Every point of `rows` against (x, y), a curve per (model, hardware, engine) through the
+    points on its frontier (SPEC §5's canonical-winner policy, agentx/results/frontier.py), an
     "optimal only" toggle; simulated points are diamonds, KV-offload points ringed. A trace's
-    customdata holds the point names (what a click opens)."""
-    x_label, section, pct, higher = X_METRICS[x_index]
-    title = f"{Y_METRICS[y_key]} vs {x_label}"
-    groups: dict[str, list[tuple[str, dict]]] = {}
-    for name, r in results:
-        if y_value(r, y_key) is not None and x_value(r, section, pct) is not None:
-            groups.setdefault(deployment(r), []).append((name, r))
-    if not groups:
+    customdata holds the point ids (what a click opens)."""
+    title = f"{Y_LABELS[y]} vs {X_LABELS[x]}"
+    usable = [r for r in rows if r.get(x) is not None and r.get(y) is not None]
+    if not usable:
         return empty(title, "no point has these figures (set --gpus and --hardware for per-GPU, cost and power)")
     data, off = [], []
-    for dep, runs in groups.items():
-        pts = [(x_value(r, section, pct), y_value(r, y_key), name, r) for name, r in runs]
-        front = set(pareto([(p[0], p[1]) for p in pts], higher))
-        identity = runs[0][1]["identity"]
-        sim = identity.get("engine") == "agentx-sim"
-        marker = {"size": 10, "symbol": "diamond" if sim else "circle",
-                  "line": {"width": 3 if identity.get("kv_offload") else 0, "color": "#222"}}
-        legend = dep + (" (simulated)" if sim else "")
-        front_pts = sorted((p for k, p in enumerate(pts) if k in front), key=lambda p: p[0])
-        others = [p for k, p in enumerate(pts) if k not in front]
-        for trace_pts, is_front in ((front_pts, True), (others, False)):
-            if not trace_pts:
+    for curve in fr.frontier(usable, x, y):
+        key = tuple(curve.key[k] for k in fr.CURVE)
+        members = [r for r in usable if tuple(r[k] for k in fr.CURVE) == key]
+        on = {r["id"] for r in curve.points}
+        legend = ", ".join(str(v) for v in (key[1], key[2], key[0]) if v)
+        front = sorted(curve.points, key=lambda r: r[x])
+        others = [r for r in members if r["id"] not in on]
+        for pts, is_front in ((front, True), (others, False)):
+            if not pts:
                 continue
             off += [] if is_front else [len(data)]
-            data.append({"type": "scatter", "mode": "lines+markers+text" if is_front else "markers",
-                         "x": [p[0] for p in trace_pts], "y": [p[1] for p in trace_pts],
-                         "text": [f"c{p[3]['identity'].get('concurrency')}" for p in trace_pts],
-                         "customdata": [p[2] for p in trace_pts], "textposition": "top center",
-                         "name": legend if is_front else f"{legend}: off the frontier", "legendgroup": dep,
-                         "showlegend": is_front, "marker": marker,
-                         "hovertemplate": "%{text}: x %{x:.3~g}, y %{y:,.4~g}<extra>%{fullData.name}</extra>"})
+            data.append({"type": "scattergl" if len(pts) > 200 else "scatter",
+                         "mode": "lines+markers+text" if is_front and len(pts) <= 60 else
+                         ("lines+markers" if is_front else "markers"),
+                         "x": [r[x] for r in pts], "y": [r[y] for r in pts],
+                         "text": [f"c{r['concurrency']}" for r in pts], "customdata": [r["id"] for r in pts],
+                         "hovertext": [deployment_label(r) for r in pts], "textposition": "top center",
+                         "name": legend if is_front else f"{legend}: off the frontier", "legendgroup": legend,
+                         "showlegend": is_front or not front,
+                         "marker": {"size": 10 if is_front else 7,
+                                    "symbol": ["diamond" if r["simulated"] else "circle" for r in pts],
+                                    "line": {"width": [3 if r.get("kv_offload") else 0 for r in pts], "color": "#222"},
+                                    **({} if is_front else {"opacity": 0.5})},
+                         "hovertemplate": "%{text} (%{hovertext}): x %{x:.3~g}, y %{y:,.4~g}<extra></extra>"})
     toggle = [{"label": "all points", "method": "restyle", "args": [{"visible": True}, off]},
               {"label": "optimal only", "method": "restyle", "args": [{"visible": False}, off]}]
     menus = [{"type": "buttons", "buttons": toggle, "direction": "right", "x": 1, "xanchor": "right", "y": 1.02,
               "yanchor": "bottom", "font": {"size": 10}}] if off else []
-    return figure(data, title, x_label, Y_METRICS[y_key], updatemenus=menus, height=440, margin={"t": 70})
+    return figure(data, title, X_LABELS[x], Y_LABELS[y], updatemenus=menus, height=480, margin={"t": 70},
+                  meta={"x": x, "y": y})
 
 
 def table_rows(results: list[tuple[str, dict]]) -> list[dict]:

@@ -5,7 +5,7 @@ Up to DETAIL_LIMIT requests, bars are WebGL line segments (one trace per colour,
 bars) and a marker per bar carries the hover figures and the (tree, node) a click opens. Past
 it (a browser needs over a second per 100k bars) the chart is binned here: a heatmap of requests
 in flight per (group of rows, time bin), failed requests marked on top, a click opening the
-first conversation of the clicked rows.
+first conversation of the clicked rows (layout.meta.trees, by row group).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 from agentx.report.figures import COLORS, empty, figure, typed
-from agentx.report.rundata import RunData
 
 MAX_LABELLED_ROWS = 80
 DETAIL_LIMIT = 20_000
@@ -22,22 +21,13 @@ HOVER = ("tree %{customdata[0]} turn %{customdata[1]}<br>ISL %{customdata[2]:,} 
          "<br>OSL %{customdata[4]:,}<br>TTFT %{customdata[5]:,} ms<br>")
 
 
-def _rows_by_conversation(run: RunData) -> tuple[np.ndarray, list[str]]:
-    c = run.columns
-    first: dict[tuple[int, int], float] = {}
-    for tree, stream, start in zip(c["tree"].tolist(), c["stream"].tolist(), c["start"].tolist()):
-        key = (tree, stream)
-        first[key] = min(first.get(key, start), start)
-    tree_start = {}
-    for (tree, _), t in first.items():
-        tree_start[tree] = min(tree_start.get(tree, t), t)
-    order = sorted(first, key=lambda k: (tree_start[k[0]], k[0], k[1] != 0, first[k]))
-    index = {k: i for i, k in enumerate(order)}
-    kind = {(t, s): (sess, k) for t, s, sess, k in zip(c["tree"].tolist(), c["stream"].tolist(), c["session"],
-                                                        c["stream_kind"])}
-    labels = [f"{kind[k][0]} #{k[0]}" if k[1] == 0 else f"  ↳ {kind[k][1]} {k[1]}" for k in order]
-    rows = np.array([index[k] for k in zip(c["tree"].tolist(), c["stream"].tolist())], dtype=float)
-    return rows, labels
+def _columns(blob: dict) -> dict:
+    """The stored timeline's arrays as numpy (null times as NaN)."""
+    f = lambda k: np.array(blob[k], dtype=float)  # noqa: E731
+    c = {k: f(k) for k in ("start", "first_token", "end", "row", "tree", "node", "isl", "osl", "cached")}
+    c["failed"] = np.array([blob["errors"][e] is not None for e in blob["error"]], dtype=bool)
+    c["warmup"] = np.array([blob["phases"][p] == "warmup" for p in blob["phase"]], dtype=bool)
+    return c
 
 
 def _segments(x0: np.ndarray, x1: np.ndarray, y: np.ndarray) -> tuple[dict, dict]:
@@ -48,23 +38,18 @@ def _segments(x0: np.ndarray, x1: np.ndarray, y: np.ndarray) -> tuple[dict, dict
     return typed(xs), typed(ys)
 
 
-def request_timeline(run: RunData, rows: str = "conversation", detail_limit: int = DETAIL_LIMIT) -> dict:
-    """Gantt of every request; `rows` is "conversation" or "lane"; binned past `detail_limit`."""
-    c = run.columns
-    title = f"Request timeline ({len(c['start']):,} requests, rows by {rows})"
-    if len(c["start"]) == 0:
+def request_timeline(blob: dict, detail_limit: int = DETAIL_LIMIT) -> dict:
+    """Gantt of every request from a stored timeline (SPEC §8, rows by conversation or by lane);
+    binned past `detail_limit` requests."""
+    labels = blob["rows"]
+    title = f"Request timeline ({blob['n']:,} requests, rows by {blob['by']})"
+    if blob["n"] == 0:
         return empty(title, "the run has no records")
-    if rows == "lane":
-        y = c["lane"].astype(float)
-        labels = [f"lane {i}" for i in range(int(y.max()) + 1)]
-    else:
-        y, labels = _rows_by_conversation(run)
-    start, end, ttft = c["start"], c["end"], c["ttft"]
-    failed = np.array([e is not None for e in c["error"]], dtype=bool)
-    if len(start) > detail_limit:
-        return _binned(run, y, labels, failed, title)
-    warm = np.array([p == "warmup" for p in c["phase"]], dtype=bool)
-    first = np.where(np.isfinite(ttft), start + np.nan_to_num(ttft), end)
+    c = _columns(blob)
+    start, end, y, failed = c["start"], c["end"], c["row"], c["failed"]
+    if blob["n"] > detail_limit:
+        return _binned(c, len(labels), title)
+    first = np.where(np.isfinite(c["first_token"]), c["first_token"], end)
     width = float(np.clip(560 / max(len(labels), 1), 1, 8))
     data = []
     for name, mask, x0, x1, color in (
@@ -75,18 +60,19 @@ def request_timeline(run: RunData, rows: str = "conversation", detail_limit: int
             xs, ys = _segments(x0[mask], x1[mask], y[mask])
             data.append({"type": "scattergl", "mode": "lines", "x": xs, "y": ys, "name": name, "hoverinfo": "skip",
                          "line": {"color": color, "width": width}})
-    isl = np.where(c["isl"] >= 0, c["isl"], c["isl_planned"])
-    osl = np.where(c["osl"] >= 0, c["osl"], c["chunks"])
-    custom = np.column_stack([c["tree"], c["node"], isl, c["cached"], osl, np.round(np.nan_to_num(ttft, nan=-1) * 1000)])
+    ttft = np.round(np.nan_to_num(c["first_token"] - start, nan=-0.001) * 1000)
+    custom = np.column_stack([c["tree"], c["node"], c["isl"], c["cached"], c["osl"], ttft])
     middle = (start + end) / 2
+    warm = c["warmup"]
     for name, mask in (("request", ~warm & ~failed), ("warmup request", warm & ~failed), ("failed request", failed)):
         if mask.any():
             data.append({"type": "scattergl", "mode": "markers", "x": typed(middle[mask]), "y": typed(y[mask]),
                          "customdata": typed(custom[mask]), "name": name, "hovertemplate": HOVER + name + "<extra></extra>",
                          "marker": {"size": max(3.0, width), "color": "rgba(40,40,40,0.55)", "symbol": "line-ns-open"}})
-    tl = run.columns["start"][~warm]
-    shapes = ([{"type": "rect", "xref": "x", "yref": "paper", "x0": 0, "x1": float(tl.min()), "y0": 0, "y1": 1,
-                "fillcolor": COLORS["warmup"], "line": {"width": 0}, "layer": "below"}] if warm.any() and tl.size else [])
+    profiled = start[~warm]
+    shapes = ([{"type": "rect", "xref": "x", "yref": "paper", "x0": 0, "x1": float(np.nanmin(profiled)), "y0": 0,
+                "y1": 1, "fillcolor": COLORS["warmup"], "line": {"width": 0}, "layer": "below"}]
+              if warm.any() and profiled.size else [])
     yaxis = {"autorange": "reversed", "zeroline": False}
     if len(labels) <= MAX_LABELLED_ROWS:
         yaxis.update(tickvals=list(range(len(labels))), ticktext=labels, tickfont={"size": 9})
@@ -97,16 +83,17 @@ def request_timeline(run: RunData, rows: str = "conversation", detail_limit: int
                   margin={"l": 170 if len(labels) <= MAX_LABELLED_ROWS else 60})
 
 
-def _binned(run: RunData, y: np.ndarray, labels: list[str], failed: np.ndarray, title: str) -> dict:
+def _binned(c: dict, n_labels: int, title: str) -> dict:
     """Requests in flight per (row group, time bin): a difference array over each request's bins."""
-    c = run.columns
-    per_bin = max(1, -(-len(labels) // ROW_BINS))
+    y, failed = c["row"], c["failed"]
+    per_bin = max(1, -(-n_labels // ROW_BINS))
     rows = (y // per_bin).astype(np.int64)
     n_rows = int(rows.max()) + 1
-    horizon = float(np.nanmax(c["end"])) or 1.0
+    horizon = float(np.nanmax(c["end"])) or 1.0  # a request without an end has none: NaN bins dropped below
     step = horizon / TIME_BINS
-    first = np.clip((c["start"] // step).astype(np.int64), 0, TIME_BINS - 1)
-    last = np.clip((c["end"] // step).astype(np.int64), 0, TIME_BINS - 1)
+    first = np.clip(np.nan_to_num(c["start"] // step), 0, TIME_BINS - 1).astype(np.int64)
+    last = np.clip(np.nan_to_num(c["end"] // step, nan=-1), -1, TIME_BINS - 1).astype(np.int64)
+    last = np.maximum(last, first)
     diff = np.zeros((n_rows, TIME_BINS + 1))
     np.add.at(diff, (rows, first), 1)
     np.add.at(diff, (rows, last + 1), -1)
@@ -118,9 +105,8 @@ def _binned(run: RunData, y: np.ndarray, labels: list[str], failed: np.ndarray, 
         tree_of_group[r] = t  # the first conversation of each row group
     data = [{"type": "heatmap", "z": typed(z), "x0": step / 2, "dx": step, "y0": 0, "dy": 1,
              "colorscale": "Viridis", "colorbar": {"title": {"text": "in flight"}, "thickness": 10},
-             "customdata": typed(np.repeat(tree_of_group[:, None], TIME_BINS, axis=1)),
-             "hovertemplate": f"rows %{{y}} x {per_bin}: %{{z:.0f}} requests in flight at %{{x:.0f}} s"
-                              "<br>first tree %{customdata}<extra></extra>", "name": "requests in flight"}]
+             "hovertemplate": f"rows %{{y}} x {per_bin}: %{{z:.0f}} requests in flight at %{{x:.0f}} s<extra></extra>",
+             "name": "requests in flight"}]
     if failed.any():
         data.append({"type": "scattergl", "mode": "markers", "x": typed(c["start"][failed]),
                      "y": typed(rows[failed].astype(float)), "name": "failed request",
@@ -128,5 +114,5 @@ def _binned(run: RunData, y: np.ndarray, labels: list[str], failed: np.ndarray, 
                      "customdata": typed(np.column_stack([c["tree"][failed], c["node"][failed]])),
                      "hovertemplate": "failed: tree %{customdata[0]} turn %{customdata[1]}<extra></extra>"})
     return figure(data, f"{title}: binned, {per_bin} rows x {step:.3g} s per cell", "run time s",
-                  f"row groups of {per_bin} ({len(labels):,} rows)", yaxis={"autorange": "reversed"}, height=600,
-                  meta={"binned": True})
+                  f"row groups of {per_bin} ({n_labels:,} rows)", yaxis={"autorange": "reversed"}, height=600,
+                  meta={"binned": True, "trees": tree_of_group.tolist()})

@@ -8,7 +8,7 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from agentx.results.runfolder import find_run_folders, read_run
+from agentx.results.runfolder import RunFolder, find_run_folders, read_run
 from agentx.results.schema import points
 from agentx.results.series import build_histograms, build_series
 from agentx.results.store import add_conversations, dataset_id, deployment_labels, insert_point, point_row
@@ -22,6 +22,14 @@ class Imported:
     new: bool  # False: the run was stored already (same run id)
 
 
+def chart_blobs(run: RunFolder) -> dict[str, dict]:
+    """The chart data stored with a point (SPEC §8): series, histograms and timelines by kind."""
+    identity = run.result["identity"]
+    clock_scale = identity.get("clock_scale") or run.info.get("settings", {}).get("clock_scale") or 1.0
+    return {"series": build_series(run.columns, run.series, clock_scale),
+            "histograms": build_histograms(run.columns), **build_timelines(run.columns)}
+
+
 def import_run(engine: Engine, path: Path, sweep_id: int | None = None, fingerprint: str | None = None) -> Imported:
     run = read_run(path)
     run_id = run.info.get("run_id") or run.result.get("provenance", {}).get("run_id")
@@ -30,9 +38,7 @@ def import_run(engine: Engine, path: Path, sweep_id: int | None = None, fingerpr
     if found is not None:
         return Imported(path, found, False)
     identity = run.result["identity"]
-    clock_scale = identity.get("clock_scale") or run.info.get("settings", {}).get("clock_scale") or 1.0
-    blobs = {"series": build_series(run.columns, run.series, clock_scale),
-             "histograms": build_histograms(run.columns), **build_timelines(run.columns)}
+    blobs = chart_blobs(run)
     convs = build_conversations(run.columns)
     row = point_row(run.result, run_id, "agentx", run_dir=str(path.resolve()), sweep_id=sweep_id,
                     fingerprint=fingerprint)

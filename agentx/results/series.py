@@ -10,8 +10,9 @@ import numpy as np
 
 from agentx.metrics.server import COUNTERS, GAUGES
 
-SERIES_VERSION = 1
+SERIES_VERSION = 2
 BY_SOURCE = "vllm:prompt_tokens_by_source_total"
+CPU_KV_USAGE = ["vllm:cpu_cache_usage_perc", "vllm:cpu_kv_cache_usage_perc"]
 HIT_WINDOW = 2  # the prefix hit rate at a grid step is the ratio of sums over steps i-2 .. i+2
 
 
@@ -28,6 +29,7 @@ def build_series(columns: dict, scrapes: list[dict], clock_scale: float) -> dict
     n = int(horizon // step) + 1
     out = {"version": SERIES_VERSION, "step_s": step, "t": _r(np.arange(n) * step, 3)}
     out.update(_request_series(columns, step, n))
+    out.update(_sent_series(columns, step, n, float(clock_scale or 1.0)))
     out.update(_server_series(scrapes, step, n))
     return out
 
@@ -40,7 +42,7 @@ def _request_series(c: dict, step: float, n: int) -> dict:
     errors = np.bincount(b[~ok], minlength=n)
     osl = np.where(c["osl"] >= 0, c["osl"], c["chunks"]).astype(float)
     out_tok = np.bincount(b[ok], weights=osl[ok], minlength=n) / step
-    ttft_p50 = np.full(n, np.nan)
+    ttft_p50, ttft_p90 = np.full(n, np.nan), np.full(n, np.nan)
     inter_p50 = np.full(n, np.nan)
     dur = c["end"] - c["start"]
     itl = np.where((osl >= 2) & ok, (dur - c["ttft"]) / np.maximum(osl - 1, 1), np.nan)
@@ -50,7 +52,7 @@ def _request_series(c: dict, step: float, n: int) -> dict:
     for idx, tt, it in zip(np.split(bins_ok, cuts), np.split(ttft_ok, cuts), np.split(itl_ok, cuts)):
         if len(idx):
             if np.isfinite(tt).any():
-                ttft_p50[idx[0]] = np.nanmedian(tt)
+                ttft_p50[idx[0]], ttft_p90[idx[0]] = np.nanpercentile(tt, [50, 90])
             if np.isfinite(it).any():
                 med = np.nanmedian(it)
                 inter_p50[idx[0]] = 1.0 / med if med > 0 else np.nan
@@ -58,10 +60,31 @@ def _request_series(c: dict, step: float, n: int) -> dict:
     starts = c["start"][profile]
     return {
         "requests_done": done.tolist(), "requests_failed": errors.tolist(), "output_tok_s": _r(out_tok, 2),
-        "ttft_p50_s": _r(ttft_p50), "interactivity_p50_tok_s": _r(inter_p50, 2),
+        "ttft_p50_s": _r(ttft_p50), "ttft_p90_s": _r(ttft_p90), "interactivity_p50_tok_s": _r(inter_p50, 2),
         "profile_start_s": float(starts.min()) if starts.size else None,
         "profile_end_s": float(c["end"][profile].max()) if starts.size else None,
     }
+
+
+def _sent_series(c: dict, step: float, n: int, clock_scale: float) -> dict:
+    """Requests by the step they started in: dispatch lateness p50 / p99 (wall ms) and the
+    theoretical prefix hit rate of what was sent (warmup included; centred window as the server's)."""
+    sent = np.isfinite(c["start"]) & np.isfinite(c["planned"])
+    b = np.minimum((c["start"][sent] // step).astype(np.int64), n - 1)
+    late = (c["start"][sent] - c["planned"][sent]) * 1000 / clock_scale
+    p50, p99 = np.full(n, np.nan), np.full(n, np.nan)
+    order = np.argsort(b, kind="stable")
+    cuts = np.flatnonzero(np.diff(b[order])) + 1
+    for idx, v in zip(np.split(b[order], cuts), np.split(late[order], cuts)):
+        if len(idx):
+            p50[idx[0]], p99[idx[0]] = np.percentile(v, [50, 99])
+    phase = np.array(c["phase"], dtype=object)[sent]
+    use = (phase == "profile") | (phase == "warmup")
+    theo = np.bincount(b[use], weights=c["theo_cached"][sent][use].astype(float), minlength=n)
+    planned = np.bincount(b[use], weights=c["isl_planned"][sent][use].astype(float), minlength=n)
+    st, sp = _centred_sum(theo), _centred_sum(planned)
+    hit = np.where(sp > 0, st / np.where(sp > 0, sp, 1), np.nan)
+    return {"lateness_p50_ms": _r(p50, 3), "lateness_p99_ms": _r(p99, 3), "theoretical_hit_rate": _r(hit)}
 
 
 def _totals(samples: dict) -> dict[str, float]:
@@ -88,7 +111,7 @@ def _server_series(scrapes: list[dict], step: float, n: int) -> dict:
     t = np.array([s["t"] for s in scrapes])
 
     def gauge(metric: str) -> list | None:
-        name = _pick(GAUGES[metric], present)
+        name = _pick(CPU_KV_USAGE if metric == "cpu_kv_usage" else GAUGES[metric], present)
         if name is None:
             return None
         col = np.full(n, np.nan)
@@ -107,21 +130,24 @@ def _server_series(scrapes: list[dict], step: float, n: int) -> dict:
         col[b[1:]] = np.where(dt > 0, np.diff(values) / np.where(dt > 0, dt, 1), np.nan)
         return _r(col, 1)
 
-    hits, queries = counter("prefix_hits"), counter("prefix_queries")
-    hit_rate = None
-    if hits is not None and queries is not None and len(hits) > 1:
-        dh, dq = np.diff(hits), np.diff(queries)
-        sh, sq = _centred_sum(dh), _centred_sum(dq)
+    def hit_rate(hits: np.ndarray | None, queries: np.ndarray | None) -> list | None:
+        if hits is None or queries is None or len(hits) < 2:
+            return None
+        sh, sq = _centred_sum(np.diff(hits)), _centred_sum(np.diff(queries))
         col = np.full(n, np.nan)
         col[b[1:]] = np.where(sq > 0, sh / np.where(sq > 0, sq, 1), np.nan)
-        hit_rate = _r(col)
+        return _r(col)
+
+    hits = counter("prefix_hits")
     prompt, gen = counter("prompt_tokens"), counter("generation_tokens")
     prefill = None
     if prompt is not None:
         prefill = rate(prompt - hits if hits is not None else prompt)  # computed prompt tokens
     return {"server": {
-        "kv_usage": gauge("kv_usage"), "running": gauge("running"), "waiting": gauge("waiting"),
-        "prefix_hit_rate": hit_rate, "prefill_tok_s": prefill, "decode_tok_s": rate(gen),
+        "kv_usage": gauge("kv_usage"), "cpu_kv_usage": gauge("cpu_kv_usage"), "running": gauge("running"),
+        "waiting": gauge("waiting"), "prefix_hit_rate": hit_rate(hits, counter("prefix_queries")),
+        "cpu_prefix_hit_rate": hit_rate(counter("external_hits"), counter("external_queries")),
+        "prefill_tok_s": prefill, "decode_tok_s": rate(gen),
         "prompt_tokens_by_source": _by_source(scrapes, b, n),
         "phase": _phases(scrapes, b, n),
     }}

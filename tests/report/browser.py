@@ -39,6 +39,14 @@ class Page:
     def graphs(self) -> list[dict]:
         return self.page.evaluate(GRAPHS)
 
+    def draw_all(self, count: int) -> None:
+        """Scroll every chart into view (a page draws a chart when it comes near the viewport) and
+        wait until `count` graphs are drawn."""
+        self.page.evaluate("""async () => { for (const d of document.querySelectorAll('.chart')) {
+            d.scrollIntoView(); await new Promise(r => requestAnimationFrame(() => setTimeout(r, 30))); } }""")
+        self.page.wait_for_function(f"pending.size === 0 && document.querySelectorAll('.js-plotly-plot').length >= {count}"
+                                    " && [...document.querySelectorAll('.js-plotly-plot')].every(d => d._fullData)")
+
     def click_point(self, graph_id: str, trace: int, point: int) -> None:
         """A real mouse click on a drawn point (its pixel from the graph's axes)."""
         self.page.evaluate("id => document.getElementById(id).scrollIntoView({block: 'center'})", graph_id)

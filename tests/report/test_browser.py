@@ -12,24 +12,26 @@ def test_sweep_report_in_chromium(sweep, tmp_path):
     path = write_report(sweep)
     with chromium_page() as page:
         page.page.goto(path.as_uri())
-        page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 15")
-        frontiers = {f"frontier-{k}" for k in ("total_tok_s_per_gpu", "output_tok_s_per_gpu", "output_tokens_per_usd",
-                                               "output_tok_s_per_mw")}
+        page.draw_all(12)
+        frontiers = {"frontier"}
         assert_every_graph_has_points(page, POINT_GRAPHS | frontiers)
         assert page.page.inner_text("#points button.active").startswith("c2")
         page.page.screenshot(path=tmp_path / "sweep.png", full_page=True)
 
         # a click on the c6 point of the frontier opens that point
-        fig = page.page.evaluate("""() => document.getElementById('frontier-total_tok_s_per_gpu')._fullData
+        fig = page.page.evaluate("""() => document.getElementById('frontier')._fullData
             .map((t, i) => [i, t.visible, t.customdata])""")
         trace, names = next((i, cd) for i, visible, cd in fig if visible is True and "c6" in cd)
-        page.click_point("frontier-total_tok_s_per_gpu", trace, names.index("c6"))
+        page.click_point("frontier", trace, names.index("c6"))
         page.page.wait_for_function("document.querySelector('#points button.active').textContent.startsWith('c6')")
+        page.draw_all(12)  # the c6 charts, drawn as they come into view
         assert page.page.evaluate("location.hash") == "#point=c6"
-        page.page.select_option("#frontier-x", "4")  # p90 TTFT: every frontier redrawn, the view in the URL
-        page.page.wait_for_function("document.getElementById('frontier-output_tok_s_per_mw').layout.xaxis.title.text"
-                                    " === 'p90 TTFT s'")
-        assert page.page.evaluate("location.hash") == "#point=c6&x=4"
+        page.page.select_option("#frontier-x", "p90_ttft")  # p90 TTFT: redrawn, the view in the URL
+        page.page.wait_for_function("document.getElementById('frontier').layout.xaxis.title.text === 'p90 TTFT s'")
+        assert page.page.evaluate("location.hash") == "#point=c6&x=p90_ttft&y=tput_per_gpu"
+        page.page.select_option("#frontier-y", "tok_s_per_mw")
+        page.page.wait_for_function("document.getElementById('frontier').layout.yaxis.title.text"
+                                    " === 'total tok/s per MW'")
         assert_every_graph_has_points(page, POINT_GRAPHS | frontiers)
 
         # a click on a timeline bar of another conversation opens its flamegraph at that turn
@@ -54,6 +56,7 @@ def test_sweep_report_in_chromium(sweep, tmp_path):
         # rows by lane: one row per lane of the run
         page.page.select_option("#timeline-rows", "lane")
         page.page.wait_for_function("document.getElementById('fig-timeline').layout.title.text.includes('by lane')")
+        page.draw_all(12)
         ticks = page.page.evaluate("document.getElementById('fig-timeline').layout.yaxis.ticktext")
         assert ticks == [f"lane {i}" for i in range(6)]
         assert_every_graph_has_points(page, POINT_GRAPHS | frontiers)
@@ -65,7 +68,7 @@ def test_run_report_in_chromium(sweep, tmp_path):
     path = write_report(sweep / "c2", tmp_path / "c2.html")
     with chromium_page() as page:
         page.page.goto(path.as_uri())
-        page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 11")
+        page.draw_all(11)
         assert_every_graph_has_points(page, POINT_GRAPHS)
         hover = page.page.get_attribute("section.summary:not([hidden]) td[title]", "title")
         assert "first chunk" in hover  # the definition of TTFT, on hover

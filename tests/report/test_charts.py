@@ -2,26 +2,29 @@
 
 import base64
 import json
+from collections import Counter
 
 import numpy as np
 import pytest
 
 from agentx.errors import AgentxError
 from agentx.records import read_records
-from agentx.report.flame import flamegraph, tree_sizes
-from agentx.report.html import point_payload, write_report
+from agentx.report.flame import flamegraph
+from agentx.report.html import run_view, write_report
 from agentx.report.overtime import over_time
 from agentx.report.point import summary_rows, token_histogram
 from agentx.report.rundata import read_run, sweep_folders
-from agentx.report.sweep import TABLE_COLUMNS, X_METRICS, frontier_chart, pareto, table_rows
+from agentx.report.sweep import TABLE_COLUMNS, frontier_chart, frontier_rows, table_rows
 from agentx.report.timeline import TIME_BINS, request_timeline
+from agentx.results import frontier as fr
+from agentx.results.importer import chart_blobs
 
 
 def test_histograms_count_every_successful_profiling_request(sweep):
     run = read_run(sweep / "c6")
     ok = [r for r in read_records(sweep / "c6") if r.phase == "profile" and r.error is None]
     for which in ("isl", "osl"):
-        bars, fit = token_histogram(run, which)["data"]
+        bars, fit = token_histogram(chart_blobs(run)["histograms"], which)["data"]
         assert sum(bars["y"]) == len(ok)
         assert sum(fit["y"]) == pytest.approx(len(ok), rel=0.1)  # the fit's mass over the binned range
     assert run.result["request_metrics"]["isl"]["n"] == len(ok)
@@ -29,7 +32,7 @@ def test_histograms_count_every_successful_profiling_request(sweep):
 
 def test_over_time_charts_have_data_and_shade_the_warmup(sweep):
     run = read_run(sweep / "c6")
-    figures = over_time(run)
+    figures = over_time(chart_blobs(run)["series"])
     assert set(figures) == {"latency", "queue", "kv", "hit_rate", "sources", "throughput", "lateness"}
     for name, fig in figures.items():
         assert fig["data"], name
@@ -39,7 +42,7 @@ def test_over_time_charts_have_data_and_shade_the_warmup(sweep):
         profile = [r for r in read_records(sweep / "c6") if r.phase == "profile"]
         assert shapes[0]["x1"] == pytest.approx(min(r.start for r in profile))  # warmup ends where profiling starts
     grid = figures["queue"]["data"][0]["x"]
-    assert np.allclose(np.diff(grid), 1.0)
+    assert np.allclose(np.diff(grid), 50.0)  # one scrape interval: 1 wall second at clock scale 50
     # the GPU hit rate over time is the server's: its values sit within the run's range
     gpu = [v for v in next(t for t in figures["hit_rate"]["data"] if t["name"] == "GPU %")["y"] if v is not None]
     assert 0 <= min(gpu) and max(gpu) <= 100 and max(gpu) > 50
@@ -51,10 +54,10 @@ def _decoded(typed: dict) -> np.ndarray:
 
 
 def test_timeline_draws_every_request_and_its_hover(sweep):
-    run = read_run(sweep / "c6")
+    blobs = chart_blobs(read_run(sweep / "c6"))
     records = read_records(sweep / "c6")
     for rows in ("conversation", "lane"):
-        fig = request_timeline(run, rows)
+        fig = request_timeline(blobs[f"timeline_{rows}"])
         bars = [t for t in fig["data"] if t["mode"] == "lines"]
         markers = {t["name"]: t for t in fig["data"] if t["mode"] == "markers"}
         assert sum(len(_decoded(t["x"])) for t in markers.values()) == len(records)
@@ -62,18 +65,20 @@ def test_timeline_draws_every_request_and_its_hover(sweep):
         assert segments == 2 * sum(r.error is None for r in records) + sum(r.error is not None for r in records)
         first = next(r for r in records if r.phase == "profile" and r.error is None)
         assert _decoded(markers["request"]["customdata"])[0][:3].tolist() == [first.tree, first.node, first.isl]
-    lanes = np.concatenate([_decoded(t["y"]) for t in request_timeline(run, "lane")["data"] if t["mode"] == "markers"])
-    assert sorted(set(lanes.tolist())) == sorted({float(r.lane) for r in records})
+    rows = np.concatenate([_decoded(t["y"]) for t in request_timeline(blobs["timeline_lane"])["data"]
+                           if t["mode"] == "markers"])
+    assert len(set(rows.tolist())) == len({r.lane for r in records})
 
 
 def test_binned_timeline_counts_requests_in_flight(sweep):
-    run = read_run(sweep / "c6")
     records = read_records(sweep / "c6")
-    fig = request_timeline(run, "lane", detail_limit=10)
+    fig = request_timeline(chart_blobs(read_run(sweep / "c6"))["timeline_lane"], detail_limit=10)
     heat = fig["data"][0]
     z = _decoded(heat["z"])
     step = heat["dx"]
     assert z.shape[1] == TIME_BINS and fig["layout"]["meta"]["binned"]
+    trees = fig["layout"]["meta"]["trees"]  # what a click on a row group opens: its first conversation
+    assert len(trees) == z.shape[0] and set(trees) <= {r.tree for r in records}
     for b in (0, TIME_BINS // 3, TIME_BINS // 2):  # requests whose [start, end] bins cover bin b
         inflight = sum(1 for r in records if min(int(r.start // step), TIME_BINS - 1) <= b <= min(int(r.end // step),
                                                                                                   TIME_BINS - 1))
@@ -83,7 +88,7 @@ def test_binned_timeline_counts_requests_in_flight(sweep):
 def test_flamegraph_splits_each_prompt_into_cached_and_uncached(sweep):
     run = read_run(sweep / "c6")
     records = read_records(sweep / "c6")
-    sizes = tree_sizes(run)
+    sizes = Counter(r.tree for r in records)
     tree = max(sizes, key=sizes.get)
     fig = flamegraph(run, tree)
     cached, uncached, output = (t["x"] for t in fig["data"])
@@ -92,29 +97,35 @@ def test_flamegraph_splits_each_prompt_into_cached_and_uncached(sweep):
     assert [c + u for c, u in zip(cached, uncached)] == [r.isl for r in mine]
     assert cached == [r.cached for r in mine] and output == [r.osl for r in mine]
     assert fig["layout"]["meta"]["nodes"] == [r.node for r in mine]
+    custom = fig["data"][0]["customdata"]  # gaps before each request: replayed, and recorded (as planned)
+    for k, r in enumerate(mine):
+        prev = [p for p in mine[:k] if p.stream == r.stream]
+        if prev:
+            assert custom[k][6] == pytest.approx(r.start - prev[-1].end, abs=0.006)
+            assert custom[k][7] == pytest.approx(r.planned - prev[-1].end, abs=0.006)
     subagent_streams = {r.stream for r in mine if r.stream != 0}
     assert len(fig["layout"]["shapes"]) == len(subagent_streams)
     assert flamegraph(run, 10_000)["data"] == []  # a tree not in the run says so
-
-
-def test_pareto_keeps_the_undominated_points():
-    pts = [(10, 100), (20, 90), (15, 80), (30, 50), (5, 120), (25, 95)]
-    assert pareto(pts, higher_x_better=True) == [4, 0, 5, 3]  # by x
-    assert pareto([(1.0, 5), (2.0, 9), (3.0, 8)], higher_x_better=False) == [0, 1]  # TTFT: lower is better
 
 
 def test_frontier_and_table_of_the_sweep(sweep, tmp_path):
     runs = [read_run(p) for p in sweep_folders(sweep)]
     assert [r.path.name for r in runs] == ["c2", "c6"]
     results = [(r.path.name, r.result) for r in runs]
-    fig = frontier_chart(results, "total_tok_s_per_gpu")
+    rows = frontier_rows(results)
+    fig = frontier_chart(rows, "p90_e2e_norm_intvty", "tput_per_gpu")
     ys = sorted(y for t in fig["data"] for y in t["y"])
     assert ys == sorted(r.result["request_metrics"]["throughput"]["total_tok_s_per_gpu"] for r in runs)
-    assert "simulated" in fig["data"][0]["name"] and fig["data"][0]["marker"]["symbol"] == "diamond"
-    ttft = frontier_chart(results, "total_tok_s_per_gpu", X_METRICS.index(next(x for x in X_METRICS
-                                                                                 if x[0] == "p90 TTFT s")))
+    assert fig["data"][0]["marker"]["symbol"] == ["diamond"] * len(fig["data"][0]["x"])  # simulated points
+    on = {cd for t in fig["data"] if "off the frontier" not in t["name"] for cd in t["customdata"]}
+    assert on == {r["id"] for r in fr.frontier(rows, *fr.CANONICAL)[0].points}  # results' frontier, one definition
+    ttft = frontier_chart(rows, "p90_ttft", "tput_per_gpu")
     xs = sorted(x for t in ttft["data"] for x in t["x"])
     assert xs == sorted(r.result["request_metrics"]["ttft_s"]["p90"] for r in runs)
+    # tokens per $: total tokens (SPEC §3, §8), as the database's column
+    usd = frontier_chart(rows, "p90_e2e_norm_intvty", "tok_per_usd_hyperscaler")
+    assert sorted(y for t in usd["data"] for y in t["y"]) == pytest.approx(sorted(
+        r.result["request_metrics"]["throughput"]["total_tok_s_per_gpu"] * 3600 / 1.41 for r in runs))
     rows = table_rows(results)
     assert [row["concurrency"] for row in rows] == [2, 6] and list(rows[0]) == TABLE_COLUMNS
     assert rows[1]["ok"] == runs[1].result["requests"]["succeeded"]
@@ -137,7 +148,7 @@ def test_report_files_and_json_payload(sweep, tmp_path):
     assert "Plotly" in text and "c6" in text
     csv = (sweep / "sweep.csv").read_text().splitlines()
     assert csv[0].split(",") == TABLE_COLUMNS and len(csv) == 3
-    payload = point_payload(read_run(sweep / "c2"))
+    payload = run_view(read_run(sweep / "c2"))
     json.dumps(payload, allow_nan=False)  # NaN would break JSON.parse in the page
 
 

@@ -12,8 +12,7 @@ import pytest
 from tests.report.browser import POINT_GRAPHS, assert_every_graph_has_points, chromium_page
 from tests.results.conftest import free_port
 
-FRONTIERS = {f"frontier-{k}" for k in ("total_tok_s_per_gpu", "output_tok_s_per_gpu", "output_tokens_per_usd",
-                                       "output_tok_s_per_mw")}
+FRONTIERS = {"frontier"}
 
 
 @pytest.fixture(scope="module")
@@ -43,26 +42,56 @@ def dashboard(sweep, tmp_path_factory):
 def test_frontier_page_to_point_page(dashboard, tmp_path):
     with chromium_page(allow=dashboard) as page:
         page.page.goto(dashboard + "/")
-        page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4")
+        page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 1")
         assert_every_graph_has_points(page, FRONTIERS)
         assert page.page.locator("#sweep-table tr").count() == 3  # header + c2 + c6
         page.page.screenshot(path=tmp_path / "frontier.png", full_page=True)
 
-        fig = page.page.evaluate("""() => document.getElementById('frontier-total_tok_s_per_gpu')._fullData
+        # another view: the page is asked again with x and y in its URL
+        page.page.select_option("#frontier-x", "p90_ttft")
+        page.page.wait_for_url("**/?*x=p90_ttft*")
+        page.page.wait_for_function("document.getElementById('frontier') && document.getElementById('frontier')"
+                                    ".layout.xaxis.title.text === 'p90 TTFT s'")
+        assert "y=tput_per_gpu" in page.page.url
+        assert_every_graph_has_points(page, FRONTIERS)
+        # the filter form keeps the view and puts the filter in the URL
+        page.page.select_option("#filters select[name=hardware]", "H200")
+        page.page.click("#filters button")
+        page.page.wait_for_url("**hardware=H200**")
+        assert "x=p90_ttft" in page.page.url
+        page.page.wait_for_function("document.getElementById('frontier')._fullData !== undefined")
+        assert page.page.locator("#sweep-table tr").count() == 3
+
+        page.page.goto(dashboard + "/")
+        page.page.wait_for_function("document.getElementById('frontier')._fullData !== undefined")
+        fig = page.page.evaluate("""() => document.getElementById('frontier')._fullData
             .map((t, i) => [i, t.visible, t.customdata, t.text])""")
         trace, ids, labels = next((i, cd, text) for i, visible, cd, text in fig if visible is True and "c6" in text)
         point_id = ids[labels.index("c6")]
-        page.click_point("frontier-total_tok_s_per_gpu", trace, labels.index("c6"))
+        page.click_point("frontier", trace, labels.index("c6"))
         page.page.wait_for_url(f"{dashboard}/points/{point_id}")
-        page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 11")
+        page.draw_all(11)
         assert_every_graph_has_points(page, POINT_GRAPHS)
+
+        # a timeline bar opens its conversation's flamegraph (fetched from the server) at that turn
+        trace, custom = page.page.evaluate("""() => { const data = document.getElementById('fig-timeline')._fullData;
+            const i = data.findIndex(t => t.name === 'request'); return [i, data[i].customdata.map(r => Array.from(r))]; }""")
+        shown = page.page.evaluate("document.getElementById('flame').layout.meta.tree")
+        j = next(j for j, cd in enumerate(custom) if cd[0] != shown)
+        tree, node = custom[j][:2]
+        page.click_point("fig-timeline", trace, j)
+        page.page.wait_for_function(f"document.getElementById('flame').layout.meta.tree === {tree}")
+        nodes = page.page.evaluate("document.getElementById('flame').layout.meta.nodes")
+        highlight = page.page.evaluate("document.getElementById('flame').layout.shapes.slice(-1)[0]")
+        assert highlight["y0"] == pytest.approx(nodes.index(node) - 0.5)
         assert "c6" in page.page.inner_text("h1")
         links = page.page.eval_on_selector_all("#related a", "as => as.map(a => a.getAttribute('href'))")
         assert links[0] == "/" and len(links) == 2  # the frontier and the c2 sibling
         page.page.screenshot(path=tmp_path / "point.png", full_page=True)
 
-        page.page.click("#related a:nth-child(2)")
-        page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 11")
+        with page.page.expect_navigation():
+            page.page.click("#related a:nth-child(2)")
+        page.draw_all(11)
         assert "c2" in page.page.inner_text("h1")
         assert page.errors == []
 
