@@ -23,7 +23,8 @@ from agentx.engine.launch import sim_server
 from tests.conftest import MOONCAKE, WEKA
 
 HOSTILE = Path(__file__).parent / "data" / "hostile"
-ACCEPTED = {"bom_ok.json", "bom_ok.jsonl", "zero_output_ok.jsonl", "at_the_bounds_ok.json"}
+ACCEPTED = {"bom_ok.json", "bom_ok.jsonl", "zero_output_ok.jsonl", "at_the_bounds_ok.json", "tracelab_bom_ok.csv",
+            "rollout_ok.jsonl"}
 # accepted, but no server takes a 10M-token prompt: the sim refuses it, the run is NOT VALID
 BENCH_INVALID = {"at_the_bounds_ok.json"}
 # what each rejection's one line must name (the field, or the problem)
@@ -71,6 +72,30 @@ REJECTED = {
     "bailian_huge_chat_id.jsonl": "line 1 chat_id",
     "weka_jsonl_bad_middle.jsonl": "line 2 requests[1]",
     "no_traces": "no .json, .jsonl or .csv trace files",
+    # the formats of issue #18: the same bounds, decoding and one-line errors
+    "agentic_deep_unknown_field.jsonl": "line 2: JSON nested too deeply",
+    "agentic_huge_hash_id.jsonl": "line 2 hash_ids[2]",
+    "agentic_nan_delay.jsonl": "line 2: invalid JSON",
+    "agentic_summed_delay.jsonl": "line 3 delay: 20,000,000,000 s from the session start, over the bound",
+    "agentic_wrong_type_wait_for.jsonl": "line 2 wait_for: Expected `array`",
+    "tracelab_bad_cell.csv": "line 3 input_len: cell '12abc'",
+    "tracelab_bad_line_in_middle.jsonl": "line 3: invalid JSON",
+    "tracelab_deep_tools.jsonl": "line 2: JSON nested too deeply",
+    "tracelab_far_event_times.jsonl": "line 2 timing_events: 315,537,811,200 s",
+    "tracelab_huge_cell.csv": "line 2 prefix_len: cell '99999999999'",
+    "tracelab_huge_tokens.jsonl": "line 2 input_tokens_total",
+    "tracelab_missing_cell.csv": "line 3 prefix_len: missing cell",
+    "tracelab_nan_cell.csv": "line 3 arrival_time: cell 'nan'",
+    "tracelab_nul.csv": "line 3 input_len: cell '20\\x000'",
+    "tracelab_summed_tokens.csv": "line 2 input_len: 12,000,000 input tokens, over the bound",
+    "tracelab_summed_tool_waits.jsonl": "line 2 tools: 20,000,000,000 s",
+    "trie_huge_turns.jsonl": "line 1 num_turns",
+    "trie_negative_latency.jsonl": "line 1 tool_call_latency[0]",
+    "trie_summed_tokens.jsonl": "line 1 tool_call_output_length[1]: 10,100,110 input tokens",
+    "trie_wrong_type.jsonl": "line 2 assistant_response_length",
+    "rollout_huge_prompt.jsonl": "line 1 prompt_len",
+    "rollout_summed_tokens.jsonl": "line 2 obs_lens[0]: 10,004,005 input tokens",
+    "rollout_zero_prompt.jsonl": "line 1 prompt_len: a request with no input tokens",
 }
 MEMORY_BOUND_MB = 512  # peak Python and numpy allocations of one command (tracemalloc), or a process's RSS
 

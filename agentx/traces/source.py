@@ -53,7 +53,8 @@ def convert(cells: dict[str, str | None], row_type: type, file: str, record: str
         error = _invalid(exc, file, record)
         column = error.record.rpartition(" ")[2]
         if column in cells:
-            error = TraceError(file, error.record, f"{error.problem}, got {cells[column]!r}")
+            cell = "missing cell" if cells[column] is None else f"cell {cells[column]!r}"
+            error = TraceError(file, error.record, f"{cell}: {error.problem}")
         raise error from None
 
 
