@@ -23,6 +23,7 @@ the concatenation of rows 1..k. Its content looks like plain Mooncake: name it w
 from __future__ import annotations
 
 from pathlib import Path
+
 import msgspec
 import numpy as np
 

@@ -52,7 +52,8 @@ def request_problem(isl: int, n_ids: int, block_size: int, partial_block_ids: bo
 
     A request must have input (no input tokens and no hash ids is rejected: it cannot be sent,
     and a corpus of it would replay thousands of empty requests), and neither its input nor
-    what its hash blocks cover may be more than MAX_TOKENS. `field` is "in" or "hash_ids"; readers rename it to theirs.
+    what its hash blocks cover may be more than MAX_TOKENS. `field` is "in" or "hash_ids";
+    readers rename it to theirs.
     """
     if isl > MAX_TOKENS:  # only where the reader sums it (delta rows, appended turns): a read `in` is Tokens
         return "in", f"{isl:,} input tokens, over the bound of {MAX_TOKENS:,}"

@@ -50,7 +50,8 @@ def read_rollout(path: str | Path, warn=None) -> list[Session]:
         for out, obs in zip(row.out_lens[:-1], row.obs_lens):
             isls.append(isls[-1] + out + obs)
         for k, isl in enumerate(isls):  # before any id is made: each prompt sums the turns before it
-            check_request(path, f"line {n}", "prompt_len" if k == 0 else f"obs_lens[{k - 1}]", isl, 0, BLOCK_SIZE, False)
+            field = "prompt_len" if k == 0 else f"obs_lens[{k - 1}]"
+            check_request(path, f"line {n}", field, isl, 0, BLOCK_SIZE, False)
         key = (row.group, row.prompt_len)
         if key not in prompts:
             prompts[key] = counter.take(row.prompt_len // BLOCK_SIZE)

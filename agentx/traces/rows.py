@@ -16,9 +16,10 @@ from agentx.traces.source import decode, read_trace_bytes
 T = TypeVar("T")
 
 
-def decode_rows(path: str | Path, row_type: type[T]) -> Iterator[tuple[int, T]]:
-    """(line number, decoded row) for every non-blank line; errors name file, line and field."""
-    data = read_trace_bytes(path)
+def decode_rows(path: str | Path, row_type: type[T], data: bytes | None = None) -> Iterator[tuple[int, T]]:
+    """(line number, decoded row) for every non-blank line of the file (or of its `data`, already
+    read with `read_trace_bytes`); errors name file, line and field."""
+    data = read_trace_bytes(path) if data is None else data
     decoder = msgspec.json.Decoder(row_type)
     for n, line in enumerate(data.splitlines(), 1):
         if line.strip():

@@ -69,7 +69,7 @@ class CsvRow(msgspec.Struct):
 def read_tracelab(path: str | Path, warn=None) -> list[Session]:
     path = Path(path)
     data = read_trace_bytes(path)
-    return _read_csv(path, data) if data.lstrip().startswith(b"id,") else _read_rounds(path)
+    return _read_csv(path, data) if data.lstrip().startswith(b"id,") else _read_rounds(path, data)
 
 
 def _stamp(text: str | None, path: Path, record: str) -> float | None:
@@ -81,9 +81,9 @@ def _stamp(text: str | None, path: Path, record: str) -> float | None:
         raise TraceError(str(path), record, f"not an ISO time: {text!r}") from None
 
 
-def _read_rounds(path: Path) -> list[Session]:
+def _read_rounds(path: Path, data: bytes) -> list[Session]:
     groups: dict[str, list[tuple[int, Round]]] = {}
-    for n, row in decode_rows(path, Round):
+    for n, row in decode_rows(path, Round, data):
         check_request(path, f"line {n}", "input_tokens_total", row.input_tokens_total, 0, BLOCK_SIZE, False)
         if row.prefix_tokens > row.input_tokens_total:
             raise TraceError(str(path), f"line {n} prefix_tokens",
