@@ -114,9 +114,12 @@ def run_main(monkeypatch, capsys, *args) -> tuple[int, str, float, float]:
     return exit_info.value.code or 0, capsys.readouterr().err, time.monotonic() - start, peak / 2**20
 
 
-# `agentx ARGS` that also reports its own peak RSS as the last line on stderr
-PEAK_RSS = ("import resource, sys\nfrom agentx.cli import main\ntry:\n    main()\nfinally:\n"
-            "    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)")
+# `agentx ARGS` that also reports its own peak RSS (kB) as the last line on stderr. VmHWM, not
+# ru_maxrss: Linux carries ru_maxrss over fork and exec, so a child of a large pytest process
+# would report the parent's size.
+PEAK_RSS = ("import sys\nfrom agentx.cli import main\ntry:\n    main()\nfinally:\n"
+            "    hwm = next(line for line in open('/proc/self/status') if line.startswith('VmHWM:'))\n"
+            "    print(hwm.split()[1], file=sys.stderr)")
 
 
 def run_process(*args) -> tuple[int, str, float, float]:
