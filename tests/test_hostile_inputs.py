@@ -23,7 +23,8 @@ from agentx.engine.launch import sim_server
 from tests.conftest import MOONCAKE, WEKA
 
 HOSTILE = Path(__file__).parent / "data" / "hostile"
-ACCEPTED = {"bom_ok.json", "bom_ok.jsonl", "zero_output_ok.jsonl", "at_the_bounds_ok.json"}
+ACCEPTED = {"bom_ok.json", "bom_ok.jsonl", "zero_output_ok.jsonl", "at_the_bounds_ok.json", "tracelab_bom_ok.csv",
+            "rollout_ok.jsonl"}
 # accepted, but no server takes a 10M-token prompt: the sim refuses it, the run is NOT VALID
 BENCH_INVALID = {"at_the_bounds_ok.json"}
 # what each rejection's one line must name (the field, or the problem)
@@ -71,6 +72,30 @@ REJECTED = {
     "bailian_huge_chat_id.jsonl": "line 1 chat_id",
     "weka_jsonl_bad_middle.jsonl": "line 2 requests[1]",
     "no_traces": "no .json, .jsonl or .csv trace files",
+    # the formats of issue #18: the same bounds, decoding and one-line errors
+    "agentic_deep_unknown_field.jsonl": "line 2: JSON nested too deeply",
+    "agentic_huge_hash_id.jsonl": "line 2 hash_ids[2]",
+    "agentic_nan_delay.jsonl": "line 2: invalid JSON",
+    "agentic_summed_delay.jsonl": "line 3 delay: 20,000,000,000 s from the session start, over the bound",
+    "agentic_wrong_type_wait_for.jsonl": "line 2 wait_for: Expected `array`",
+    "tracelab_bad_cell.csv": "line 3 input_len: cell '12abc'",
+    "tracelab_bad_line_in_middle.jsonl": "line 3: invalid JSON",
+    "tracelab_deep_tools.jsonl": "line 2: JSON nested too deeply",
+    "tracelab_far_event_times.jsonl": "line 2 timing_events: 315,537,811,200 s",
+    "tracelab_huge_cell.csv": "line 2 prefix_len: cell '99999999999'",
+    "tracelab_huge_tokens.jsonl": "line 2 input_tokens_total",
+    "tracelab_missing_cell.csv": "line 3 prefix_len: missing cell",
+    "tracelab_nan_cell.csv": "line 3 arrival_time: cell 'nan'",
+    "tracelab_nul.csv": "line 3 input_len: cell '20\\x000'",
+    "tracelab_summed_tokens.csv": "line 2 input_len: 12,000,000 input tokens, over the bound",
+    "tracelab_summed_tool_waits.jsonl": "line 2 tools: 20,000,000,000 s",
+    "trie_huge_turns.jsonl": "line 1 num_turns",
+    "trie_negative_latency.jsonl": "line 1 tool_call_latency[0]",
+    "trie_summed_tokens.jsonl": "line 1 tool_call_output_length[1]: 10,100,110 input tokens",
+    "trie_wrong_type.jsonl": "line 2 assistant_response_length",
+    "rollout_huge_prompt.jsonl": "line 1 prompt_len",
+    "rollout_summed_tokens.jsonl": "line 2 obs_lens[0]: 10,004,005 input tokens",
+    "rollout_zero_prompt.jsonl": "line 1 prompt_len: a request with no input tokens",
 }
 MEMORY_BOUND_MB = 512  # peak Python and numpy allocations of one command (tracemalloc), or a process's RSS
 
@@ -89,9 +114,12 @@ def run_main(monkeypatch, capsys, *args) -> tuple[int, str, float, float]:
     return exit_info.value.code or 0, capsys.readouterr().err, time.monotonic() - start, peak / 2**20
 
 
-# `agentx ARGS` that also reports its own peak RSS as the last line on stderr
-PEAK_RSS = ("import resource, sys\nfrom agentx.cli import main\ntry:\n    main()\nfinally:\n"
-            "    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)")
+# `agentx ARGS` that also reports its own peak RSS (kB) as the last line on stderr. VmHWM, not
+# ru_maxrss: Linux carries ru_maxrss over fork and exec, so a child of a large pytest process
+# would report the parent's size.
+PEAK_RSS = ("import sys\nfrom agentx.cli import main\ntry:\n    main()\nfinally:\n"
+            "    hwm = next(line for line in open('/proc/self/status') if line.startswith('VmHWM:'))\n"
+            "    print(hwm.split()[1], file=sys.stderr)")
 
 
 def run_process(*args) -> tuple[int, str, float, float]:
@@ -155,9 +183,28 @@ def test_the_real_command_prints_one_line_and_exits_2(name):
 # ------------------------------------------------------------------ hypothesis, in-process
 
 WEKA_DOC = json.loads((WEKA / "trace_0291.json").read_bytes())
-MOONCAKE_ROWS = [json.loads(line) for line in MOONCAKE.read_bytes().splitlines()[:6]]
-BAILIAN_ROWS = [{"chat_id": i + 1, "parent_chat_id": i if i else -1, "timestamp": i * 3.0, "input_length": 40 + 20 * i,
-                 "output_length": 7, "type": "text", "turn": i + 1, "hash_ids": list(range(3 + i))} for i in range(4)]
+ROWS = {  # a few valid records of each row format
+    "mooncake": [json.loads(line) for line in MOONCAKE.read_bytes().splitlines()[:6]],
+    "bailian": [{"chat_id": i + 1, "parent_chat_id": i if i else -1, "timestamp": i * 3.0, "input_length": 40 + 20 * i,
+                 "output_length": 7, "type": "text", "turn": i + 1, "hash_ids": list(range(3 + i))} for i in range(4)],
+    "agentic-mooncake": [{"request_id": f"r{i}", "session_id": "s", "timestamp": 1000.0 * i,
+                          "input_length": 600 + 500 * i, "output_length": 9, "hash_ids": list(range(2 + i)),
+                          "wait_for": [f"r{i - 1}"] if i else [], "delay": 40.0, "branches": []} for i in range(4)],
+    "mooncake-delta": [{"session_id": "d", "timestamp": 1000.0 * i, "input_length": 600, "output_length": 9,
+                        "hash_ids": [2 * i, 2 * i + 1]} for i in range(4)],
+    "tracelab": [{"session_id": "t", "round_index": i, "provider": "claude", "model": "m",
+                  "input_tokens_total": 900 + 300 * i, "prefix_tokens": 600 * i, "output_tokens": 20,
+                  "tools": [{"tool_wall_latency_ms": 800.0}],
+                  "timing_events": [{"event_type": "user_message", "timestamp": f"2026-06-01T10:00:0{2 * i}Z"}]}
+                 for i in range(4)],
+    "trie": [{"num_turns": 2, "input_prompt_length": 1000 + i, "assistant_response_length": [50, 60],
+              "tool_call_output_length": [200, 300], "tool_call_latency": [1.5, 2.0],
+              "final_assistant_response_length": 40, "session_id": i} for i in range(3)],
+    "rollout": [{"group": 1, "stream": i, "prompt_len": 300, "out_lens": [5, 6], "obs_lens": [40]} for i in range(3)],
+}
+CSV_COLUMNS = ("id", "input_len", "output_len", "arrival_time", "round_idx", "tool_wait_after_ms", "prefix_len")
+CSV_ROWS = [["s", "300", "10", "0.0", "0", "500.0", "0"], ["s", "200", "12", "0.0", "1", "0.0", "256"],
+            ["t", "90", "12", "2500.0", "0", "0.0", "0"]]
 
 hostile_values = st.one_of(
     st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.sampled_from([10**30, 10**12, -1, 0, 2**63]),
@@ -184,8 +231,14 @@ def _corrupt(record: dict, data) -> str:
     return "{" + ", ".join(f"{json.dumps(k)}: {v}" for k, v in items.items()) + "}"
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.sampled_from(["weka", "mooncake", "bailian"]), st.data())
+hostile_cells = st.one_of(
+    st.sampled_from(["nan", "inf", "-1", "1e30", "99999999999", "", "1,2", '"', "\x00", "2.5", "0x10"]),
+    st.text(max_size=8), st.integers(-(2**70), 2**70).map(str), st.floats().map(str),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(["weka", "tracelab-csv", *ROWS]), st.data())
 def test_corrupted_records_through_the_command(tmp_path_factory, monkeypatch, capsys, fmt, data):
     folder = tmp_path_factory.mktemp("hostile")
     if fmt == "weka":  # one field of the session object or of one top-level entry
@@ -199,15 +252,23 @@ def test_corrupted_records_through_the_command(tmp_path_factory, monkeypatch, ca
             head_text = _corrupt(head, data)
         text = head_text[:-1] + ', "requests": [' + ", ".join(entries) + "]}"
         path = folder / "corrupt.json"
+    elif fmt == "tracelab-csv":  # one cell replaced by hostile text
+        rows = [list(r) for r in CSV_ROWS]
+        i, j = data.draw(st.integers(0, len(rows) - 1)), data.draw(st.integers(0, len(CSV_COLUMNS) - 1))
+        rows[i][j] = data.draw(hostile_cells)
+        text = ",".join(CSV_COLUMNS) + "\n" + "".join(",".join(r) + "\n" for r in rows)
+        path = folder / "corrupt.csv"
     else:
-        rows = MOONCAKE_ROWS if fmt == "mooncake" else BAILIAN_ROWS
+        rows = ROWS[fmt]
         lines = [json.dumps(r) for r in rows]
         i = data.draw(st.integers(0, len(rows) - 1))
         lines[i] = _corrupt(rows[i], data)
         text = "\n".join(lines) + "\n"
         path = folder / "corrupt.jsonl"
     path.write_text(text)
-    for args in (["trace", "stats", path], ["trace", "convert", path, "--to", "mooncake", "--out", folder / "o.jsonl"]):
+    named = ["--format", fmt] if fmt == "mooncake-delta" else []  # the one format not detected
+    for args in (["trace", "stats", path, *named], ["trace", "convert", path, *named, "--to", "mooncake", "--out",
+                                                    folder / "o.jsonl"]):
         code, err, seconds, peak_mb = run_main(monkeypatch, capsys, *args)
         assert code in (0, 2) and seconds < 10 and peak_mb < MEMORY_BOUND_MB, (err, seconds, peak_mb)
         if code == 2:

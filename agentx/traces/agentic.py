@@ -23,7 +23,6 @@ the concatenation of rows 1..k. Its content looks like plain Mooncake: name it w
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
 import msgspec
 import numpy as np
@@ -31,29 +30,29 @@ import numpy as np
 from agentx.errors import TraceError
 from agentx.traces.blocks import Reblocker
 from agentx.traces.graph import build_graph
-from agentx.traces.model import Request, Session, Stream, ids_array
+from agentx.traces.model import HashId, Millis, Name, RecordId, Request, Session, Stream, Tokens, ids_array
 from agentx.traces.mooncake import Row as MooncakeRow
-from agentx.traces.rows import encode_rows, read_rows, row_ids, row_session
+from agentx.traces.rows import (
+    check_request, check_time, decode_rows, encode_rows, read_rows, row_ids, row_session,
+)
 
-NonNeg = Annotated[int, msgspec.Meta(ge=0)]
-NonNegF = Annotated[float, msgspec.Meta(ge=0)]
 BLOCK_SIZE = 512
 
 
 class AgenticRow(msgspec.Struct):
-    request_id: str
-    input_length: NonNeg
-    output_length: NonNeg
-    hash_ids: list[NonNeg] = []
-    session_id: str | int | None = None
-    timestamp: NonNegF | None = None
-    delay: NonNegF | None = None
-    delay_ms: NonNegF | None = None
-    tool_wait_ms: NonNegF | None = None
-    wait_for: list[str] = []
-    branches: list[str] = []
+    request_id: Name
+    input_length: Tokens
+    output_length: Tokens
+    hash_ids: list[HashId] = []
+    session_id: Name | RecordId | None = None
+    timestamp: Millis | None = None
+    delay: Millis | None = None
+    delay_ms: Millis | None = None
+    tool_wait_ms: Millis | None = None
+    wait_for: list[Name] = []
+    branches: list[Name] = []
     prefix_reset: bool | None = None
-    model: str = ""
+    model: Name = ""
 
 
 class _Node:
@@ -68,7 +67,7 @@ class _Node:
 def read_agentic(path: str | Path, warn=None) -> list[Session]:
     path = Path(path)
     groups: dict[object, dict[str, _Node]] = {}
-    for n, row in read_rows(path, AgenticRow):
+    for n, row in read_rows(path, AgenticRow, BLOCK_SIZE):
         nodes = groups.setdefault(row.session_id, {})
         if row.request_id in nodes:
             raise TraceError(str(path), f"line {n} request_id", f"duplicate request_id {row.request_id!r}")
@@ -120,6 +119,7 @@ def _agentic_session(path: Path, sid, nodes: dict[str, _Node]) -> Session:
             node.t = row.timestamp / 1000.0 - t0
         else:
             node.t = (after or 0.0) + gap
+            check_time(path, f"line {node.n} delay", node.t)  # waits summed along a chain
         parent = brancher.get(row.request_id)
         pred = min(deps, key=lambda d: (d.depth, -d.t)) if deps else None
         if parent is None and pred is not None and pred.stream[-1] is not pred.request:
@@ -196,19 +196,20 @@ def write_agentic(sessions: list[Session], path: str | Path) -> None:
 
 def read_mooncake_delta(path: str | Path, warn=None) -> list[Session]:
     stem = Path(path).name.split(".")[0]
-    groups: dict[object, list[MooncakeRow]] = {}
-    for n, row in read_rows(path, MooncakeRow):
-        groups.setdefault(row.session_id if row.session_id is not None else f"{stem}-{n}", []).append(row)
+    groups: dict[object, list[tuple[int, MooncakeRow]]] = {}
+    for n, row in decode_rows(path, MooncakeRow):
+        groups.setdefault(row.session_id if row.session_id is not None else f"{stem}-{n}", []).append((n, row))
     sessions = []
     for sid, rows in groups.items():
-        rows.sort(key=lambda r: r.timestamp)
-        start = rows[0].timestamp / 1000.0
+        rows.sort(key=lambda nr: nr[1].timestamp)
+        start = rows[0][1].timestamp / 1000.0
         # every prompt is a prefix of the next: one buffer, a view per request
-        ids = ids_array(np.concatenate([np.asarray(r.hash_ids, dtype=np.uint64) for r in rows]))
+        ids = ids_array(np.concatenate([np.asarray(r.hash_ids, dtype=np.uint64) for _, r in rows]))
         isl = n_ids = 0
         requests = []
-        for r in rows:
+        for n, r in rows:  # the bounds hold for the whole prompt, not the turn's part of it
             isl, n_ids = isl + r.input_length, n_ids + len(r.hash_ids)
+            check_request(path, f"line {n}", "input_length", isl, n_ids, BLOCK_SIZE, True)
             requests.append(Request(t=round(r.timestamp / 1000.0 - start, 6), model=r.model, isl=isl,
                                     osl=r.output_length, hash_ids=ids[:n_ids]))
         sessions.append(row_session(requests, str(sid), BLOCK_SIZE, start))

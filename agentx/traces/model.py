@@ -40,13 +40,23 @@ BlockSize = Annotated[int, msgspec.Meta(ge=1, le=MAX_TOKENS)]
 Name = Annotated[str, msgspec.Meta(max_length=MAX_NAME)]
 
 
+def time_problem(t: float) -> str | None:
+    """The problem with a time a reader computed (a sum of recorded waits), else None."""
+    if t > MAX_SECONDS:
+        return f"{t:,.0f} s from the session start, over the bound of {MAX_SECONDS:,.0f} s"
+    return None
+
+
 def request_problem(isl: int, n_ids: int, block_size: int, partial_block_ids: bool) -> tuple[str, str] | None:
     """(field, problem) when a request breaks a bound its fields only break together, else None.
 
     A request must have input (no input tokens and no hash ids is rejected: it cannot be sent,
-    and a corpus of it would replay thousands of empty requests), and its hash blocks may not
-    cover more than MAX_TOKENS. `field` is "in" or "hash_ids"; readers rename it to theirs.
+    and a corpus of it would replay thousands of empty requests), and neither its input nor
+    what its hash blocks cover may be more than MAX_TOKENS. `field` is "in" or "hash_ids";
+    readers rename it to theirs.
     """
+    if isl > MAX_TOKENS:  # only where the reader sums it (delta rows, appended turns): a read `in` is Tokens
+        return "in", f"{isl:,} input tokens, over the bound of {MAX_TOKENS:,}"
     covered = ((n_ids - 1) * block_size + 1 if partial_block_ids else n_ids * block_size) if n_ids else 0
     if covered > MAX_TOKENS:
         return "hash_ids", (f"{n_ids:,} blocks of {block_size} tokens cover {covered:,} tokens, "

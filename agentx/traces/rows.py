@@ -1,4 +1,5 @@
-"""Shared reading for row-per-request JSONL formats (Mooncake, Qwen-Bailian)."""
+"""Shared reading for row-per-request JSONL formats (Mooncake, Bailian, agentic Mooncake, TraceLab, TRIE,
+rollouts)."""
 
 from __future__ import annotations
 
@@ -9,28 +10,43 @@ import msgspec
 import numpy as np
 
 from agentx.errors import TraceError
-from agentx.traces.model import Request, Session, ids_array, make_session, request_problem
+from agentx.traces.model import Request, Session, ids_array, make_session, request_problem, time_problem
 from agentx.traces.source import decode, read_trace_bytes
 
 T = TypeVar("T")
 
 
-def read_rows(path: str | Path, row_type: type[T], block_size: int) -> Iterator[tuple[int, T]]:
-    """(line number, decoded row) for every non-blank line; errors name file, line and field.
-
-    Rows have `input_length` and `hash_ids` (the partial last block has an id too), checked
-    against the trace model's bounds here."""
-    data = read_trace_bytes(path)
+def decode_rows(path: str | Path, row_type: type[T], data: bytes | None = None) -> Iterator[tuple[int, T]]:
+    """(line number, decoded row) for every non-blank line of the file (or of its `data`, already
+    read with `read_trace_bytes`); errors name file, line and field."""
+    data = read_trace_bytes(path) if data is None else data
     decoder = msgspec.json.Decoder(row_type)
     for n, line in enumerate(data.splitlines(), 1):
-        if not line.strip():
-            continue
-        row = decode(decoder, line, str(path), f"line {n}")
-        problem = request_problem(row.input_length, len(row.hash_ids), block_size, True)
-        if problem:
-            field = "input_length" if problem[0] == "in" else problem[0]
-            raise TraceError(str(path), f"line {n} {field}", problem[1])
+        if line.strip():
+            yield n, decode(decoder, line, str(path), f"line {n}")
+
+
+def read_rows(path: str | Path, row_type: type[T], block_size: int) -> Iterator[tuple[int, T]]:
+    """`decode_rows` of rows with `input_length` and `hash_ids` (the partial last block has an
+    id too), each request checked against the trace model's bounds."""
+    for n, row in decode_rows(path, row_type):
+        check_request(path, f"line {n}", "input_length", row.input_length, len(row.hash_ids), block_size, True)
         yield n, row
+
+
+def check_request(path: str | Path, record: str, isl_field: str, isl: int, n_ids: int, block_size: int,
+                  partial_block_ids: bool) -> None:
+    """The model's `request_problem` as a TraceError naming the reader's own field."""
+    problem = request_problem(isl, n_ids, block_size, partial_block_ids)
+    if problem:
+        raise TraceError(str(path), f"{record} {isl_field if problem[0] == 'in' else problem[0]}", problem[1])
+
+
+def check_time(path: str | Path, record: str, t: float) -> None:
+    """The model's `time_problem` (a time the reader summed) as a TraceError."""
+    problem = time_problem(t)
+    if problem:
+        raise TraceError(str(path), record, problem)
 
 
 def row_ids(values: list[int]) -> np.ndarray:

@@ -37,10 +37,28 @@ def decode(decoder: msgspec.json.Decoder, data: bytes, file: str, record: str):
     try:
         return decoder.decode(data)
     except msgspec.ValidationError as exc:
-        message, _, path = str(exc).rpartition(" - at `")
-        field = path.rstrip("`").replace("$.", "", 1).replace("$", "", 1) if message else ""
-        raise TraceError(file, f"{record} {field}".strip(), message or str(exc)) from None
+        raise _invalid(exc, file, record) from None
     except msgspec.DecodeError as exc:
         raise TraceError(file, record, f"invalid JSON: {exc}") from None
     except RecursionError:
         raise TraceError(file, record, "JSON nested too deeply") from None
+
+
+def convert(cells: dict[str, str | None], row_type: type, file: str, record: str):
+    """A text record (a CSV row) as `row_type`, numbers parsed from their text and held to the
+    same bounds as JSON; errors name the file, the record and the column, and quote the cell."""
+    try:
+        return msgspec.convert(cells, row_type, strict=False)
+    except msgspec.ValidationError as exc:
+        error = _invalid(exc, file, record)
+        column = error.record.rpartition(" ")[2]
+        if column in cells:
+            cell = "missing cell" if cells[column] is None else f"cell {cells[column]!r}"
+            error = TraceError(file, error.record, f"{cell}: {error.problem}")
+        raise error from None
+
+
+def _invalid(exc: msgspec.ValidationError, file: str, record: str) -> TraceError:
+    message, _, path = str(exc).rpartition(" - at `")
+    field = path.rstrip("`").replace("$.", "", 1).replace("$", "", 1) if message else ""
+    return TraceError(file, f"{record} {field}".strip(), message or str(exc))

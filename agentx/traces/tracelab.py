@@ -14,19 +14,19 @@ blocks, one id space per session. Each session is one main stream (SPEC §1).
 from __future__ import annotations
 
 import csv
+import io
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated
 
 import msgspec
 
 from agentx.errors import TraceError
 from agentx.traces.graph import chain_gap
-from agentx.traces.model import Request, Session, Stream
+from agentx.traces.model import Count, Millis, Name, Request, Session, Stream, Tokens
 from agentx.traces.prefix import IdCounter, PrefixChain
-from agentx.traces.rows import encode_rows, read_rows
+from agentx.traces.rows import check_request, check_time, decode_rows, encode_rows
+from agentx.traces.source import convert, read_trace_bytes
 
-NonNeg = Annotated[int, msgspec.Meta(ge=0)]
 BLOCK_SIZE = 64
 CSV_FIELDS = ("id", "input_len", "output_len", "arrival_time", "round_idx", "tool_wait_after_ms", "prefix_len")
 _INPUT_EVENTS = {"user_message": "text", "tool_result": "tool_result"}
@@ -34,31 +34,42 @@ _OUTPUT_EVENTS = {"reasoning": "thinking", "text": "text", "tool_call": "tool_us
 
 
 class Event(msgspec.Struct):
-    event_type: str = ""
-    timestamp: str | None = None
+    event_type: Name = ""
+    timestamp: Name | None = None
 
 
 class Tool(msgspec.Struct):
-    tool_wall_latency_ms: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    tool_wall_latency_ms: Millis | None = None
 
 
 class Round(msgspec.Struct):
-    session_id: str
-    input_tokens_total: NonNeg
-    output_tokens: NonNeg
-    round_index: NonNeg | None = None
-    provider: str | None = None
-    model: str | None = None
-    prefix_tokens: NonNeg = 0
+    session_id: Name
+    input_tokens_total: Tokens
+    output_tokens: Tokens
+    round_index: Count | None = None
+    provider: Name | None = None
+    model: Name | None = None
+    prefix_tokens: Tokens = 0
     timing_events: list[Event] = []
     tools: list[Tool] = []
 
 
+class CsvRow(msgspec.Struct):
+    """One CSV line, its cells held to the trace model's bounds as JSON numbers are."""
+
+    id: Name
+    input_len: Tokens
+    output_len: Tokens
+    arrival_time: Millis
+    round_idx: Count
+    tool_wait_after_ms: Millis
+    prefix_len: Tokens
+
+
 def read_tracelab(path: str | Path, warn=None) -> list[Session]:
     path = Path(path)
-    with path.open("rb") as f:
-        head = f.read(64).lstrip()
-    return _read_csv(path) if head.startswith(b"id,") else _read_rounds(path)
+    data = read_trace_bytes(path)
+    return _read_csv(path, data) if data.lstrip().startswith(b"id,") else _read_rounds(path, data)
 
 
 def _stamp(text: str | None, path: Path, record: str) -> float | None:
@@ -66,13 +77,14 @@ def _stamp(text: str | None, path: Path, record: str) -> float | None:
         return None
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
+    except (ValueError, OverflowError, OSError):
         raise TraceError(str(path), record, f"not an ISO time: {text!r}") from None
 
 
-def _read_rounds(path: Path) -> list[Session]:
+def _read_rounds(path: Path, data: bytes) -> list[Session]:
     groups: dict[str, list[tuple[int, Round]]] = {}
-    for n, row in read_rows(path, Round):
+    for n, row in decode_rows(path, Round, data):
+        check_request(path, f"line {n}", "input_tokens_total", row.input_tokens_total, 0, BLOCK_SIZE, False)
         if row.prefix_tokens > row.input_tokens_total:
             raise TraceError(str(path), f"line {n} prefix_tokens",
                              f"{row.prefix_tokens} is more than input_tokens_total {row.input_tokens_total}")
@@ -111,6 +123,7 @@ def _rounds_session(path: Path, sid: str, rows: list[tuple[int, Round]]) -> Sess
     for n, row, start, end, inputs, outputs in timed:
         t = clock + gap if start is None else max(start - t0, clock)  # untimed: after the last tool wait
         api = round(end - t0 - t, 6) if start is not None and end is not None and end - t0 >= t else None
+        check_time(path, f"line {n} {'timing_events' if start is not None else 'tools'}", t + (api or 0.0))
         requests.append(Request(
             t=round(t, 6), model=row.model or "", isl=row.input_tokens_total, osl=row.output_tokens,
             hash_ids=chain.next(row.input_tokens_total, row.prefix_tokens),
@@ -129,41 +142,46 @@ def _session(sid: str, requests: list[Request], start: float, provider: str | No
                    start=start, provider=provider)
 
 
-def _csv_int(value: str, path: Path, record: str, cast=int) -> int | float:
+def _csv_rows(path: Path, data: bytes):
+    """(line number, CsvRow) of every data line; errors name the file, the line and the column."""
     try:
-        number = cast(value)
-    except (TypeError, ValueError):
-        raise TraceError(str(path), record, f"want a number, got {value!r}") from None
-    if number < 0:
-        raise TraceError(str(path), record, f"want >= 0, got {value}")
-    return number
-
-
-def _read_csv(path: Path) -> list[Session]:
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
+        text = data.decode()
+    except UnicodeDecodeError as exc:
+        raise TraceError(str(path), "", f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
         missing = [c for c in CSV_FIELDS if c not in (reader.fieldnames or ())]
         if missing:
             raise TraceError(str(path), "line 1", f"missing column(s) {', '.join(missing)}")
-        groups: dict[str, list[tuple[int, dict]]] = {}
-        for n, row in enumerate(reader, 2):
-            values = {c: _csv_int(row[c], path, f"line {n} {c}", float if c in ("arrival_time", "tool_wait_after_ms") else int)
-                      for c in CSV_FIELDS[1:]}
-            groups.setdefault(row["id"], []).append((n, values))
+        for cells in reader:
+            n = reader.line_num
+            if None in cells:
+                raise TraceError(str(path), f"line {n}", f"more cells than the {len(reader.fieldnames)} columns")
+            yield n, convert({c: cells[c] for c in CSV_FIELDS}, CsvRow, str(path), f"line {n}")
+    except csv.Error as exc:
+        raise TraceError(str(path), f"line {reader.line_num}", f"bad CSV: {exc}") from None
+
+
+def _read_csv(path: Path, data: bytes) -> list[Session]:
+    groups: dict[str, list[tuple[int, CsvRow]]] = {}
+    for n, row in _csv_rows(path, data):
+        check_request(path, f"line {n}", "input_len", row.input_len + row.prefix_len, 0, BLOCK_SIZE, False)
+        groups.setdefault(row.id, []).append((n, row))
     if not groups:
         raise TraceError(str(path), "", "no rows")
     sessions = []
     for sid, rows in groups.items():
-        rows.sort(key=lambda nv: (nv[1]["round_idx"], nv[0]))
+        rows.sort(key=lambda nr: (nr[1].round_idx, nr[0]))
         chain = PrefixChain(BLOCK_SIZE, IdCounter())
         requests, t, gap = [], 0.0, None
-        for _, v in rows:
-            isl = v["input_len"] + v["prefix_len"]
-            requests.append(Request(t=round(t, 6), model="", isl=isl, osl=v["output_len"],
-                                    hash_ids=chain.next(isl, v["prefix_len"]), think_time=gap))
-            gap = round(v["tool_wait_after_ms"] / 1000.0, 6)
+        for n, v in rows:
+            isl = v.input_len + v.prefix_len
+            requests.append(Request(t=round(t, 6), model="", isl=isl, osl=v.output_len,
+                                    hash_ids=chain.next(isl, v.prefix_len), think_time=gap))
+            gap = round(v.tool_wait_after_ms / 1000.0, 6)
             t += gap
-        sessions.append(_session(sid, requests, rows[0][1]["arrival_time"] / 1000.0, None))
+            check_time(path, f"line {n} tool_wait_after_ms", t)  # waits summed along the session
+        sessions.append(_session(sid, requests, rows[0][1].arrival_time / 1000.0, None))
     sessions.sort(key=lambda s: (s.start, s.id))
     return sessions
 

@@ -11,33 +11,31 @@ are synthesized (`prefix.py`): each prompt extends the previous one in full.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
 import msgspec
 
 from agentx.errors import TraceError
-from agentx.traces.model import Request, Session, Stream
+from agentx.traces.model import Count, Name, RecordId, Request, Seconds, Session, Stream, Tokens
 from agentx.traces.prefix import IdCounter, append_chain
-from agentx.traces.rows import read_rows
+from agentx.traces.rows import check_request, check_time, decode_rows
 
-NonNeg = Annotated[int, msgspec.Meta(ge=0)]
 BLOCK_SIZE = 64
 
 
 class Row(msgspec.Struct):
-    num_turns: NonNeg
-    input_prompt_length: NonNeg
-    assistant_response_length: list[NonNeg]
-    tool_call_output_length: list[NonNeg]
-    tool_call_latency: list[Annotated[float, msgspec.Meta(ge=0)]]
-    final_assistant_response_length: NonNeg
-    session_id: str | int | None = None
+    num_turns: Count
+    input_prompt_length: Tokens
+    assistant_response_length: list[Tokens]
+    tool_call_output_length: list[Tokens]
+    tool_call_latency: list[Seconds]
+    final_assistant_response_length: Tokens
+    session_id: Name | RecordId | None = None
 
 
 def read_trie(path: str | Path, warn=None) -> list[Session]:
     stem = Path(path).name.split(".")[0]
     sessions = []
-    for n, row in read_rows(path, Row):
+    for n, row in decode_rows(path, Row):
         for name in ("assistant_response_length", "tool_call_output_length", "tool_call_latency"):
             if len(getattr(row, name)) != row.num_turns:
                 raise TraceError(str(path), f"line {n} {name}",
@@ -49,6 +47,10 @@ def read_trie(path: str | Path, warn=None) -> list[Session]:
             isls.append(isls[-1] + out + tool)
             gaps.append(round(latency, 6))
         osls.append(row.final_assistant_response_length)
+        for k, isl in enumerate(isls):  # before any id is made: each prompt sums the turns before it
+            check_request(path, f"line {n}", "input_prompt_length" if k == 0 else f"tool_call_output_length[{k - 1}]",
+                          isl, 0, BLOCK_SIZE, False)
+        check_time(path, f"line {n} tool_call_latency", sum(row.tool_call_latency))
         ids = append_chain(BLOCK_SIZE, IdCounter(), [], isls)
         requests, t = [], 0.0
         for isl, osl, gap, hash_ids in zip(isls, osls, gaps, ids):

@@ -200,6 +200,11 @@ def test_mooncake_delta_accumulates_each_sessions_prompt(tmp_path):
     bad = _jsonl(tmp_path / "bad.jsonl", [dict(rows[0], hash_ids=[1, -2])])
     with pytest.raises(TraceError, match=rf"^{bad}: line 1 hash_ids\[1\]"):
         load_sessions([bad], "mooncake-delta")
+    # each row is within the bounds, the prompt they add up to is not
+    over = _jsonl(tmp_path / "over.jsonl", [dict(rows[0], input_length=6_000_000, hash_ids=[]),
+                                            dict(rows[1], input_length=6_000_000, hash_ids=[])])
+    with pytest.raises(TraceError, match=rf"^{over}: line 2 input_length: 12,000,000 input tokens, over the bound"):
+        load_sessions([over], "mooncake-delta")
 
 
 # --- TRIE and rollouts -------------------------------------------------------------------------
