@@ -1,0 +1,134 @@
+"""The `agentx` command: thin; it parses, calls, and prints. This module holds the root command,
+its entry point and what the command groups share; a module per group adds its commands:
+traces (`trace ...`), sim (`sim ...`), capture (`capture ...`), bench (`bench`, `report`, `demo`,
+`probe cache`) and agentx.results.cli (`db ...`, `frontier`, `serve`, `sweep`)."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Optional, get_args
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from agentx.content.wire import WIRE_MODES
+from agentx.engine.presets import COST_BASES
+from agentx.errors import AgentxError
+from agentx.replay.identity import PRESETS as SESSION_PRESETS
+from agentx.replay.plan import MODES
+from agentx.replay.scenarios import SCENARIOS
+from agentx.traces.load import FORMATS, WRITE_FORMATS
+from agentx.traces.model import HashScope
+from agentx.traces.weka import TimeBasis
+
+# Help pages in click's plain layout (rich_markup_mode=None): it wraps at any width instead of
+# cutting option names, and reads no markup into help texts like `http(s)://host[/prefix]`.
+PLAIN = {"no_args_is_help": True, "rich_markup_mode": None}
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
+                  help="agentx: LLM inference benchmark for agentic traffic.", **PLAIN)
+
+console = Console()
+console.width = max(console.width, 112)  # tables of figures read badly when folded
+err_console = Console(stderr=True)
+
+
+def _choices(name: str, values) -> type[Enum]:
+    """The allowed values of an option, declared by the stage that takes them, as an Enum
+    (typer checks and lists them)."""
+    return Enum(name, {v: v for v in values}, type=str)
+
+
+Format = _choices("Format", FORMATS)
+WriteFormat = _choices("WriteFormat", WRITE_FORMATS)
+Basis = _choices("Basis", get_args(TimeBasis))
+Scope = _choices("Scope", get_args(HashScope))
+Wire = _choices("Wire", WIRE_MODES)
+CostBasis = _choices("CostBasis", COST_BASES)
+Mode = _choices("Mode", MODES)
+SessionHeaders = _choices("SessionHeaders", SESSION_PRESETS)
+Scenario = _choices("Scenario", SCENARIOS)
+
+
+def _value(choice: Enum | None):
+    return None if choice is None else choice.value
+
+
+def _warn(message: str) -> None:
+    err_console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+def _count(n: int, noun: str) -> str:
+    """`1 session`, `2 sessions`."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _max_context(text: Optional[str]) -> Optional[int]:
+    from agentx.traces.variants import parse_tokens
+
+    return parse_tokens(text) if text else None
+
+
+def _load(paths: list[Path], fmt: Optional[Format], max_context: Optional[str]):
+    from agentx.data import sample_traces
+    from agentx.traces.load import load_sessions
+    from agentx.traces.variants import limit_corpus
+
+    sessions = load_sessions(paths or [sample_traces()], _value(fmt), warn=_warn)
+    return limit_corpus(sessions, _max_context(max_context))
+
+
+def _of_provider(sessions: list, provider: str) -> list:
+    from agentx.traces.stats import by_provider
+
+    groups = by_provider(sessions)
+    if provider not in groups:
+        raise AgentxError(f"no session of {provider!r} in the traces (they have: {', '.join(groups)})", "provider")
+    return groups[provider]
+
+
+FORMAT_HELP = (f"Input format: {', '.join(FORMATS)}; detected from the content when omitted "
+               "(mooncake-delta must be named).")
+MAX_CONTEXT_HELP = "Drop every request with ISL + OSL over this many tokens (e.g. 256k): the 256k variant."
+
+# options `bench` and `sim bench` share
+OPT_TRACES = typer.Option(None, "--traces", help="Trace files or folders, several after one flag (a shell glob) "
+                          "or the flag repeated (default: the bundled real traces).")
+OPT_MORE_TRACES = typer.Argument(None, metavar="TRACES", help="More trace files or folders: what a shell glob after "
+                                 "--traces expands to (`--traces runs/*.jsonl`).")
+OPT_FMT = typer.Option(None, "--format", metavar="FORMAT", help=FORMAT_HELP)
+OPT_MAX_CONTEXT = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP)
+OPT_SCENARIO = typer.Option(None, "--scenario", help="Fixed-sequence baseline instead of traces.")
+OPT_CONCURRENCY = typer.Option("8", "--concurrency", help="Lanes; a list (1,4,16) runs a sweep.")
+OPT_WARMUP_REQUESTS_PER_LANE = typer.Option(10, "--warmup-requests-per-lane", min=0)
+OPT_NO_WARMUP = typer.Option(False, "--no-warmup", help="Start every lane at t = 0 without warmup.")
+OPT_IDLE_CAP = typer.Option(300.0, "--idle-cap", help="Longest gap a session tree waits with nothing in flight.")
+OPT_SYSTEM_IDLE_CAP = typer.Option(10.0, "--system-idle-cap", help="Longest gap with nothing in flight anywhere.")
+OPT_GRACE = typer.Option(60.0, "--grace", help="Seconds in-flight requests may finish after the window.")
+
+# `sim serve` and `capture proxy`
+REQUEST_TIMEOUT_HELP = "Seconds a client has to send a request's head and body (and an idle connection stays)."
+
+
+def main() -> None:
+    """Entry point: user errors become one line on stderr and exit status 2."""
+    try:
+        app()  # click itself reports usage errors (exit 2)
+    except AgentxError as exc:
+        message = f"--{exc.setting.replace('_', '-')}: {exc.message}" if exc.setting else str(exc)
+        err_console.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+
+
+# The command tree. Help lists commands and groups each in the order they are added here.
+from agentx.cli import bench, capture, sim, traces  # noqa: E402  (they use the helpers above)
+from agentx.results.cli import register as register_results  # noqa: E402
+
+app.add_typer(traces.trace_app, name="trace")
+app.add_typer(sim.sim_app, name="sim")
+app.add_typer(bench.probe_app, name="probe")
+app.add_typer(capture.capture_app, name="capture")
+register_results(app)  # frontier, serve, sweep and the db group
+bench.register(app)  # bench, report, demo

@@ -1,0 +1,272 @@
+"""`agentx bench`, `report`, `demo` and `probe cache`: replay against a server and summarize,
+and the sweep and exit-status helpers `sim bench` shares."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+
+from agentx.cli import (OPT_CONCURRENCY, OPT_FMT, OPT_GRACE, OPT_IDLE_CAP, OPT_MAX_CONTEXT, OPT_MORE_TRACES,
+                        OPT_NO_WARMUP, OPT_SCENARIO, OPT_SYSTEM_IDLE_CAP, OPT_TRACES, OPT_WARMUP_REQUESTS_PER_LANE,
+                        PLAIN, CostBasis, Format, Mode, Scenario, SessionHeaders, Wire, _load, _of_provider, _value,
+                        console, err_console)
+from agentx.errors import AgentxError
+
+probe_app = typer.Typer(help="Correctness probes of a serving engine.", **PLAIN)
+
+def _concurrencies(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise AgentxError(f"--concurrency: want N or N,N,... (positive), got {text!r}")
+    return values
+
+
+def _print_result(result: dict, title: str, folder: Path) -> None:
+    from agentx.metrics.report import result_lines, result_table
+
+    console.print(result_table(result, title))
+    for line in result_lines(result):
+        console.print(line, highlight=False)
+    console.print(f"results: {folder}/result.json (records: {folder}/records.jsonl)", highlight=False)
+
+
+def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str, run=None) -> list[dict]:
+    from agentx.metrics.report import sweep_table
+    from agentx.replay.folder import command_line
+    from agentx.replay.sweep import sweep
+
+    def level(plan) -> str:  # schedule mode has no lanes: its concurrency is whatever the schedule makes it
+        return f"schedule mode, time scale {plan.time_scale:g}" if plan.mode == "schedule" else \
+            f"concurrency {plan.concurrency}"
+
+    @contextmanager
+    def progress(s):
+        console.print(f"[bold]{label}: {level(s.plan)}, {s.plan.duration:g} s profiling[/] -> {escape(str(s.out))}",
+                      highlight=False)
+        if run is not None:  # a virtual run has no live display
+            yield None
+            return
+        with _progress() as tick:
+            yield tick
+
+    def done(n: int, folder: Path, result: dict) -> None:
+        _print_result(result, level(settings.replace(concurrency=n).plan), folder)
+
+    results = sweep(settings, sessions, concurrencies, out, command_line(), progress, done, **({"run": run} if run else {}))
+    if len(results) > 1:
+        console.print(sweep_table(results))
+    return [result for _, result in results]
+
+
+INVALID_EXIT = 3
+ALLOW_INVALID_HELP = f"Exit 0 on a run printed NOT VALID (default: exit status {INVALID_EXIT})."
+EXIT_STATUS = (f"Exit status: 0 valid; 2 bad input or settings (one line on stderr); {INVALID_EXIT} the run "
+               "is NOT VALID (too many failed or overflowed requests, no success, or killed), unless "
+               "--allow-invalid.")
+
+
+def _exit_if_invalid(results: list[dict], allow_invalid: bool) -> None:
+    """A run printed NOT VALID fails the command (scripts and CI see it), unless allowed."""
+    invalid = sum(1 for r in results if not r["validity"]["valid"])
+    if invalid and not allow_invalid:
+        runs = f"{invalid} of {len(results)} runs" if len(results) > 1 else "the run"
+        err_console.print(f"[red]not valid:[/] {runs} (exit status {INVALID_EXIT}; --allow-invalid exits 0)",
+                          highlight=False)
+        raise typer.Exit(INVALID_EXIT)
+
+
+@contextmanager
+def _progress():
+    """A live line: phase, lanes busy, requests done, live TTFT p50 and output tok/s."""
+    from rich.live import Live
+
+    def line(snap: dict) -> str:
+        left = snap["profile_left"]
+        ttft = snap["ttft_p50"]
+        return (f"[bold]{snap['phase']}[/]" + (f" ({left:,.0f} s left)" if left is not None and snap["phase"] == "profile" else "")
+                + f"  lanes busy {snap['lanes_busy']}/{snap['lanes']}  in flight {snap['inflight']}"
+                + f"  done: warmup {snap['warmup']:,}, profile {snap['profile']:,}, errors {snap['errors']:,}"
+                + (f"  TTFT p50 {ttft * 1000:,.0f} ms" if ttft is not None else "")
+                + (f"  {snap['output_tok_s']:,.0f} output tok/s" if snap["output_tok_s"] else ""))
+
+    with Live("starting", console=console, refresh_per_second=4, transient=True) as live:
+        yield lambda snap: live.update(line(snap))
+
+
+def _default_out(prefix: str) -> Path:
+    from datetime import datetime
+
+    return Path("runs") / f"{prefix}-{datetime.now():%Y%m%d-%H%M%S}"
+
+
+def bench_cmd(
+    url: str = typer.Option(..., "--url", help="Base URL of an OpenAI-compatible server."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name; discovered from /v1/models when omitted."),
+    traces: list[Path] = OPT_TRACES,
+    more_traces: list[Path] = OPT_MORE_TRACES,
+    fmt: Optional[Format] = OPT_FMT,
+    max_context: Optional[str] = OPT_MAX_CONTEXT,
+    scenario: Optional[Scenario] = OPT_SCENARIO,
+    concurrency: str = OPT_CONCURRENCY,
+    duration: float = typer.Option(3600.0, "--duration", help="Profiling window in seconds."),
+    wire: Wire = typer.Option("tokens", "--wire", help="tokens (/v1/completions, token ids) or chat (/v1/chat/completions)."),
+    seed: int = typer.Option(0, "--seed"),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs of the deployment (per-GPU, cost and power figures)."),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="GPU kind for cost and power (H100, H200, B200, ...)."),
+    engine: Optional[str] = typer.Option(None, "--engine", help="Engine label for the result (e.g. vllm-0.11)."),
+    engine_block_size: Optional[int] = typer.Option(None, "--engine-block-size", min=1,
+                                                    help="The engine's KV block (default: what the server publishes)."),
+    probe_cache: int = typer.Option(0, "--probe-cache", min=0, help="Cache-correctness probes before and after the run."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/bench-TIMESTAMP)."),
+    warmup_requests_per_lane: int = OPT_WARMUP_REQUESTS_PER_LANE,
+    no_warmup: bool = OPT_NO_WARMUP,
+    idle_cap: float = OPT_IDLE_CAP,
+    system_idle_cap: float = OPT_SYSTEM_IDLE_CAP,
+    grace: float = OPT_GRACE,
+    request_timeout: float = typer.Option(600.0, "--request-timeout"),
+    token_range: str = typer.Option("1000:30000", "--token-range", help="Token ids to draw content from, LO:HI."),
+    token_scale: int = typer.Option(1, "--token-scale", min=1, help="Render each hash block as block/K tokens (tiny models)."),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="tokenizer.json for --wire chat (default: the sim's)."),
+    server_metrics: str = typer.Option("", "--server-metrics", help="Prometheus URL (default: the target's /metrics; 'none': off)."),
+    keep_chunks: bool = typer.Option(False, "--keep-chunks", help="Keep every chunk's arrival time in the records."),
+    cost_basis: CostBasis = typer.Option("neocloud", "--cost-basis", help="Which price of the GPU counts."),
+    mode: Mode = typer.Option("lanes", "--mode", help="lanes (closed loop) or schedule (open loop at recorded start times)."),
+    session_headers: SessionHeaders = typer.Option("plain", "--session-headers", help="How each stream's session id "
+                                                   "and its parent's are sent: plain, dynamo, sglang or llm-d (SPEC 2)."),
+    provider: Optional[str] = typer.Option(None, "--provider", help="Replay only the sessions of this agent "
+                                           "(claude, codex: as TraceLab and capture import name them)."),
+    time_scale: float = typer.Option(1.0, "--time-scale", help="Schedule mode: divide recorded session start times by this."),
+    warmup_seconds: float = typer.Option(0.0, "--warmup-seconds", help="Schedule mode: this prefix counts as warmup."),
+    clock_scale: float = typer.Option(1.0, "--clock-scale", help="Target runs X times faster than it models "
+                                      "(agentx sim --speed X): delays shrink, times are reported modeled."),
+    allow_invalid: bool = typer.Option(False, "--allow-invalid", help=ALLOW_INVALID_HELP),
+):
+    """Replay agentic traces (or a fixed scenario) against a server and summarize the run."""
+    from agentx.content.tokens import parse_token_range
+    from agentx.replay.scenarios import scenario_sessions
+    from agentx.replay.settings import BenchSettings
+
+    levels = _concurrencies(concurrency)
+    traces = [*(traces or []), *(more_traces or [])]
+    if mode.value == "schedule" and len(levels) > 1:
+        raise AgentxError("schedule mode replays at the recorded start times: it has no lanes to sweep",
+                          "concurrency")
+    if duration <= 0 or clock_scale <= 0 or time_scale <= 0 or warmup_seconds < 0:
+        raise AgentxError("--duration, --clock-scale and --time-scale must be > 0, --warmup-seconds >= 0")
+    settings = BenchSettings.build(
+        url=url, concurrency=levels[0], duration=duration, model=model, wire=wire.value, seed=seed, gpus=gpus,
+        hardware=hardware, engine=engine, engine_block_size=engine_block_size, probe_cache=probe_cache,
+        warmup_requests_per_lane=warmup_requests_per_lane,
+        idle_cap=idle_cap, system_idle_cap=system_idle_cap, grace=grace, request_timeout=request_timeout,
+        token_range=parse_token_range(token_range), token_scale=token_scale, tokenizer=tokenizer,
+        server_metrics=None if server_metrics == "none" else server_metrics, keep_chunks=keep_chunks,
+        cost_basis=cost_basis.value, scenario=_value(scenario), clock_scale=clock_scale, mode=mode.value,
+        session_headers=session_headers.value,
+        time_scale=time_scale, warmup_seconds=warmup_seconds, warmup=not no_warmup and mode.value == "lanes",
+        dataset=_value(scenario) or (", ".join(map(str, traces)) if traces else "bundled WEKA sample")
+        + (f" ({provider})" if provider and not scenario else ""),
+        variant=max_context)
+    if scenario:
+        sessions = scenario_sessions(scenario.value, max(levels))
+    else:
+        sessions = _load(traces, fmt, max_context)
+        if provider:
+            sessions = _of_provider(sessions, provider)
+    _exit_if_invalid(_sweep(settings, sessions, levels, out or _default_out("bench"), "bench"), allow_invalid)
+
+
+@probe_app.command("cache")
+def probe_cache_cmd(
+    url: str = typer.Option(..., "--url", help="Base URL of an OpenAI-compatible server (/v1/completions with token ids)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name; discovered from /v1/models when omitted."),
+    traces: list[Path] = typer.Option(None, "--traces", help="Trace files or folders (default: the bundled real traces)."),
+    probes: int = typer.Option(8, "--probes", min=1, help="Trace requests to probe."),
+    seed: int = typer.Option(0, "--seed"),
+    token_range: str = typer.Option("1000:30000", "--token-range", help="Token ids to draw content from, LO:HI."),
+    token_scale: int = typer.Option(1, "--token-scale", min=1, help="Render each hash block as block/K tokens."),
+    max_isl: Optional[int] = typer.Option(None, "--max-isl", help="Probe only prompts up to this many tokens."),
+    flush_tokens: int = typer.Option(0, "--flush-tokens", min=0, help="Other traffic between cold and warm."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the full result here."),
+):
+    """Greedy answers of trace prompts, cold and then warm (prefix cached): they must match."""
+    import asyncio
+    import json
+
+    from agentx.content.tokens import ContentConfig, parse_token_range
+    from agentx.metrics.report import probe_line
+    from agentx.replay.driver import discover_model
+    from agentx.replay.probe import ProbeConfig, probe_cache
+
+    content = ContentConfig(seed, parse_token_range(token_range), token_scale)
+    cfg = ProbeConfig(url=url, model=model or discover_model(url), probes=probes, seed=seed, content=content,
+                      max_isl=max_isl, flush_tokens=flush_tokens)
+    result = asyncio.run(probe_cache(cfg, _load(traces or [], None, None)))
+    if json_out:
+        json_out.write_text(json.dumps(result, indent=1))
+    console.print(probe_line(result), highlight=False)
+    if result["mismatches"]:
+        raise typer.Exit(1)
+
+
+def report_cmd(
+    run_dir: Path = typer.Argument(..., help="A run folder written by `agentx bench` (with --html also a sweep folder)."),
+    html: bool = typer.Option(False, "--html", help="Also write report.html (a sweep folder: frontier, table, sweep.csv)."),
+    allow_invalid: bool = typer.Option(False, "--allow-invalid", help=ALLOW_INVALID_HELP),
+):
+    """Rebuild a run's summary from its records (also for a run that was killed)."""
+    from agentx.replay.folder import report
+    from agentx.report.html import write_report
+    from agentx.report.rundata import is_run_folder
+
+    result = report(run_dir) if not html or is_run_folder(run_dir) else None
+    if result is not None:
+        _print_result(result, str(run_dir), run_dir)
+    if html:
+        console.print(f"HTML report: {write_report(run_dir)}", highlight=False)
+    if result is not None:
+        _exit_if_invalid([result], allow_invalid)
+
+
+def demo_cmd(
+    concurrency: str = typer.Option("2,8,32", "--concurrency", help="Lanes per run of the sweep."),
+    duration: float = typer.Option(600.0, "--duration", help="Profiling seconds per run (modeled time)."),
+    speed: float = typer.Option(20.0, "--speed", help="How much faster than the modeled hardware the sim runs "
+                                "(the replay clock follows, so figures are the modeled deployment's)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default runs/demo-TIMESTAMP)."),
+    allow_invalid: bool = typer.Option(False, "--allow-invalid", help=ALLOW_INVALID_HELP),
+):
+    """The embedded default: the simulated engine (8 x H200, Qwen3-235B-A22B) on a loopback port,
+    the bundled real traces replayed at a few concurrencies, a summary per run and a sweep."""
+    from agentx.engine.launch import sim_server
+    from agentx.replay.settings import BenchSettings
+    from agentx.report.html import write_report
+
+    levels = _concurrencies(concurrency)
+    sessions = _load([], None, None)
+    out = out or _default_out("demo")
+    out.mkdir(parents=True, exist_ok=True)
+    console.print(f"agentx demo: simulated 8 x H200 serving Qwen3-235B-A22B (BF16), run {speed:g}x faster than "
+                  f"real time with the replay clock scaled to match (all figures are modeled time); "
+                  f"{len(sessions)} bundled real Claude Code sessions; concurrency {concurrency}", highlight=False)
+    with sim_server("--speed", str(speed), "--truth-log", str(out / "sim_truth.jsonl")) as url:
+        settings = BenchSettings.build(url=url, concurrency=levels[0], duration=duration, gpus=8, hardware="H200",
+                                       engine="agentx-sim", dataset="bundled WEKA sample", clock_scale=speed,
+                                       grace=30.0)
+        results = _sweep(settings, sessions, levels, out, "demo")
+    first = out / f"c{levels[0]}" if len(levels) > 1 else out
+    console.print(f"all results under {out}/ (`agentx report {first}` rebuilds a summary)", highlight=False)
+    console.print(f"HTML report: {write_report(out)}", highlight=False)
+    _exit_if_invalid(results, allow_invalid)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench", epilog=EXIT_STATUS)(bench_cmd)
+    app.command("report", epilog=EXIT_STATUS)(report_cmd)
+    app.command("demo", epilog=EXIT_STATUS)(demo_cmd)

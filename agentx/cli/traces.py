@@ -1,0 +1,77 @@
+"""`agentx trace ...`: inspect, generate and convert agent traces."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from agentx.cli import OPT_FMT, OPT_MAX_CONTEXT, PLAIN, Basis, Format, WriteFormat, _count, _load, _max_context, console
+
+trace_app = typer.Typer(help="Inspect, generate and convert agent traces.", **PLAIN)
+
+@trace_app.command("stats")
+def trace_stats_cmd(
+    paths: list[Path] = typer.Argument(None, help="Trace files or folders, each a corpus (several: side by side); "
+                                       "the bundled real traces when omitted."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    fmt: Optional[Format] = OPT_FMT,
+    max_context: Optional[str] = OPT_MAX_CONTEXT,
+    by_provider: bool = typer.Option(False, "--by-provider", help="A column per agent (claude, codex, ...) of each corpus."),
+):
+    """Counts, distributions and the theoretical prefix-cache hit rate of a corpus, or of several side by side."""
+    import msgspec
+
+    from agentx.traces.report import compare_table, stats_table
+    from agentx.traces.stats import corpora_stats, trace_stats
+
+    if len(paths or []) <= 1 and not by_provider:
+        stats = trace_stats(_load(paths, fmt, max_context))
+        if json_out:
+            sys.stdout.write(msgspec.json.format(msgspec.json.encode(stats)).decode() + "\n")
+        else:
+            source = ", ".join(map(str, paths)) if paths else "bundled real WEKA traces (agentx/data/weka)"
+            console.print(stats_table(stats, source))
+        return
+    corpora = [(str(p), _load([p], fmt, max_context)) for p in paths] if paths else [("bundled", _load([], fmt, max_context))]
+    columns = corpora_stats(corpora, by_provider)
+    if json_out:
+        doc = [{"source": name, "stats": stats} for name, stats in columns]
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(doc)).decode() + "\n")
+    else:
+        console.print(compare_table(columns))
+
+
+@trace_app.command("synth")
+def trace_synth_cmd(
+    out: Path = typer.Option(..., "--out", help="Folder for the WEKA files (one per session)."),
+    sessions: int = typer.Option(393, "--sessions", min=1, help="Number of sessions."),
+    seed: int = typer.Option(1, "--seed", help="Seed; the same seed gives the same corpus."),
+    max_context: Optional[str] = OPT_MAX_CONTEXT,
+):
+    """Generate a synthetic corpus calibrated to the published AgentX statistics."""
+    from agentx.traces.synth import write_corpus
+
+    written, requests = write_corpus(out, sessions, seed, _max_context(max_context))
+    console.print(f"wrote {_count(written, 'session')}, {_count(requests, 'request')} to {out}")
+
+
+@trace_app.command("convert")
+def trace_convert_cmd(
+    paths: list[Path] = typer.Argument(..., help="Trace files or folders."),
+    to: WriteFormat = typer.Option(..., "--to", help="Output format."),
+    out: Path = typer.Option(..., "--out", help="Output file (JSONL), or a folder for one WEKA file per session."),
+    fmt: Optional[Format] = OPT_FMT,
+    max_context: Optional[str] = OPT_MAX_CONTEXT,
+    time_basis: Basis = typer.Option("absolute", "--time-basis", help="WEKA subagent times."),
+):
+    """Convert traces between formats (and optionally apply the context cap)."""
+    from agentx.traces.load import write_sessions
+
+    sessions = _load(paths, fmt, max_context)
+    options = {"basis": time_basis.value} if to.value == "weka" else {}
+    write_sessions(sessions, out, to.value, **options)
+    requests = sum(s.n_requests for s in sessions)
+    console.print(f"wrote {_count(len(sessions), 'session')} ({_count(requests, 'request')}) to {out}")
