@@ -132,8 +132,8 @@ def sweep_table(results: list[tuple[int, dict]]) -> Table:
     """One row per run of a concurrency sweep."""
     t = Table(title="sweep", title_justify="left", show_edge=False)
     for col in ("lanes", "ok", "total tok/s", "output tok/s", "TTFT p50 ms", "TTFT p90 ms",
-                "interact. p50", "E2E-norm. p90", "server hit", "cache eff.", "valid"):
-        t.add_column(col, justify="right")
+                "intvty p50", "E2E-norm p90", "server hit", "cache eff.", "valid"):
+        t.add_column(col, justify="right", overflow="fold")  # a narrow terminal folds, never cuts
     for n, r in results:
         rm, sm = r["request_metrics"], r["server_metrics"]
         tp, ttft = rm.get("throughput", {}), rm.get("ttft_s") or {}
