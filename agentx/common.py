@@ -1,10 +1,11 @@
-"""Small helpers every stage uses: stable keys, shared prefixes, a paused cyclic collector and
-percentiles."""
+"""Small helpers every stage uses: stable keys, shared prefixes, a paused cyclic collector,
+percentiles and the process's peak memory."""
 
 from __future__ import annotations
 
 import gc
 import hashlib
+import resource
 from contextlib import contextmanager
 
 import numpy as np
@@ -43,3 +44,13 @@ def percentiles(values: np.ndarray, qs) -> list[float] | None:
     if values.size == 0:
         return None
     return [float(p) for p in np.percentile(values, qs)]
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory. VmHWM where Linux has it: `ru_maxrss` carries a parent's
+    peak over fork and exec, so a child of a large process would report the parent's size."""
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -17,7 +17,7 @@ from rich.markup import escape
 from agentx.content.wire import WIRE_MODES
 from agentx.engine.presets import COST_BASES
 from agentx.errors import AgentxError
-from agentx.replay.identity import PRESETS as SESSION_PRESETS
+from agentx.replay.session_ids import PRESETS as SESSION_PRESETS
 from agentx.replay.plan import MODES
 from agentx.replay.scenarios import SCENARIOS
 from agentx.traces.load import FORMATS, WRITE_FORMATS

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import math
-import resource
 import time
 import uuid
 from collections import deque
@@ -22,14 +21,14 @@ from pathlib import Path
 
 import aiohttp
 
-from agentx.common import gc_paused
+from agentx.common import gc_paused, peak_rss_mb
 from agentx.errors import AgentxError
 from agentx.metrics.identity import discover
 from agentx.metrics.scrape import Scraper
 from agentx.records import Record, RecordWriter
 from agentx.replay.client import Client, Exchange
 from agentx.replay.folder import RunFolder, report
-from agentx.replay.identity import SessionIdentity, session_body_field, session_headers, with_body_field
+from agentx.replay.session_ids import SessionIdentity, session_body_field, session_headers, with_body_field
 from agentx.replay.plan import DONE, PROFILE, Dispatch, ReplayPlan
 from agentx.replay.probe import ANSWER_TOKENS, ProbeConfig, probe_cache
 from agentx.replay.render import Renderer
@@ -232,7 +231,7 @@ class Run:
         self.folder.finish({
             "cpu_percent": 100.0 * cpu / cpu_wall if cpu_wall else None,  # until the window closed
             "runqueue_wait_percent": 100.0 * (waited - waited0) / cpu_wall if cpu_wall and waited is not None else None,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "peak_rss_mb": peak_rss_mb(),
             "wall_s": clock() / scale, "profile_wall_s": profile_wall,
         })
 

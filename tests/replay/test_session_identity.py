@@ -8,7 +8,7 @@ import pytest
 from agentx.engine.launch import sim_server
 from agentx.records import read_records
 from agentx.replay.driver import bench
-from agentx.replay.identity import PRESETS, SessionIdentity
+from agentx.replay.session_ids import PRESETS, SessionIdentity
 from agentx.replay.settings import BenchSettings
 from agentx.traces.graph import build_graph
 from agentx.traces.weka import read_weka

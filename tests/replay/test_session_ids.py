@@ -5,7 +5,7 @@ import json
 import pytest
 
 from agentx.errors import AgentxError
-from agentx.replay.identity import (PRESETS, StreamTurn, check_preset, llmd_cookie, session_body_field,
+from agentx.replay.session_ids import (PRESETS, StreamTurn, check_preset, llmd_cookie, session_body_field,
                                     session_headers, stream_session_ids, with_body_field)
 from agentx.traces.graph import build_graph
 from agentx.traces.weka import read_weka
