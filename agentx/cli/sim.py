@@ -153,7 +153,7 @@ def sim_plan_cmd(
     from agentx.virtual.store import store_plan
 
     plan = load_plan(plan_file)
-    database = connect(db, lambda m: console.print(m, highlight=False, soft_wrap=True))  # a bad URL fails first
+    database = connect(db, lambda m: typer.echo(m, err=True))  # a bad URL fails before any run
     folder = out or _default_out("plan")
     answers = run_plan(plan, folder, ray, workers or None)
     console.print(plan_table(plan, answers))

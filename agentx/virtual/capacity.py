@@ -27,7 +27,8 @@ configuration is the largest concurrency whose point meets the SLO (p90 E2E-norm
 interactivity >= X and p90 TTFT <= Y, valid run) and its throughput per GPU, per dollar and per
 MW, plus the measured hit rate at every concurrency against the KV capacity. Points run in
 parallel on local processes, or as Ray tasks with `--ray ADDRESS`; a point's result depends only
-on its settings, so both give identical points.
+on its settings, so both give identical points. The command then stores every point in the
+results database (`virtual/store.py`) and draws the plan's HTML report (`report/plan.py`).
 """
 
 from __future__ import annotations
