@@ -10,7 +10,9 @@ from pathlib import Path
 
 from agentx.errors import AgentxError
 from agentx.report.figures import figure
+from agentx.report.html import plotly_js, script_json, templates
 from agentx.results.frontier import pareto
+from agentx.virtual.report import answer_rows
 
 SLO_LINE = {"color": "#d1495b", "dash": "dash", "width": 1.5}
 ANSWER = {"symbol": "star", "size": 16, "color": "#d1495b", "line": {"width": 1, "color": "#222"}}
@@ -48,13 +50,13 @@ def _curve(answer: dict, key: str, name: str, scale: float = 1.0, **trace) -> di
             "hovertemplate": f"c%{{x}}: %{{y:,.4~g}}<extra>{name}</extra>", **trace}
 
 
-def _answer_marker(answer: dict, key: str, scale: float = 1.0) -> list[dict]:
+def _answer_marker(answer: dict, key: str) -> list[dict]:
     best = answer.get("max_concurrency")
     at = answer.get("at_max") or {}
     if best is None or at.get(key) is None:
         return []
     return [{"type": "scatter", "mode": "markers", "name": f"answer: {best} lanes", "x": [best],
-             "y": [at[key] * scale], "marker": ANSWER, "hovertemplate": "the answer: c%{x}<extra></extra>"}]
+             "y": [at[key]], "marker": ANSWER, "hovertemplate": "the answer: c%{x}<extra></extra>"}]
 
 
 def _slo_line(xs: list, ys: list, name: str) -> dict:
@@ -127,21 +129,6 @@ def _pareto(rows: list[dict]) -> list[dict]:
     return pareto(keyed, "p90_e2e_norm_intvty", "tput_per_gpu")
 
 
-def answer_rows(answers: list[dict]) -> list[dict]:
-    fmt = lambda v, spec: "-" if v is None else spec.format(v)  # noqa: E731
-    rows = []
-    for a in answers:
-        p = a.get("at_max") or {}
-        rows.append({"configuration": a["config"], "max lanes": fmt(a.get("max_concurrency"), "{}"),
-                     "p90 E2E-norm. tok/s": fmt(p.get("p90_norm"), "{:,.1f}"), "p90 TTFT s": fmt(p.get("p90_ttft"), "{:,.2f}"),
-                     "tok/s per GPU": fmt(p.get("tok_s_per_gpu"), "{:,.0f}"),
-                     "tokens per $": fmt(p.get("tokens_per_usd"), "{:,.0f}"), "tok/s per MW": fmt(p.get("tok_s_per_mw"), "{:,.0f}"),
-                     "KV tokens": fmt(a.get("kv_capacity_tokens"), "{:,}"),
-                     "hit rate by lanes": " ".join(f"{c['concurrency']}:" + fmt(c.get("hit_rate") and c["hit_rate"] * 100,
-                                                                                   "{:.0f}%") for c in a["curve"])})
-    return rows
-
-
 def plan_figures(plan: dict) -> dict[str, dict]:
     """Every figure of the page by its div id: `frontier`, then `cN-throughput`, `cN-interactivity`,
     `cN-ttft`, `cN-cache` for the N-th configuration."""
@@ -159,8 +146,6 @@ def plan_figures(plan: dict) -> dict[str, dict]:
 
 def write_plan_report(path: Path, out: Path | None = None) -> Path:
     """report.html in the plan's folder; returns its path."""
-    from agentx.report.html import plotly_js, script_json, templates
-
     path = Path(path)
     plan = read_plan(path)
     out = out or path / "report.html"

@@ -102,6 +102,11 @@ def load_plan(path: Path) -> Plan:
     return plan
 
 
+def plan_settings(plan: Plan) -> dict:
+    """What every point of the plan shares (all but the grid and the SLO)."""
+    return {k: v for k, v in plan.__dict__.items() if k not in ("concurrency", "configs", "slo")}
+
+
 def spec_fields(spec) -> dict:
     if spec in (None, "none", "off"):
         return {}
@@ -212,8 +217,8 @@ def run_plan(plan: Plan, out: Path, ray_address: str | None = None, workers: int
         answers.append({"config": config_name(config), "settings": config, "max_concurrency": best_c,
                         "at_max": best, "kv_capacity_tokens": Roofline(kv).kv_capacity_tokens * int(config["replicas"]),
                         "curve": [{"concurrency": c, **p} for c, p in curve]})
-    settings = {k: v for k, v in plan.__dict__.items() if k not in ("concurrency", "configs", "slo")}
-    (out / "plan.json").write_text(json.dumps({"slo": plan.slo, "plan": settings, "answers": answers}, indent=1))
+    (out / "plan.json").write_text(json.dumps({"slo": plan.slo, "plan": plan_settings(plan), "answers": answers},
+                                              indent=1))
     return answers
 
 

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Engine
 from agentx.results.db import now
 from agentx.results.importer import import_run
 from agentx.results.schema import points, sweeps
-from agentx.virtual.capacity import Plan, config_name
+from agentx.virtual.capacity import Plan, config_name, plan_settings
 
 
 def _sha(data) -> str:
@@ -27,16 +27,16 @@ def _sha(data) -> str:
 
 def store_plan(engine: Engine, plan: Plan, out: Path, say: Callable[[str], None] = print) -> dict[str, list[int]]:
     """Store every point of the plan run into `out`; returns the point ids per configuration."""
-    settings = {k: v for k, v in plan.__dict__.items() if k not in ("concurrency", "configs")}
+    out, settings = Path(out), {**plan_settings(plan), "slo": plan.slo}
     stored: dict[str, list[int]] = {}
     for config in plan.configs:
         name = config_name(config)
         recipe = {"plan": settings, "configuration": config, "concurrency": list(plan.concurrency)}
         fingerprint = _sha({"plan": settings, "configuration": config})
-        sweep_id = _sweep_row(engine, f"plan {Path(out).name}: {name}", fingerprint, recipe, Path(out) / name)
+        sweep_id = _sweep_row(engine, f"plan {out.name}: {name}", fingerprint, recipe, out / name)
         ids, missing = [], 0
         for c in plan.concurrency:
-            folder = Path(out) / name / f"c{c}"
+            folder = out / name / f"c{c}"
             point_fp = _sha([fingerprint, c])
             with engine.connect() as conn:
                 found = conn.execute(select(points.c.id).where(

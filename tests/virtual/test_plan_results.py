@@ -137,3 +137,9 @@ def test_the_plan_report_in_chromium(planned, tmp_path):
             assert all(n > 0 for n in g["points"]), g
         assert page.errors == []
         page.page.screenshot(path=tmp_path / "plan.png", full_page=True)
+
+
+def test_a_bad_plan_json_is_named(tmp_path):
+    (tmp_path / "plan.json").write_text('{"slo": {}}')
+    res = agentx("report", tmp_path, "--html")
+    assert res.returncode == 2 and "plan.json: field 'answers' missing" in " ".join(res.stderr.split())
