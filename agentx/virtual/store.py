@@ -1,8 +1,9 @@
 """`agentx sim plan`'s points into the results database (SPEC section 10): each configuration a
 sweep, each point a simulated point of its configuration's deployment.
 
-Like `agentx sweep`, a point already stored `ok` under its fingerprint (the plan's settings, the
-configuration and the concurrency) is not stored again: a virtual point depends only on them.
+A point replaces the points stored under its fingerprint (the plan's settings, the configuration
+and the concurrency): a virtual point depends only on them and the simulator's code, so the
+latest run is the one to keep (its earlier run folders stay on disk).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.engine import Engine
 
 from agentx.results.db import now
@@ -37,16 +38,15 @@ def store_plan(engine: Engine, plan: Plan, out: Path, say: Callable[[str], None]
         ids, missing = [], 0
         for c in plan.concurrency:
             folder = out / name / f"c{c}"
-            point_fp = _sha([fingerprint, c])
-            with engine.connect() as conn:
-                found = conn.execute(select(points.c.id).where(
-                    (points.c.fingerprint == point_fp) & (points.c.status == "ok"))).scalar()
-            if found is None and not (folder / "result.json").is_file():
+            if not (folder / "result.json").is_file():
                 say(f"{name}: c{c} not stored: {folder} is not on this machine (a Ray worker's disk?)")
                 missing += 1
                 continue
-            ids.append(found if found is not None else
-                       import_run(engine, folder, sweep_id=sweep_id, fingerprint=point_fp).point_id)
+            point_fp = _sha([fingerprint, c])
+            new = import_run(engine, folder, sweep_id=sweep_id, fingerprint=point_fp).point_id
+            with engine.begin() as conn:  # the latest run of a plan point replaces the earlier ones
+                conn.execute(delete(points).where((points.c.fingerprint == point_fp) & (points.c.id != new)))
+            ids.append(new)
         with engine.begin() as conn:
             conn.execute(sweeps.update().where(sweeps.c.id == sweep_id).values(
                 status="partial" if missing else "finished", finished_at=now()))

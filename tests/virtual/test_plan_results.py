@@ -6,14 +6,14 @@ import json
 import re
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from fastapi.testclient import TestClient
 
 from agentx.report.pages import add_pages
 from agentx.results.api import create_app
 from agentx.results.db import connect
-from agentx.results.schema import deployments, points, sweeps
+from agentx.results.schema import deployments, point_blobs, points, sweeps
 from tests.report.browser import assert_every_graph_has_points, chromium_page
 from tests.test_cli import agentx
 
@@ -82,11 +82,17 @@ def test_every_point_is_stored_as_a_simulated_point_of_its_configuration(planned
     links = json.loads(re.search(r'"links":(\{[^}]*\})', page).group(1))
     assert sorted(map(int, links)) == [r.id for r in rows] and '"diamond"' in page
 
-    # the same plan again (another folder): its points are stored already, none twice
+    # the same plan again (another folder): its points replace the earlier ones, with the same figures
     (tmp_path / "plan.yaml").write_text(PLAN)
     again = agentx("sim", "plan", tmp_path / "plan.yaml", "--out", tmp_path / "again", "--db", db, "--workers", "2")
     assert again.returncode == 0, again.stderr
-    assert len(_rows(db)) == 6
+    latest = _rows(db)
+    assert len(latest) == 6 and not {r.id for r in latest} & {r.id for r in rows}
+    assert all(r.run_dir.startswith(str((tmp_path / "again").resolve())) for r in latest)
+    assert [(r.sweep_id, r.concurrency, r.tput_per_gpu, r.p90_ttft) for r in latest] == \
+        [(r.sweep_id, r.concurrency, r.tput_per_gpu, r.p90_ttft) for r in rows]
+    with connect(db).connect() as conn:
+        assert conn.execute(select(func.count()).select_from(point_blobs)).scalar() == 6 * 4  # no orphans
 
 
 def _figures(html: str) -> dict:
