@@ -110,7 +110,7 @@ def frontier_chart(answers: list[dict], slo: dict) -> dict:
         data.append({"type": "scatter", "mode": "lines+markers+text", "name": a["config"],
                      "x": [p["p90_norm"] for p in pts], "y": [p["tok_s_per_gpu"] for p in pts],
                      "text": [f"c{p['concurrency']}" for p in pts], "textposition": "top center",
-                     "hovertemplate": "%{text}: %{x:.3~g} tok/s, %{y:,.4~g} tok/s/GPU<extra>" + a["config"] + "</extra>"})
+                     "hovertemplate": "%{text}: %{x:.3~g} tok/s, %{y:,.4~g} tok/s/GPU<extra>%{fullData.name}</extra>"})
     best = sorted(_pareto(every), key=lambda p: p["p90_norm"])
     data.append({"type": "scatter", "mode": "lines", "name": "frontier over every configuration",
                  "x": [p["p90_norm"] for p in best], "y": [p["tok_s_per_gpu"] for p in best],

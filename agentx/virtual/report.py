@@ -18,7 +18,8 @@ def answer_rows(answers: list[dict]) -> list[dict[str, str]]:
         hits = " ".join(f"{c['concurrency']}:{_fmt(c['hit_rate'] and c['hit_rate'] * 100, '{:.0f}%')}"
                         for c in a["curve"])
         rows.append({"configuration": a["config"], "max lanes": _fmt(a["max_concurrency"]),
-                     "p90 norm. tok/s": _fmt(p.get("p90_norm"), "{:,.1f}"), "p90 TTFT s": _fmt(p.get("p90_ttft"), "{:,.2f}"),
+                     "p90 norm. tok/s": _fmt(p.get("p90_norm"), "{:,.1f}"),
+                     "p90 TTFT s": _fmt(p.get("p90_ttft"), "{:,.2f}"),
                      "tok/s per GPU": _fmt(p.get("tok_s_per_gpu")), "tokens per $": _fmt(p.get("tokens_per_usd")),
                      "tok/s per MW": _fmt(p.get("tok_s_per_mw")), "KV tokens": _fmt(a["kv_capacity_tokens"]),
                      "hit rate by lanes": hits})
