@@ -12,6 +12,7 @@ from agentx.cli import (OPT_CONCURRENCY, OPT_FMT, OPT_GRACE, OPT_IDLE_CAP, OPT_M
                         PLAIN, REQUEST_TIMEOUT_HELP, CostBasis, Format, Scenario, _load, _value, console)
 from agentx.cli.bench import _concurrencies, _default_out, _sweep
 from agentx.errors import AgentxError
+from agentx.results.cli import DB_HELP
 
 sim_app = typer.Typer(help="The simulated inference engine.", **PLAIN)
 
@@ -141,16 +142,26 @@ def sim_plan_cmd(
     out: Optional[Path] = typer.Option(None, "--out", help="Folder of the points' runs (default runs/plan-TIMESTAMP)."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Run the points on this Ray cluster (e.g. auto or HOST:PORT)."),
     workers: int = typer.Option(0, "--workers", min=0, help="Local processes (0: one per core)."),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
 ):
-    """Capacity plan: a grid of virtual runs; per configuration the largest concurrency meeting the SLO."""
+    """Capacity plan: a grid of virtual runs; per configuration the largest concurrency meeting the SLO.
+    Every point is stored in the results database (a sweep per configuration), like `agentx sweep`'s."""
+    from agentx.report.html import write_report
+    from agentx.results.db import connect
     from agentx.virtual.capacity import load_plan, run_plan
     from agentx.virtual.report import plan_table
+    from agentx.virtual.store import store_plan
 
     plan = load_plan(plan_file)
+    database = connect(db, lambda m: typer.echo(m, err=True))  # a bad URL fails before any run
     folder = out or _default_out("plan")
     answers = run_plan(plan, folder, ray, workers or None)
     console.print(plan_table(plan, answers))
-    console.print(f"every point: {folder}/<configuration>/c<N>; the answer: {folder}/plan.json", highlight=False)
+    stored = store_plan(database, plan, folder, say=lambda m: console.print(m, highlight=False))
+    ids = [i for per in stored.values() for i in per]
+    console.print(f"every point: {folder}/<configuration>/c<N>; the answer: {folder}/plan.json; results database: "
+                  f"{len(ids)} points ({database.url.render_as_string(hide_password=True)})", highlight=False)
+    console.print(f"HTML report: {write_report(folder)}", highlight=False)
 
 
 @sim_app.command("presets")

@@ -101,8 +101,12 @@ def render(title: str, views: list[dict], frontiers: dict[str, dict] | None = No
 
 
 def write_report(path: Path, out: Path | None = None) -> Path:
-    """report.html in the run or sweep folder (and sweep.csv for a sweep); returns the HTML's path."""
+    """report.html in the run, sweep or plan folder (and sweep.csv for a sweep); returns the HTML's path."""
+    from agentx.report.plan import is_plan_folder, write_plan_report
+
     path = Path(path)
+    if is_plan_folder(path):  # `agentx sim plan`'s folder: its own page (report/plan.py)
+        return write_plan_report(path, out)
     out = out or path / "report.html"
     if is_run_folder(path):
         page = render(f"agentx run report: {path.resolve().name}", [run_view(read_run(path))])

@@ -27,7 +27,8 @@ configuration is the largest concurrency whose point meets the SLO (p90 E2E-norm
 interactivity >= X and p90 TTFT <= Y, valid run) and its throughput per GPU, per dollar and per
 MW, plus the measured hit rate at every concurrency against the KV capacity. Points run in
 parallel on local processes, or as Ray tasks with `--ray ADDRESS`; a point's result depends only
-on its settings, so both give identical points.
+on its settings, so both give identical points. The command then stores every point in the
+results database (`virtual/store.py`) and draws the plan's HTML report (`report/plan.py`).
 """
 
 from __future__ import annotations
@@ -101,6 +102,11 @@ def load_plan(path: Path) -> Plan:
     return plan
 
 
+def plan_settings(plan: Plan) -> dict:
+    """What every point of the plan shares (all but the grid and the SLO)."""
+    return {k: v for k, v in plan.__dict__.items() if k not in ("concurrency", "configs", "slo")}
+
+
 def spec_fields(spec) -> dict:
     if spec in (None, "none", "off"):
         return {}
@@ -147,12 +153,30 @@ def run_point(plan: Plan, config: dict, concurrency: int, out: str) -> dict:
                              dataset=", ".join(plan.traces) or "bundled WEKA sample", variant=plan.max_context)
     sim = SimDeployment(engine_config(plan, config), int(config["replicas"]), config["router"])
     result = sim_bench(settings, sessions, sim, command=f"agentx sim plan ({config_name(config)}, c{concurrency})")
-    return point_figures(result)
+    return point_figures(label_run(Path(out), result, deployment_labels(config)))
+
+
+def deployment_labels(config: dict) -> dict:
+    """What the identity adds so that each configuration is its own deployment in the results
+    database (SPEC section 10): the replicas' layout as `parallelism`, the KV memory fraction as
+    `engine_version` (the simulated engine has no version of its own)."""
+    gpus, replicas = int(config["gpus"]), int(config["replicas"])
+    return {"parallelism": f"TP{gpus}" if replicas == 1 else f"{replicas} x TP{gpus}",
+            "engine_version": f"gpu_memory_utilization={float(config['kv_memory']):g}"}
+
+
+def label_run(folder: Path, result: dict, labels: dict) -> dict:
+    """`labels` join the run's settings (run.json, so `agentx report` keeps them) and its result's identity."""
+    for name, section in (("run.json", "settings"), ("result.json", "identity")):
+        data = result if name == "result.json" else json.loads((folder / name).read_text())
+        data[section].update(labels)
+        (folder / name).write_text(json.dumps(data, indent=1))
+    return result
 
 
 def point_figures(result: dict) -> dict:
     rm, sm = result["request_metrics"], result["server_metrics"]
-    tp = rm.get("throughput", {})
+    tp, cache = rm.get("throughput", {}), rm.get("cache") or {}
     norm, ttft = rm.get("e2e_normalized_interactivity_tok_s") or {}, rm.get("ttft_s") or {}
     price = tp.get("usd_per_gpu_hour")
     per_gpu = tp.get("total_tok_s_per_gpu")
@@ -161,8 +185,9 @@ def point_figures(result: dict) -> dict:
             "total_tok_s": tp.get("total_tok_s"), "tok_s_per_gpu": per_gpu,
             "tokens_per_usd": per_gpu * 3600 / price if per_gpu and price else None,
             "tok_s_per_mw": tp.get("total_tok_s_per_mw"),
-            "hit_rate": (rm.get("cache") or {}).get("measured_hit_rate"),
-            "server_hit_rate": sm.get("prefix_hit_rate")}
+            "hit_rate": cache.get("measured_hit_rate"), "theoretical_hit_rate": cache.get("theoretical_hit_rate"),
+            "server_hit_rate": sm.get("prefix_hit_rate"), "kv_usage_mean": sm.get("kv_usage_mean"),
+            "isl_mean": (rm.get("isl") or {}).get("mean")}
 
 
 def meets(plan: Plan, p: dict) -> bool:
@@ -192,7 +217,8 @@ def run_plan(plan: Plan, out: Path, ray_address: str | None = None, workers: int
         answers.append({"config": config_name(config), "settings": config, "max_concurrency": best_c,
                         "at_max": best, "kv_capacity_tokens": Roofline(kv).kv_capacity_tokens * int(config["replicas"]),
                         "curve": [{"concurrency": c, **p} for c, p in curve]})
-    (out / "plan.json").write_text(json.dumps({"slo": plan.slo, "answers": answers}, indent=1))
+    (out / "plan.json").write_text(json.dumps({"slo": plan.slo, "plan": plan_settings(plan), "answers": answers},
+                                              indent=1))
     return answers
 
 

@@ -1,4 +1,4 @@
-"""The capacity plan's answer as a table (one row per configuration)."""
+"""The capacity plan's answer as rows (one per configuration): a table here, and in the HTML report."""
 
 from __future__ import annotations
 
@@ -9,20 +9,32 @@ def _fmt(value, spec: str = "{:,.0f}") -> str:
     return "-" if value is None else spec.format(value)
 
 
+def answer_rows(answers: list[dict]) -> list[dict[str, str]]:
+    """Per configuration: the answer (largest concurrency meeting the SLO), its figures, the KV
+    capacity and the measured hit rate at every concurrency, formatted."""
+    rows = []
+    for a in answers:
+        p = a.get("at_max") or {}
+        hits = " ".join(f"{c['concurrency']}:{_fmt(c['hit_rate'] and c['hit_rate'] * 100, '{:.0f}%')}"
+                        for c in a["curve"])
+        rows.append({"configuration": a["config"], "max lanes": _fmt(a["max_concurrency"]),
+                     "p90 norm. tok/s": _fmt(p.get("p90_norm"), "{:,.1f}"),
+                     "p90 TTFT s": _fmt(p.get("p90_ttft"), "{:,.2f}"),
+                     "tok/s per GPU": _fmt(p.get("tok_s_per_gpu")), "tokens per $": _fmt(p.get("tokens_per_usd")),
+                     "tok/s per MW": _fmt(p.get("tok_s_per_mw")), "KV tokens": _fmt(a["kv_capacity_tokens"]),
+                     "hit rate by lanes": hits})
+    return rows
+
+
 def plan_table(plan, answers: list[dict]) -> Table:
     slo = plan.slo
     t = Table(title=f"capacity: largest concurrency with p90 E2E-normalized interactivity >= "
                     f"{slo['p90_e2e_normalized_interactivity']:g} tok/s and p90 TTFT <= {slo['p90_ttft_s']:g} s",
               title_justify="left", show_edge=False)
-    for col in ("configuration", "max lanes", "p90 norm. tok/s", "p90 TTFT s", "tok/s per GPU", "tokens per $",
-                "tok/s per MW", "KV tokens", "hit rate by lanes"):
+    rows = answer_rows(answers)
+    for col in rows[0] if rows else ():
         t.add_column(col, justify="left" if col in ("configuration", "hit rate by lanes") else "right",
                      overflow="fold")
-    for a in answers:
-        p = a["at_max"] or {}
-        hits = " ".join(f"{c['concurrency']}:{_fmt(c['hit_rate'] and c['hit_rate'] * 100, '{:.0f}%')}"
-                        for c in a["curve"])
-        t.add_row(a["config"], _fmt(a["max_concurrency"]), _fmt(p.get("p90_norm"), "{:,.1f}"),
-                  _fmt(p.get("p90_ttft"), "{:,.2f}"), _fmt(p.get("tok_s_per_gpu")), _fmt(p.get("tokens_per_usd")),
-                  _fmt(p.get("tok_s_per_mw")), _fmt(a["kv_capacity_tokens"]), hits)
+    for row in rows:
+        t.add_row(*row.values())
     return t
