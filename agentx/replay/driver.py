@@ -35,6 +35,7 @@ from agentx.replay.probe import ANSWER_TOKENS, ProbeConfig, probe_cache
 from agentx.replay.render import Renderer
 from agentx.replay.settings import BenchSettings
 from agentx.serving import run_async
+from agentx.traces.digest import write_digest
 from agentx.traces.graph import build_graph
 
 # `bench` is the entry point; its settings (settings.py) and `report` (folder.py) are named here too
@@ -72,6 +73,7 @@ class Run:
         self.run_id = uuid.uuid4().hex[:12]
         self.folder = RunFolder(Path(settings.out), self.run_id,
                                 {**settings.flat(), "model": target.model, "sessions": len(sessions)}, command)
+        write_digest(self.folder.path, sessions)  # the dataset's trace stats (SPEC §8)
         self.sessions = sessions
         with gc_paused():
             graphs = [build_graph(s) for s in sessions]
