@@ -48,6 +48,16 @@ def _stored_histogram(h: dict | None, title: str, x_title: str, why: str) -> dic
                   xaxis={"tickvals": ticks, "ticktext": [f"{10.0 ** t:,g}" for t in ticks]})
 
 
+def _counts(values: list[int], title: str, x_title: str) -> dict:
+    """Sessions per integer value (a bar per value seen)."""
+    if not values:
+        return empty(title, "no session")
+    seen, counts = np.unique(np.asarray(values, dtype=int), return_counts=True)
+    data = [{"type": "bar", "x": seen.tolist(), "y": counts.tolist(), "marker": {"color": COLORS["cached"]},
+             "hovertemplate": "%{x}: %{y} sessions<extra></extra>", "name": title}]
+    return figure(data, f"{title} (n {len(values):,})", x_title, "sessions", xaxis={"dtick": 1}, bargap=0.2)
+
+
 def digest_charts(digest: dict) -> dict[str, dict]:
     """The explorer's charts over a dataset's digest (SPEC §8 `datasets.summary`: the replayed
     corpus, as `agentx trace stats` reads it)."""
@@ -58,15 +68,14 @@ def digest_charts(digest: dict) -> dict[str, dict]:
     hits = figure([{"type": "bar", "x": [per["id"][i] for i in order], "y": [hit[i] for i in order],
                     "customdata": [[per["isl_tokens"][i], per["requests"][i]] for i in order],
                     "hovertemplate": hover, "marker": {"color": COLORS["cached"]}, "name": "theoretical hit"}],
-                  "Theoretical prefix-cache hit per session (infinite cache)", "session", "hit tokens / input tokens",
-                  xaxis={"showticklabels": len(order) <= 40, "type": "category"}, yaxis={"range": [0, 1.02]})
+                  "Theoretical prefix-cache hit per session (infinite cache)", "", "hit tokens / input tokens",
+                  xaxis={"showticklabels": len(order) <= 40, "type": "category", "tickangle": -45}, yaxis={"range": [0, 1.02]})
     return {
         "isl": _stored_histogram(digest.get("isl"), "ISL per request", "tokens (log scale)", "no request"),
         "osl": _stored_histogram(digest.get("osl"), "OSL per request", "tokens (log scale)", "no request"),
         "gaps": _stored_histogram(digest.get("gap_s"), "Recorded turn gaps", "seconds (log scale)",
                                   "no stream has two requests"),
-        "subagents": _histogram(per["subagents"], "Subagent and background streams per session", "streams",
-                                log=False),
+        "subagents": _counts(per["subagents"], "Subagent and background streams per session", "streams"),
         "requests": _histogram(per["requests"], "Requests per session", "requests (log scale)"),
         "hit": hits,
     }
