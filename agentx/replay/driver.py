@@ -73,10 +73,10 @@ class Run:
         self.run_id = uuid.uuid4().hex[:12]
         self.folder = RunFolder(Path(settings.out), self.run_id,
                                 {**settings.flat(), "model": target.model, "sessions": len(sessions)}, command)
-        write_digest(self.folder.path, sessions)  # the dataset's trace stats (SPEC §8)
         self.sessions = sessions
         with gc_paused():
             graphs = [build_graph(s) for s in sessions]
+        write_digest(self.folder.path, sessions, graphs)  # the dataset's trace stats (SPEC §8)
         self.plan = ReplayPlan(graphs, replace(settings.plan, run_id=self.run_id, lead=LEAD_S * target.clock_scale))
         self.render = Renderer(self.run_id, settings.content, target.model, target.wire, target.tokenizer)
         self.identity = SessionIdentity(target.session_headers, self.run_id)

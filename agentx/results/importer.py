@@ -26,9 +26,10 @@ class Imported:
 
 def chart_blobs(run: RunFolder) -> dict[str, dict]:
     """The chart data stored with a point (SPEC §8): series, histograms and timelines by kind."""
-    identity = run.result["identity"]
-    clock_scale = identity.get("clock_scale") or run.info.get("settings", {}).get("clock_scale") or 1.0
-    return {"series": build_series(run.columns, run.series, clock_scale),
+    identity, settings = run.result["identity"], run.info.get("settings", {})
+    clock_scale = identity.get("clock_scale") or settings.get("clock_scale") or 1.0
+    prefix = (read_digest(run.path) or {}).get("prefix")
+    return {"series": build_series(run.columns, run.series, clock_scale, prefix, settings.get("token_scale") or 1),
             "histograms": build_histograms(run.columns), **build_timelines(run.columns)}
 
 
@@ -51,7 +52,8 @@ def import_run(engine: Engine, path: Path, sweep_id: int | None = None, fingerpr
             add_conversations(conn, row["dataset_id"], convs)
             if digest is not None:  # the first run imported with the digest fills it
                 conn.execute(datasets.update().where((datasets.c.id == row["dataset_id"])
-                                                     & datasets.c.summary.is_(None)).values(summary=json.dumps(digest)))
+                                                     & datasets.c.summary.is_(None))
+                             .values(summary=json.dumps({k: v for k, v in digest.items() if k != "prefix"})))
         point = insert_point(conn, deployment_labels(identity), row, blobs)
     return Imported(path, point, True)
 

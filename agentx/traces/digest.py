@@ -14,6 +14,7 @@ import numpy as np
 
 from agentx.errors import AgentxError
 
+from agentx.traces.graph import SessionGraph, build_graph
 from agentx.traces.model import Session
 from agentx.traces.stats import TraceStats, stats_of, trace_values
 
@@ -35,8 +36,30 @@ def log_histogram(values, bins: int = 40) -> dict | None:
             "zeros": int(v.size - pos.size)}
 
 
-def dataset_digest(sessions: list[Session]) -> dict:
+def prefix_order(graph: SessionGraph) -> dict:
+    """The session's requests (graph nodes) sorted by their hash-id sequences: `rank` per node and
+    `lcp`, the blocks each shares as a prefix with the next in that order. Two requests share
+    min(lcp[rank a .. rank b - 1]) blocks, so the union of any requests' prefixes is the sum of
+    their lengths minus what neighbours in rank order share (SPEC §9, in-flight unique tokens)."""
+    seqs = [node.request.hash_ids.tolist() for node in graph.nodes]
+    order = sorted(range(len(seqs)), key=seqs.__getitem__)
+    rank = [0] * len(seqs)
+    for r, i in enumerate(order):
+        rank[i] = r
+    lcp = []
+    for a, b in zip(order, order[1:]):
+        sa, sb = seqs[a], seqs[b]
+        k, top = 0, min(len(sa), len(sb))
+        while k < top and sa[k] == sb[k]:
+            k += 1
+        lcp.append(k)
+    return {"block_size": graph.session.block_size, "rank": rank, "lcp": lcp}
+
+
+def dataset_digest(sessions: list[Session], graphs: list[SessionGraph] | None = None) -> dict:
+    """`graphs`: the sessions' request graphs when built already (node order = records' `node`)."""
     v = trace_values(sessions)
+    graphs = graphs or [build_graph(s) for s in sessions]
     return {
         "version": DIGEST_VERSION,
         "stats": msgspec.to_builtins(stats_of(v)),  # NaN (nothing to count) is written as null
@@ -44,6 +67,7 @@ def dataset_digest(sessions: list[Session]) -> dict:
         "sessions": {"id": v.session_ids, "requests": v.session_requests, "subagents": v.session_subagents,
                      "hit_tokens": v.session_hits, "isl_tokens": v.session_isl,
                      "duration_s": [round(d, 3) for d in v.durations]},
+        "prefix": {s.id: prefix_order(g) for s, g in zip(sessions, graphs)},
     }
 
 
@@ -55,8 +79,8 @@ def digest_stats(digest: dict) -> TraceStats:
     return msgspec.convert(nan(digest["stats"]), TraceStats)
 
 
-def write_digest(folder: Path, sessions: list[Session]) -> None:
-    (Path(folder) / DIGEST_FILE).write_bytes(msgspec.json.encode(dataset_digest(sessions)))
+def write_digest(folder: Path, sessions: list[Session], graphs: list[SessionGraph] | None = None) -> None:
+    (Path(folder) / DIGEST_FILE).write_bytes(msgspec.json.encode(dataset_digest(sessions, graphs)))
 
 
 def read_digest(folder: Path) -> dict | None:

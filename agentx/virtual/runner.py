@@ -71,9 +71,9 @@ class VirtualRun:
         }
         self.folder = RunFolder(Path(settings.out), self.run_id, {**settings.flat(), "model": settings.target.model,
                                                                   "sessions": len(sessions), **simulated}, command)
-        write_digest(self.folder.path, sessions)  # the dataset's trace stats (SPEC §8)
         with gc_paused():
             graphs = [build_graph(s) for s in sessions]
+        write_digest(self.folder.path, sessions, graphs)  # the dataset's trace stats (SPEC §8)
         self.plan = ReplayPlan(graphs, replace(settings.plan, run_id=self.run_id, lead=LEAD_S))
         self.render = Renderer(self.run_id, settings.content, settings.target.model, "tokens", None)
         self.blocks = EngineBlocks(self.render.prompts, e.block_size)
