@@ -72,7 +72,7 @@ def test_frontier_page_to_point_page(dashboard, tmp_path):
         point_id = ids[labels.index("c6")]
         page.click_point("frontier", trace, labels.index("c6"))
         page.page.wait_for_url(f"{dashboard}/points/{point_id}")
-        page.draw_all(11)
+        page.draw_all(12)
         assert_every_graph_has_points(page, POINT_GRAPHS)
 
         # a timeline bar opens its conversation's flamegraph (fetched from the server) at that turn
@@ -93,7 +93,7 @@ def test_frontier_page_to_point_page(dashboard, tmp_path):
 
         with page.page.expect_navigation():
             page.page.click("#related a:nth-child(2)")
-        page.draw_all(11)
+        page.draw_all(12)
         assert "c2" in page.page.inner_text("h1")
         assert page.errors == []
 
