@@ -69,7 +69,8 @@ def digest_charts(digest: dict) -> dict[str, dict]:
                     "customdata": [[per["isl_tokens"][i], per["requests"][i]] for i in order],
                     "hovertemplate": hover, "marker": {"color": COLORS["cached"]}, "name": "theoretical hit"}],
                   "Theoretical prefix-cache hit per session (infinite cache)", "", "hit tokens / input tokens",
-                  xaxis={"showticklabels": len(order) <= 40, "type": "category", "tickangle": -45}, yaxis={"range": [0, 1.02]})
+                  xaxis={"showticklabels": len(order) <= 40, "type": "category", "tickangle": -45},
+                  yaxis={"range": [0, 1.02]})
     return {
         "isl": _stored_histogram(digest.get("isl"), "ISL per request", "tokens (log scale)", "no request"),
         "osl": _stored_histogram(digest.get("osl"), "OSL per request", "tokens (log scale)", "no request"),

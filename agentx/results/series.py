@@ -57,15 +57,12 @@ def inflight_tokens(c: dict, prefix: dict | None, step: float, n: int, token_sca
     out = {"inflight_tokens": _r(total, 0), "inflight_unique_tokens": None}
     if prefix is None:
         return out
-    orders = {}
+    orders, rank = {}, np.zeros(len(isl), dtype=np.int64)
     for i in sent.tolist():
         order = prefix.get(c["session"][i])
         if order is None or not 0 <= c["node"][i] < len(order["rank"]):
             return out
-        orders[i] = order
-    rank = np.zeros(len(isl), dtype=np.int64)
-    for i, order in orders.items():
-        rank[i] = order["rank"][c["node"][i]]
+        orders[i], rank[i] = order, order["rank"][c["node"][i]]
     lcps = {id(o): np.asarray(o["lcp"], dtype=np.int64) for o in orders.values()}
     shared = np.zeros(n)
     pairs = np.lexsort((rank[req], c["tree"][req], steps))

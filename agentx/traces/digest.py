@@ -41,18 +41,17 @@ def prefix_order(graph: SessionGraph) -> dict:
     `lcp`, the blocks each shares as a prefix with the next in that order. Two requests share
     min(lcp[rank a .. rank b - 1]) blocks, so the union of any requests' prefixes is the sum of
     their lengths minus what neighbours in rank order share (SPEC §9, in-flight unique tokens)."""
-    seqs = [node.request.hash_ids.tolist() for node in graph.nodes]
+    ids = [node.request.hash_ids for node in graph.nodes]
+    seqs = [a.tolist() for a in ids]
     order = sorted(range(len(seqs)), key=seqs.__getitem__)
     rank = [0] * len(seqs)
     for r, i in enumerate(order):
         rank[i] = r
     lcp = []
     for a, b in zip(order, order[1:]):
-        sa, sb = seqs[a], seqs[b]
-        k, top = 0, min(len(sa), len(sb))
-        while k < top and sa[k] == sb[k]:
-            k += 1
-        lcp.append(k)
+        top = min(len(ids[a]), len(ids[b]))
+        differ = np.flatnonzero(ids[a][:top] != ids[b][:top])
+        lcp.append(int(differ[0]) if differ.size else top)
     return {"block_size": graph.session.block_size, "rank": rank, "lcp": lcp}
 
 

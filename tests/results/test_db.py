@@ -168,3 +168,26 @@ def test_dataset_trace_stats_equal_the_cli(db_url, sweep_dir, tmp_path):
     (bare / "dataset.json").write_text("{oops")
     with pytest.raises(AgentxError, match=r"bare/dataset.json: not JSON"):
         import_run(connect(f"sqlite:///{tmp_path / 'other.db'}"), bare)
+
+
+def test_dataset_page_without_trace_stats_says_so(sweep_dir, tmp_path):
+    """A dataset whose runs wrote no dataset.json: the explorer draws its stored conversations and
+    its title says the trace stats are missing; with one, the table of figures is there."""
+    from fastapi.testclient import TestClient
+
+    from agentx.report.pages import add_pages
+    from agentx.results.api import create_app
+
+    engine = connect(f"sqlite:///{tmp_path / 'r.db'}")
+    bare = tmp_path / "bare"
+    shutil.copytree(sweep_dir / "c2", bare)
+    (bare / "dataset.json").unlink()
+    import_run(engine, bare)
+    app = create_app(engine, writable=False)
+    add_pages(app, engine)
+    client = TestClient(app)
+    page = client.get("/datasets/1").text
+    assert "no trace stats stored" in page and 'id="stats"' not in page and 'id="fig-turns"' in page
+    import_run(engine, sweep_dir / "c6")
+    page = client.get("/datasets/1").text
+    assert "no trace stats stored" not in page and 'id="stats"' in page and 'id="fig-gaps"' in page
