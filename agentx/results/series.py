@@ -57,22 +57,30 @@ def inflight_tokens(c: dict, prefix: dict | None, step: float, n: int, token_sca
     out = {"inflight_tokens": _r(total, 0), "inflight_unique_tokens": None}
     if prefix is None:
         return out
-    orders, rank = {}, np.zeros(len(isl), dtype=np.int64)
-    for i in sent.tolist():
-        order = prefix.get(c["session"][i])
-        if order is None or not 0 <= c["node"][i] < len(order["rank"]):
+    names = [c["session"][i] for i in sent.tolist()]
+    index = {name: k for k, name in enumerate(dict.fromkeys(names))}
+    if any(name not in prefix for name in index):
+        return out
+    orders = [prefix[name] for name in index]
+    sess = np.full(len(isl), -1, dtype=np.int64)
+    sess[sent] = [index[name] for name in names]
+    rank = np.zeros(len(isl), dtype=np.int64)
+    for k, order in enumerate(orders):
+        mine = sent[sess[sent] == k]
+        nodes = c["node"][mine]
+        if len(nodes) and (nodes.min() < 0 or nodes.max() >= len(order["rank"])):
             return out
-        orders[i], rank[i] = order, order["rank"][c["node"][i]]
-    lcps = {id(o): np.asarray(o["lcp"], dtype=np.int64) for o in orders.values()}
+        rank[mine] = np.asarray(order["rank"], dtype=np.int64)[nodes]
+    lcps = [np.asarray(o["lcp"], dtype=np.int64) for o in orders]
     shared = np.zeros(n)
     pairs = np.lexsort((rank[req], c["tree"][req], steps))
     s_req, s_step = req[pairs], steps[pairs]
     same = np.flatnonzero((s_step[1:] == s_step[:-1]) & (c["tree"][s_req[1:]] == c["tree"][s_req[:-1]]))
     for k in same.tolist():  # neighbours in (step, tree, rank) order: what they share is all they share
         ra, rb = s_req[k], s_req[k + 1]
-        order = orders[ra]
-        blocks = int(lcps[id(order)][rank[ra]:rank[rb]].min())  # ranks differ: distinct nodes of one tree
-        tokens = blocks * max(1, order["block_size"] // token_scale)
+        order = sess[ra]
+        blocks = int(lcps[order][rank[ra]:rank[rb]].min())  # ranks differ: distinct nodes of one tree
+        tokens = blocks * max(1, orders[order]["block_size"] // token_scale)
         shared[s_step[k]] += min(tokens, isl[ra], isl[rb])
     out["inflight_unique_tokens"] = _r(total - shared, 0)
     return out
