@@ -13,7 +13,6 @@ import msgspec
 import numpy as np
 
 from agentx.errors import AgentxError
-
 from agentx.traces.graph import SessionGraph, build_graph
 from agentx.traces.model import Session
 from agentx.traces.stats import TraceStats, stats_of, trace_values

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -107,23 +107,23 @@ def session_hit_tokens(session: Session) -> tuple[int, int]:
 class TraceValues:
     """The values `trace_stats` summarizes: per request, per gap, and per session (in corpus order)."""
 
-    isl: list[int]
-    osl: list[int]
-    gaps: list[float]
-    sub_walls: list[float]
-    streams: dict[str, int]
-    billed: int
-    sub_requests: int
-    session_ids: list[str]
-    session_requests: list[int]
-    session_subagents: list[int]  # subagent and background streams per session (0 included)
-    session_hits: list[int]  # theoretical prefix-cache hit tokens (`session_hit_tokens`)
-    session_isl: list[int]
-    durations: list[float]
+    isl: list[int] = field(default_factory=list)
+    osl: list[int] = field(default_factory=list)
+    gaps: list[float] = field(default_factory=list)
+    sub_walls: list[float] = field(default_factory=list)
+    streams: dict[str, int] = field(default_factory=lambda: {"main": 0, "subagent": 0, "background": 0, "aux": 0})
+    billed: int = 0
+    sub_requests: int = 0
+    session_ids: list[str] = field(default_factory=list)
+    session_requests: list[int] = field(default_factory=list)
+    session_subagents: list[int] = field(default_factory=list)  # subagent and background streams (0 included)
+    session_hits: list[int] = field(default_factory=list)  # theoretical hit tokens (`session_hit_tokens`)
+    session_isl: list[int] = field(default_factory=list)
+    durations: list[float] = field(default_factory=list)
 
 
 def trace_values(sessions: list[Session]) -> TraceValues:
-    v = TraceValues([], [], [], [], {"main": 0, "subagent": 0, "background": 0, "aux": 0}, 0, 0, [], [], [], [], [], [])
+    v = TraceValues()
     for s in sessions:
         n_subs, first = 0, len(v.isl)
         for stream in s.walk():
