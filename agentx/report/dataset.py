@@ -53,8 +53,9 @@ def _counts(values: list[int], title: str, x_title: str) -> dict:
     if not values:
         return empty(title, "no session")
     seen, counts = np.unique(np.asarray(values, dtype=int), return_counts=True)
-    data = [{"type": "bar", "x": seen.tolist(), "y": counts.tolist(), "marker": {"color": COLORS["cached"]},
-             "hovertemplate": "%{x}: %{y} sessions<extra></extra>", "name": title}]
+    data = [{"type": "bar", "x": seen.tolist(), "y": counts.tolist(), "width": 0.8,
+             "marker": {"color": COLORS["cached"]}, "hovertemplate": "%{x}: %{y} sessions<extra></extra>",
+             "name": title}]
     return figure(data, f"{title} (n {len(values):,})", x_title, "sessions", xaxis={"dtick": 1}, bargap=0.2)
 
 
@@ -70,7 +71,7 @@ def digest_charts(digest: dict) -> dict[str, dict]:
                     "hovertemplate": hover, "marker": {"color": COLORS["cached"]}, "name": "theoretical hit"}],
                   "Theoretical prefix-cache hit per session (infinite cache)", "", "hit tokens / input tokens",
                   xaxis={"showticklabels": len(order) <= 40, "type": "category", "tickangle": -45},
-                  yaxis={"range": [0, 1.02]})
+                  yaxis={"range": [0, 1.02]}, margin={"b": 90})
     return {
         "isl": _stored_histogram(digest.get("isl"), "ISL per request", "tokens (log scale)", "no request"),
         "osl": _stored_histogram(digest.get("osl"), "OSL per request", "tokens (log scale)", "no request"),
