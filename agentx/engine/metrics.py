@@ -61,6 +61,8 @@ def engine_series(core, labels: dict) -> list[tuple]:
         ("gauge", "vllm:num_requests_running", "Requests in model execution batches.", labels, len(core.running)),
         ("gauge", "vllm:num_requests_waiting", "Requests waiting to be processed.", labels, len(core.waiting)),
         ("gauge", "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels, kv.usage),
+        *([("gauge", "vllm:cpu_cache_usage_perc", "CPU (offload tier) KV-cache usage. 1 means 100 percent usage.",
+            labels, len(kv.cpu) / kv.cpu_blocks)] if kv.cpu_blocks else []),
         ("gauge", "vllm:cache_config_info", "Information of the KV cache config.",
          {**{k: v for k, v in labels.items() if k == "replica"}, "block_size": str(kv.block_size),
           "num_gpu_blocks": str(kv.num_blocks), "num_cpu_blocks": str(kv.cpu_blocks)}, 1),

@@ -34,6 +34,7 @@ from agentx.replay.probe import ANSWER_TOKENS, ProbeConfig, probe_cache
 from agentx.replay.render import Renderer
 from agentx.replay.settings import BenchSettings
 from agentx.serving import run_async
+from agentx.traces.digest import write_digest
 from agentx.traces.graph import build_graph
 
 # `bench` is the entry point; its settings (settings.py) and `report` (folder.py) are named here too
@@ -74,6 +75,7 @@ class Run:
         self.sessions = sessions
         with gc_paused():
             graphs = [build_graph(s) for s in sessions]
+        write_digest(self.folder.path, sessions, graphs)  # the dataset's trace stats (SPEC §8)
         self.plan = ReplayPlan(graphs, replace(settings.plan, run_id=self.run_id, lead=LEAD_S * target.clock_scale))
         self.render = Renderer(self.run_id, settings.content, target.model, target.wire, target.tokenizer)
         self.identity = SessionIdentity(target.session_headers, self.run_id)

@@ -1,7 +1,8 @@
-"""Dataset explorer charts from the stored conversations (SPEC §8 `conversations`: per stream its
-turns as [node, input, cached, uncached, output] tokens as planned, cached = what an infinite
-prefix cache would hold): ISL / OSL over every turn, turns, subagent groups and theoretical hit
-per conversation, and a conversation's flamegraph."""
+"""Dataset explorer charts (SPEC §9): from the dataset's digest (SPEC §8 `datasets.summary`, what
+`agentx trace stats` reads: ISL, OSL, turn gaps, subagents, requests and theoretical hit per
+session), else from its stored conversations (per stream its turns as [node, input, cached,
+uncached, output] tokens as planned, cached = what an infinite prefix cache would hold); and a
+conversation's flamegraph."""
 
 from __future__ import annotations
 
@@ -32,8 +33,59 @@ def _turns(conv: dict) -> list[list[int]]:
     return [t for s in conv["tree"]["streams"] for t in s["turns"]]
 
 
+def _stored_histogram(h: dict | None, title: str, x_title: str, why: str) -> dict:
+    """A digest's log-spaced histogram (`agentx.traces.digest.log_histogram`) as bars on a log axis."""
+    if not h:
+        return empty(title, why)
+    edges, counts = h["edges"], h["counts"]
+    x = [(np.log10(a) + np.log10(b)) / 2 for a, b in zip(edges[:-1], edges[1:])]
+    text = [f"{a:,.4g}-{b:,.4g}" for a, b in zip(edges[:-1], edges[1:])]
+    ticks = list(range(int(np.floor(np.log10(edges[0]))), int(np.ceil(np.log10(edges[-1]))) + 1))
+    zeros = f", {h['zeros']:,} at 0 not drawn" if h.get("zeros") else ""
+    data = [{"type": "bar", "x": x, "y": counts, "text": text, "textposition": "none",
+             "hovertemplate": "%{text}: %{y}<extra></extra>", "marker": {"color": COLORS["cached"]}, "name": title}]
+    return figure(data, f"{title} (n {h['n'] + h.get('zeros', 0):,}{zeros})", x_title, "count", bargap=0.05,
+                  xaxis={"tickvals": ticks, "ticktext": [f"{10.0 ** t:,g}" for t in ticks]})
+
+
+def _counts(values: list[int], title: str, x_title: str) -> dict:
+    """Sessions per integer value (a bar per value seen)."""
+    if not values:
+        return empty(title, "no session")
+    seen, counts = np.unique(np.asarray(values, dtype=int), return_counts=True)
+    data = [{"type": "bar", "x": seen.tolist(), "y": counts.tolist(), "width": 0.8,
+             "marker": {"color": COLORS["cached"]}, "hovertemplate": "%{x}: %{y} sessions<extra></extra>",
+             "name": title}]
+    return figure(data, f"{title} (n {len(values):,})", x_title, "sessions", xaxis={"dtick": 1}, bargap=0.2)
+
+
+def digest_charts(digest: dict) -> dict[str, dict]:
+    """The explorer's charts over a dataset's digest (SPEC §8 `datasets.summary`: the replayed
+    corpus, as `agentx trace stats` reads it)."""
+    per = digest["sessions"]
+    hit = [h / t if t else 0.0 for h, t in zip(per["hit_tokens"], per["isl_tokens"])]
+    order = sorted(range(len(hit)), key=lambda i: -hit[i])
+    hover = "%{x}: %{y:.1%} of %{customdata[0]:,} input tokens, %{customdata[1]} requests<extra></extra>"
+    hits = figure([{"type": "bar", "x": [per["id"][i] for i in order], "y": [hit[i] for i in order],
+                    "customdata": [[per["isl_tokens"][i], per["requests"][i]] for i in order],
+                    "hovertemplate": hover, "marker": {"color": COLORS["cached"]}, "name": "theoretical hit"}],
+                  "Theoretical prefix-cache hit per session (infinite cache)", "", "hit tokens / input tokens",
+                  xaxis={"showticklabels": len(order) <= 40, "type": "category", "tickangle": -45},
+                  yaxis={"range": [0, 1.02]}, margin={"b": 90})
+    return {
+        "isl": _stored_histogram(digest.get("isl"), "ISL per request", "tokens (log scale)", "no request"),
+        "osl": _stored_histogram(digest.get("osl"), "OSL per request", "tokens (log scale)", "no request"),
+        "gaps": _stored_histogram(digest.get("gap_s"), "Recorded turn gaps", "seconds (log scale)",
+                                  "no stream has two requests"),
+        "subagents": _counts(per["subagents"], "Subagent and background streams per session", "streams"),
+        "requests": _histogram(per["requests"], "Requests per session", "requests (log scale)"),
+        "hit": hits,
+    }
+
+
 def dataset_charts(convs: list[dict]) -> dict[str, dict]:
-    """The explorer's charts over a dataset's conversations (each with its `tree`)."""
+    """The explorer's charts over a dataset's stored conversations (each with its `tree`), for a
+    dataset without a digest (imported from a run that wrote none)."""
     turns = [t for c in convs for t in _turns(c)]
     return {
         "isl": _histogram([t[1] for t in turns], "ISL per request", "tokens (log scale)"),

@@ -72,14 +72,38 @@ def queue_over_time(g: Grid) -> dict:
 
 
 def kv_over_time(g: Grid) -> dict:
+    """GPU KV usage (the engines' mean) and, where exposed, the CPU tier's, and each engine's
+    (replica's) when the server has several."""
     gpu, cpu = g.get("kv_usage"), g.get("cpu_kv_usage")
     if gpu is None:
         return empty("KV cache usage", "the server exposes no KV usage gauge")
-    data = [g.line(gpu, "GPU KV usage %", 100, shape="hv")]
+    engines = g.server.get("kv_usage_by_engine") or {}
+    cpu_engines = g.server.get("cpu_kv_usage_by_engine") or {}
+    mean = " (mean of the engines)" if engines else ""
+    data = [g.line(gpu, f"GPU KV usage %{mean}", 100, shape="hv", color="#00798c", width=2.5)]
+    data += [g.line(v, f"GPU {name} %", 100, shape="hv", dash="dot", width=1) for name, v in engines.items()]
     if cpu is not None:
-        data.append(g.line(cpu, "CPU tier KV usage %", 100, shape="hv"))
-    title = "KV cache usage" + ("" if cpu is not None else " (no CPU-tier gauge exposed)")
+        data.append(g.line(cpu, f"CPU tier KV usage %{mean}", 100, shape="hv", color="#d1495b", width=2.5))
+        data += [g.line(v, f"CPU tier {name} %", 100, shape="hv", dash="dash", width=1)
+                 for name, v in cpu_engines.items()]
+    missing = [why for why, absent in (("no CPU-tier gauge exposed", cpu is None),
+                                       ("one engine", not engines)) if absent]
+    title = "KV cache usage" + (f" ({', '.join(missing)})" if missing else ", per engine")
     return g.figure(data, title, "%", yaxis={"range": [0, 105]})
+
+
+def inflight_over_time(g: Grid) -> dict:
+    """Prompt tokens of the requests in flight at each grid time, and the distinct ones among them."""
+    title = "Prompt tokens in flight (client records)"
+    total, unique = g.get("inflight_tokens"), g.get("inflight_unique_tokens")
+    if total is None:
+        return empty(title, "no request was in flight at a grid time")
+    data = [g.line(total, "sum of ISL", shape="hv", color="#999", dash="dot")]
+    if unique is not None:
+        data.append(g.line(unique, "unique (union of prefixes per tree)", shape="hv", color="#00798c"))
+    else:
+        title += ": unique tokens need the run's dataset.json"
+    return g.figure(data, title, "tokens")
 
 
 def hit_rate_over_time(g: Grid) -> dict:
@@ -129,5 +153,6 @@ def over_time(series: dict) -> dict[str, dict]:
     """Every over-time chart of a point, by id, from its stored series."""
     g = Grid(series)
     return {"latency": latency_over_time(g), "queue": queue_over_time(g), "kv": kv_over_time(g),
+            "inflight": inflight_over_time(g),
             "hit_rate": hit_rate_over_time(g), "sources": prompt_sources_over_time(g),
             "throughput": throughput_over_time(g), "lateness": lateness_over_time(g)}

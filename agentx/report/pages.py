@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from agentx.errors import AgentxError
-from agentx.report.dataset import conversation_flamegraph, dataset_charts
+from agentx.report.dataset import conversation_flamegraph, dataset_charts, digest_charts
 from agentx.report.flame import flamegraph
 from agentx.report.html import plotly_js, point_view, render, script_json, templates
 from agentx.report.rundata import RunData, read_run
@@ -26,6 +26,8 @@ from agentx.results import frontier as fr
 from agentx.results.query import Filters
 from agentx.results.schema import conversations, datasets, deployments, point_blobs, points
 from agentx.results.store import unpack
+from agentx.traces.digest import digest_stats
+from agentx.traces.report import STATS_COLUMNS, stats_rows
 
 PLOTLY = "/static/plotly.min.js"
 TABLE_PAGE = 100  # rows of the frontier page's table
@@ -117,14 +119,15 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
             raise HTTPException(404, f"point {point_id}: its run folder is not readable on this server ({e})")
         return Response(script_json(flamegraph(run, tree)), media_type="application/json")
 
-    def charts_page(title: str, figures: dict, nav: list, table: dict | None = None, table_title: str = "") -> str:
+    def charts_page(title: str, figures: dict, nav: list, table: dict | None = None, table_title: str = "",
+                    stats: dict | None = None) -> str:
         return templates().get_template("charts.html.j2").render(
-            title=title, nav=nav, figure_ids=list(figures), table=table, table_title=table_title,
+            title=title, nav=nav, figure_ids=list(figures), table=table, table_title=table_title, stats=stats,
             plotly_src=PLOTLY, data_json=script_json({"figures": figures}))
 
     @app.get("/datasets/{dataset_id}", response_class=HTMLResponse, include_in_schema=False)
     def dataset_page(dataset_id: int) -> str:
-        found = rows(select(datasets.c.name, datasets.c.variant).where(datasets.c.id == dataset_id))
+        found = rows(select(datasets.c.name, datasets.c.variant, datasets.c.summary).where(datasets.c.id == dataset_id))
         if not found:
             raise HTTPException(404, f"dataset {dataset_id} not found")
         convs = [{**r._mapping, "tree": json.loads(r.tree)} for r in
@@ -137,8 +140,17 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
                                            f"{c['cached_tokens'] / c['input_tokens']:.1%}" if c["input_tokens"] else "-"])
             for c in convs]}
         name = found[0].name + (f" ({found[0].variant})" if found[0].variant else "")
-        return charts_page(f"agentx dataset: {name}, {len(convs)} conversations", dataset_charts(convs),
-                           [("frontier", "/")], table, "Conversations (as replayed in the first run imported)")
+        digest = json.loads(found[0].summary) if found[0].summary else None
+        stats = None
+        if digest is not None:
+            rows_, caption = stats_rows(digest_stats(digest))
+            stats = {"title": "Trace statistics (as `agentx trace stats` prints them)", "columns": STATS_COLUMNS,
+                     "rows": rows_, "caption": caption}
+        charts = digest_charts(digest) if digest else dataset_charts(convs)
+        note = "" if digest else " (no trace stats stored: charts over the replayed conversations)"
+        return charts_page(f"agentx dataset: {name}, {len(convs)} conversations{note}", charts,
+                           [("frontier", "/")], table, "Conversations (as replayed in the first run imported)",
+                           stats=stats)
 
     @app.get("/conversations/{conversation_id}", response_class=HTMLResponse, include_in_schema=False)
     def conversation_page(conversation_id: int) -> str:

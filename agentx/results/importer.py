@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,10 +10,11 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from agentx.results.runfolder import RunFolder, find_run_folders, read_run
-from agentx.results.schema import points
+from agentx.results.schema import datasets, points
 from agentx.results.series import build_histograms, build_series
 from agentx.results.store import add_conversations, dataset_id, deployment_labels, insert_point, point_row
 from agentx.results.timeline import build_conversations, build_timelines
+from agentx.traces.digest import read_digest
 
 
 @dataclass
@@ -24,9 +26,10 @@ class Imported:
 
 def chart_blobs(run: RunFolder) -> dict[str, dict]:
     """The chart data stored with a point (SPEC §8): series, histograms and timelines by kind."""
-    identity = run.result["identity"]
-    clock_scale = identity.get("clock_scale") or run.info.get("settings", {}).get("clock_scale") or 1.0
-    return {"series": build_series(run.columns, run.series, clock_scale),
+    identity, settings = run.result["identity"], run.info.get("settings", {})
+    clock_scale = identity.get("clock_scale") or settings.get("clock_scale") or 1.0
+    prefix = (read_digest(run.path) or {}).get("prefix")
+    return {"series": build_series(run.columns, run.series, clock_scale, prefix, settings.get("token_scale") or 1),
             "histograms": build_histograms(run.columns), **build_timelines(run.columns)}
 
 
@@ -40,12 +43,17 @@ def import_run(engine: Engine, path: Path, sweep_id: int | None = None, fingerpr
     identity = run.result["identity"]
     blobs = chart_blobs(run)
     convs = build_conversations(run.columns)
+    digest = read_digest(path)
     row = point_row(run.result, run_id, "agentx", run_dir=str(path.resolve()), sweep_id=sweep_id,
                     fingerprint=fingerprint)
     with engine.begin() as conn:
         row["dataset_id"] = dataset_id(conn, identity.get("dataset"), identity.get("variant"))
         if row["dataset_id"] is not None:
             add_conversations(conn, row["dataset_id"], convs)
+            if digest is not None:  # the first run imported with the digest fills it
+                conn.execute(datasets.update().where((datasets.c.id == row["dataset_id"])
+                                                     & datasets.c.summary.is_(None))
+                             .values(summary=json.dumps({k: v for k, v in digest.items() if k != "prefix"})))
         point = insert_point(conn, deployment_labels(identity), row, blobs)
     return Imported(path, point, True)
 

@@ -5,14 +5,16 @@ seconds of the run's (modeled) clock."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
 from agentx.metrics.server import COUNTERS, GAUGES
 
-SERIES_VERSION = 2
+SERIES_VERSION = 3
 BY_SOURCE = "vllm:prompt_tokens_by_source_total"
 CPU_KV_USAGE = ["vllm:cpu_cache_usage_perc", "vllm:cpu_kv_cache_usage_perc"]
+FRACTIONS = set(GAUGES["kv_usage"] + CPU_KV_USAGE)  # per engine: their mean is the server's
 HIT_WINDOW = 2  # the prefix hit rate at a grid step is the ratio of sums over steps i-2 .. i+2
 
 
@@ -22,7 +24,10 @@ def _r(values, digits: int = 4) -> list:
     return [None if math.isnan(v) else v for v in a.tolist()]
 
 
-def build_series(columns: dict, scrapes: list[dict], clock_scale: float) -> dict:
+def build_series(columns: dict, scrapes: list[dict], clock_scale: float, prefix: dict | None = None,
+                 token_scale: int = 1) -> dict:
+    """`prefix`: the dataset digest's prefix order per session (`agentx.traces.digest`), for the
+    in-flight unique tokens; `token_scale`: the run's (a hash block is block_size / K tokens)."""
     step = float(clock_scale or 1.0)
     ends = columns["end"]
     horizon = max([float(np.nanmax(ends)) if len(ends) else 0.0] + [s["t"] for s in scrapes])
@@ -31,6 +36,53 @@ def build_series(columns: dict, scrapes: list[dict], clock_scale: float) -> dict
     out.update(_request_series(columns, step, n))
     out.update(_sent_series(columns, step, n, float(clock_scale or 1.0)))
     out.update(_server_series(scrapes, step, n))
+    out.update(inflight_tokens(columns, prefix, step, n, token_scale))
+    return out
+
+
+def inflight_tokens(c: dict, prefix: dict | None, step: float, n: int, token_scale: int = 1) -> dict:
+    """At each grid time t_i = i * step, the requests in flight (start <= t_i < end, warmup
+    included): `inflight_tokens`, the sum of their planned ISL, and `inflight_unique_tokens`, the
+    distinct prompt tokens among them: per tree, the union of their prompts' hash-block prefixes
+    (requests of different trees share none, as for `theo_cached`), summed over trees (SPEC §9).
+    Null without the digest's prefix order or when a record's session or node is not in it."""
+    start, end, isl = c["start"], c["end"], c["isl_planned"]
+    sent = np.flatnonzero(np.isfinite(start) & np.isfinite(end) & (end > start) & (isl > 0))
+    first = np.ceil(start[sent] / step).astype(np.int64)
+    last = np.minimum(np.ceil(end[sent] / step).astype(np.int64) - 1, n - 1)  # t_last < end
+    span = np.maximum(last - first + 1, 0)
+    req = np.repeat(sent, span)  # one (step, request) pair per step a request is in flight at
+    steps = np.repeat(first, span) + np.arange(len(req)) - np.repeat(np.cumsum(span) - span, span)
+    total = np.bincount(steps, weights=isl[req].astype(float), minlength=n)[:n]
+    out = {"inflight_tokens": _r(total, 0), "inflight_unique_tokens": None}
+    if prefix is None:
+        return out
+    names = [c["session"][i] for i in sent.tolist()]
+    index = {name: k for k, name in enumerate(dict.fromkeys(names))}
+    if any(name not in prefix for name in index):
+        return out
+    orders = [prefix[name] for name in index]
+    sess = np.full(len(isl), -1, dtype=np.int64)
+    sess[sent] = [index[name] for name in names]
+    rank = np.zeros(len(isl), dtype=np.int64)
+    for k, order in enumerate(orders):
+        mine = sent[sess[sent] == k]
+        nodes = c["node"][mine]
+        if len(nodes) and (nodes.min() < 0 or nodes.max() >= len(order["rank"])):
+            return out
+        rank[mine] = np.asarray(order["rank"], dtype=np.int64)[nodes]
+    lcps = [np.asarray(o["lcp"], dtype=np.int64) for o in orders]
+    shared = np.zeros(n)
+    pairs = np.lexsort((rank[req], c["tree"][req], steps))
+    s_req, s_step = req[pairs], steps[pairs]
+    same = np.flatnonzero((s_step[1:] == s_step[:-1]) & (c["tree"][s_req[1:]] == c["tree"][s_req[:-1]]))
+    for k in same.tolist():  # neighbours in (step, tree, rank) order: what they share is all they share
+        ra, rb = s_req[k], s_req[k + 1]
+        order = sess[ra]
+        blocks = int(lcps[order][rank[ra]:rank[rb]].min())  # ranks differ: distinct nodes of one tree
+        tokens = blocks * max(1, orders[order]["block_size"] // token_scale)
+        shared[s_step[k]] += min(tokens, isl[ra], isl[rb])
+    out["inflight_unique_tokens"] = _r(total - shared, 0)
     return out
 
 
@@ -88,11 +140,39 @@ def _sent_series(c: dict, step: float, n: int, clock_scale: float) -> dict:
 
 
 def _totals(samples: dict) -> dict[str, float]:
-    """Sum of every label set per metric name."""
+    """Sum of every label set per metric name; the KV usage fractions are averaged instead (one per
+    engine or replica, SPEC §6)."""
     out: dict[str, float] = {}
+    sets: dict[str, int] = {}
     for key, value in samples.items():
         name = key.split("{", 1)[0]
         out[name] = out.get(name, 0.0) + value
+        sets[name] = sets.get(name, 0) + 1
+    for name in FRACTIONS & set(out):
+        out[name] /= sets[name]
+    return out
+
+
+def _engine(key: str) -> str:
+    """The engine a sample belongs to: its `replica` label, else its `engine` label."""
+    for name in ("replica", "engine"):
+        found = re.search(rf'[{{,]{name}="([^"]*)"', key)
+        if found:
+            return f"{name} {found.group(1)}"
+    return "engine"
+
+
+def _by_engine(scrapes: list[dict], name: str, b: np.ndarray, n: int) -> dict | None:
+    """A gauge per engine (replica) on the grid, when the server exposes it for more than one."""
+    rows = [{_engine(k): v for k, v in s["samples"].items() if k.split("{", 1)[0] == name} for s in scrapes]
+    engines = sorted(set().union(*rows), key=lambda e: (len(e), e))
+    if len(engines) < 2:
+        return None
+    out = {}
+    for e in engines:
+        col = np.full(n, np.nan)
+        col[b] = [row.get(e, np.nan) for row in rows]
+        out[e] = _r(col)
     return out
 
 
@@ -143,8 +223,12 @@ def _server_series(scrapes: list[dict], step: float, n: int) -> dict:
     prefill = None
     if prompt is not None:
         prefill = rate(prompt - hits if hits is not None else prompt)  # computed prompt tokens
+    kv_name = _pick(GAUGES["kv_usage"], present)
     return {"server": {
-        "kv_usage": gauge("kv_usage"), "cpu_kv_usage": gauge("cpu_kv_usage"), "running": gauge("running"),
+        "kv_usage": gauge("kv_usage"), "cpu_kv_usage": gauge("cpu_kv_usage"),
+        "kv_usage_by_engine": _by_engine(scrapes, kv_name, b, n) if kv_name else None,
+        "cpu_kv_usage_by_engine": _by_engine(scrapes, cpu, b, n) if (cpu := _pick(CPU_KV_USAGE, present)) else None,
+        "running": gauge("running"),
         "waiting": gauge("waiting"), "prefix_hit_rate": hit_rate(hits, counter("prefix_queries")),
         "cpu_prefix_hit_rate": hit_rate(counter("external_hits"), counter("external_queries")),
         "prefill_tok_s": prefill, "decode_tok_s": rate(gen),

@@ -39,34 +39,43 @@ def _ratio(part: float, whole: float) -> float:
     return part / whole if whole else math.nan
 
 
+STATS_COLUMNS = ("metric", "n", "mean", "p50", "p90", "p95", "p99", "max", "lognorm fit")
+
+
+def stats_rows(stats: TraceStats) -> tuple[list[list[str]], list[str]]:
+    """The cells of `agentx trace stats` (one row per distribution) and its caption lines, as printed."""
+
+    def row(label: str, d: Distribution, unit: str = "") -> list[str]:
+        fit = f"{_num(d.lognormal_median, unit)},{d.lognormal_sigma:.2f}" if math.isfinite(d.lognormal_sigma) else "-"
+        return [label, f"{d.n:,}", *(_num(getattr(d, k), unit) for k in ("mean", "p50", "p90", "p95", "p99", "max")),
+                fit]
+
+    rows = [row("ISL", stats.isl), row("OSL", stats.osl), row("turn gap", stats.gap, "s"),
+            row("subagents*", stats.subagents_per_session), row("subagent wall", stats.subagent_wall_time, "s"),
+            row("session wall", stats.duration, "s")]
+    kinds = ", ".join(f"{k} {v:,}" for k, v in stats.streams.items())
+    share = _ratio(stats.sessions_with_subagents, stats.sessions)
+    caption = [
+        f"sessions {stats.sessions:,}   requests {stats.requests:,}   streams: {kinds}",
+        f"sessions with subagents {stats.sessions_with_subagents:,} ({_share(share)})   "
+        f"gaps over 60 s {_share(stats.gap_share_over_60s)}",
+        f"theoretical prefix-cache hit rate {_share(stats.theoretical_hit_rate)}"
+        + (f"   billed-count requests {stats.billed_count_requests:,}" if stats.billed_count_requests else ""),
+        "* per session with at least one subagent; lognorm: median,sigma of a log-normal fit; ISL and OSL in tokens",
+    ]
+    return rows, caption
+
+
 def stats_table(stats: TraceStats, source: str) -> Table:
     table = Table(title=f"Trace statistics: {source}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   collapse_padding=True)
-    table.add_column("metric")
-    for name in ("n", "mean", "p50", "p90", "p95", "p99", "max", "lognorm fit"):
+    table.add_column(STATS_COLUMNS[0])
+    for name in STATS_COLUMNS[1:]:
         table.add_column(name, justify="right")
-
-    def row(label: str, d: Distribution, unit: str = "") -> None:
-        fit = f"{_num(d.lognormal_median, unit)},{d.lognormal_sigma:.2f}" if math.isfinite(d.lognormal_sigma) else "-"
-        table.add_row(label, f"{d.n:,}", *(_num(getattr(d, k), unit) for k in ("mean", "p50", "p90", "p95", "p99", "max")), fit)
-
-    row("ISL", stats.isl)
-    row("OSL", stats.osl)
-    row("turn gap", stats.gap, "s")
-    row("subagents*", stats.subagents_per_session)
-    row("subagent wall", stats.subagent_wall_time, "s")
-    row("session wall", stats.duration, "s")
-    kinds = ", ".join(f"{k} {v:,}" for k, v in stats.streams.items())
-    share = _ratio(stats.sessions_with_subagents, stats.sessions)
-    table.caption = (
-        f"sessions {stats.sessions:,}   requests {stats.requests:,}   streams: {kinds}\n"
-        f"sessions with subagents {stats.sessions_with_subagents:,} ({_share(share)})   "
-        f"gaps over 60 s {_share(stats.gap_share_over_60s)}\n"
-        f"theoretical prefix-cache hit rate {_share(stats.theoretical_hit_rate)}"
-        + (f"   billed-count requests {stats.billed_count_requests:,}" if stats.billed_count_requests else "")
-        + "\n* per session with at least one subagent; lognorm: median,sigma of a log-normal fit;"
-        + " ISL and OSL in tokens"
-    )
+    rows, caption = stats_rows(stats)
+    for cells in rows:
+        table.add_row(*cells)
+    table.caption = "\n".join(caption)
     table.caption_justify = "left"
     return table
 

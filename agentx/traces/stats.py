@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -103,46 +103,75 @@ def session_hit_tokens(session: Session) -> tuple[int, int]:
     return hits, total
 
 
-def trace_stats(sessions: list[Session]) -> TraceStats:
-    isl, osl, gaps, sub_counts, sub_walls, durations = [], [], [], [], [], []
-    streams = {"main": 0, "subagent": 0, "background": 0, "aux": 0}
-    hits = total = billed = sub_requests = 0
+@dataclass
+class TraceValues:
+    """The values `trace_stats` summarizes: per request, per gap, and per session (in corpus order)."""
+
+    isl: list[int] = field(default_factory=list)
+    osl: list[int] = field(default_factory=list)
+    gaps: list[float] = field(default_factory=list)
+    sub_walls: list[float] = field(default_factory=list)
+    streams: dict[str, int] = field(default_factory=lambda: {"main": 0, "subagent": 0, "background": 0, "aux": 0})
+    billed: int = 0
+    sub_requests: int = 0
+    session_ids: list[str] = field(default_factory=list)
+    session_requests: list[int] = field(default_factory=list)
+    session_subagents: list[int] = field(default_factory=list)  # subagent and background streams (0 included)
+    session_hits: list[int] = field(default_factory=list)  # theoretical hit tokens (`session_hit_tokens`)
+    session_isl: list[int] = field(default_factory=list)
+    durations: list[float] = field(default_factory=list)
+
+
+def trace_values(sessions: list[Session]) -> TraceValues:
+    v = TraceValues()
     for s in sessions:
-        n_subs = 0
+        n_subs, first = 0, len(v.isl)
         for stream in s.walk():
-            streams[stream.kind] += 1
+            v.streams[stream.kind] += 1
             reqs = stream.requests
             for r in reqs:
-                isl.append(s.replay_isl(r))
-                osl.append(r.osl)
-                billed += r.isl < s.hash_coverage(r)
-            gaps.extend(chain_gap(a, b) for a, b in zip(reqs, reqs[1:]))
+                v.isl.append(s.replay_isl(r))
+                v.osl.append(r.osl)
+                v.billed += r.isl < s.hash_coverage(r)
+            v.gaps.extend(chain_gap(a, b) for a, b in zip(reqs, reqs[1:]))
             if stream.kind in ("subagent", "background"):
                 n_subs += 1
-                sub_requests += len(reqs)
+                v.sub_requests += len(reqs)
                 if reqs:
-                    sub_walls.append(stream.end - stream.spawn)
-        if n_subs:
-            sub_counts.append(n_subs)
+                    v.sub_walls.append(stream.end - stream.spawn)
         h, t = session_hit_tokens(s)
-        hits, total = hits + h, total + t
-        durations.append(s.duration)
-    gap_dist = Distribution.of(gaps)
+        v.session_ids.append(s.id)
+        v.session_requests.append(len(v.isl) - first)
+        v.session_subagents.append(n_subs)
+        v.session_hits.append(h)
+        v.session_isl.append(t)
+        v.durations.append(s.duration)
+    return v
+
+
+def trace_stats(sessions: list[Session]) -> TraceStats:
+    return stats_of(trace_values(sessions))
+
+
+def stats_of(v: TraceValues) -> TraceStats:
+    sub_counts = [n for n in v.session_subagents if n]
+    hits, total = sum(v.session_hits), sum(v.session_isl)
+    gap_dist = Distribution.of(v.gaps)
     return TraceStats(
-        sessions=len(sessions),
-        requests=len(isl),
-        streams=streams,
-        isl=Distribution.of(isl),
-        osl=Distribution.of(osl),
+        sessions=len(v.session_ids),
+        requests=len(v.isl),
+        streams=v.streams,
+        isl=Distribution.of(v.isl),
+        osl=Distribution.of(v.osl),
         gap=gap_dist,
-        gap_share_over_60s=gap_dist.share_over(gaps, 60.0),
+        gap_share_over_60s=gap_dist.share_over(v.gaps, 60.0),
         sessions_with_subagents=len(sub_counts),
-        subagent_requests=sub_requests,
+        subagent_requests=v.sub_requests,
         subagents_per_session=Distribution.of(sub_counts),
-        subagent_wall_time=Distribution.of(sub_walls),
+        subagent_wall_time=Distribution.of(v.sub_walls),
         theoretical_hit_rate=hits / total if total else math.nan,
-        billed_count_requests=billed,
-        duration=Distribution.of(durations),
+        billed_count_requests=v.billed,
+        duration=Distribution.of(v.durations),
     )
 
 

@@ -36,6 +36,7 @@ from agentx.replay.folder import RunFolder, report
 from agentx.replay.plan import DONE, PROFILE, Dispatch, ReplayPlan
 from agentx.replay.render import Renderer
 from agentx.replay.settings import BenchSettings
+from agentx.traces.digest import write_digest
 from agentx.traces.graph import build_graph
 
 LEAD_S = 0.5  # modeled seconds between the warmup's drain and profiling (bench's lead, SPEC section 2)
@@ -72,6 +73,7 @@ class VirtualRun:
                                                                   "sessions": len(sessions), **simulated}, command)
         with gc_paused():
             graphs = [build_graph(s) for s in sessions]
+        write_digest(self.folder.path, sessions, graphs)  # the dataset's trace stats (SPEC §8)
         self.plan = ReplayPlan(graphs, replace(settings.plan, run_id=self.run_id, lead=LEAD_S))
         self.render = Renderer(self.run_id, settings.content, settings.target.model, "tokens", None)
         self.blocks = EngineBlocks(self.render.prompts, e.block_size)

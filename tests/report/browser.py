@@ -14,8 +14,8 @@ GRAPHS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => ({
     id: gd.id, points: gd._fullData.map(t => Array.from(t.x || []).filter(v => v !== null && !Number.isNaN(v)).length),
     hidden: gd._fullData.map(t => t.visible !== true)}))"""
 
-POINT_GRAPHS = {"fig-isl", "fig-osl", "fig-latency", "fig-queue", "fig-kv", "fig-hit_rate", "fig-sources",
-                "fig-throughput", "fig-lateness", "fig-timeline", "flame"}
+POINT_GRAPHS = {"fig-isl", "fig-osl", "fig-latency", "fig-queue", "fig-kv", "fig-inflight", "fig-hit_rate",
+                "fig-sources", "fig-throughput", "fig-lateness", "fig-timeline", "flame"}
 
 
 def assert_every_graph_has_points(page: "Page", expected: set[str]) -> None:

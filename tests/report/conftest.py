@@ -23,3 +23,6 @@ def sweep(tmp_path_factory):
                                       gpus=8, hardware="H200", engine="agentx-sim", dataset="weka sample",
                                       warmup_requests_per_lane=3, grace=10), sessions)
     return out
+
+
+from tests.results.conftest import replica_run  # noqa: E402,F401  (the fixture, shared with tests/results)

@@ -12,7 +12,7 @@ def test_sweep_report_in_chromium(sweep, tmp_path):
     path = write_report(sweep)
     with chromium_page() as page:
         page.page.goto(path.as_uri())
-        page.draw_all(12)
+        page.draw_all(13)
         frontiers = {"frontier"}
         assert_every_graph_has_points(page, POINT_GRAPHS | frontiers)
         assert page.page.inner_text("#points button.active").startswith("c2")
@@ -24,7 +24,7 @@ def test_sweep_report_in_chromium(sweep, tmp_path):
         trace, names = next((i, cd) for i, visible, cd in fig if visible is True and "c6" in cd)
         page.click_point("frontier", trace, names.index("c6"))
         page.page.wait_for_function("document.querySelector('#points button.active').textContent.startsWith('c6')")
-        page.draw_all(12)  # the c6 charts, drawn as they come into view
+        page.draw_all(13)  # the c6 charts, drawn as they come into view
         assert page.page.evaluate("location.hash") == "#point=c6"
         page.page.select_option("#frontier-x", "p90_ttft")  # p90 TTFT: redrawn, the view in the URL
         page.page.wait_for_function("document.getElementById('frontier').layout.xaxis.title.text === 'p90 TTFT s'")
@@ -56,7 +56,7 @@ def test_sweep_report_in_chromium(sweep, tmp_path):
         # rows by lane: one row per lane of the run
         page.page.select_option("#timeline-rows", "lane")
         page.page.wait_for_function("document.getElementById('fig-timeline').layout.title.text.includes('by lane')")
-        page.draw_all(12)
+        page.draw_all(13)
         ticks = page.page.evaluate("document.getElementById('fig-timeline').layout.yaxis.ticktext")
         assert ticks == [f"lane {i}" for i in range(6)]
         assert_every_graph_has_points(page, POINT_GRAPHS | frontiers)
@@ -68,9 +68,25 @@ def test_run_report_in_chromium(sweep, tmp_path):
     path = write_report(sweep / "c2", tmp_path / "c2.html")
     with chromium_page() as page:
         page.page.goto(path.as_uri())
-        page.draw_all(11)
+        page.draw_all(12)
         assert_every_graph_has_points(page, POINT_GRAPHS)
         hover = page.page.get_attribute("section.summary:not([hidden]) td[title]", "title")
         assert "first chunk" in hover  # the definition of TTFT, on hover
         page.page.screenshot(path=tmp_path / "run.png", full_page=True)
+        assert page.errors == []
+
+
+def test_replica_run_report_in_chromium(replica_run, tmp_path):
+    """A run on two sim replicas with a CPU tier: the KV chart draws the mean, each replica and the
+    CPU tier; the in-flight chart both of its lines."""
+    path = write_report(replica_run, tmp_path / "replicas.html")
+    with chromium_page() as page:
+        page.page.goto(path.as_uri())
+        page.draw_all(12)
+        assert_every_graph_has_points(page, POINT_GRAPHS)
+        names = page.page.evaluate("document.getElementById('fig-kv').data.map(t => t.name)")
+        assert len(names) == 6 and "GPU replica 1 %" in names and "CPU tier replica 0 %" in names
+        assert page.page.evaluate("document.getElementById('fig-inflight').data.length") == 2
+        page.page.locator("#fig-kv").screenshot(path=tmp_path / "kv.png")
+        page.page.locator("#fig-inflight").screenshot(path=tmp_path / "inflight.png")
         assert page.errors == []

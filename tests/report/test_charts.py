@@ -33,7 +33,7 @@ def test_histograms_count_every_successful_profiling_request(sweep):
 def test_over_time_charts_have_data_and_shade_the_warmup(sweep):
     run = read_run(sweep / "c6")
     figures = over_time(chart_blobs(run)["series"])
-    assert set(figures) == {"latency", "queue", "kv", "hit_rate", "sources", "throughput", "lateness"}
+    assert set(figures) == {"latency", "queue", "kv", "inflight", "hit_rate", "sources", "throughput", "lateness"}
     for name, fig in figures.items():
         assert fig["data"], name
         for trace in fig["data"]:
@@ -46,6 +46,12 @@ def test_over_time_charts_have_data_and_shade_the_warmup(sweep):
     # the GPU hit rate over time is the server's: its values sit within the run's range
     gpu = [v for v in next(t for t in figures["hit_rate"]["data"] if t["name"] == "GPU %")["y"] if v is not None]
     assert 0 <= min(gpu) and max(gpu) <= 100 and max(gpu) > 50
+    # prompt tokens in flight at each grid time, counted from the records one by one
+    total, unique = figures["inflight"]["data"][0]["y"], figures["inflight"]["data"][1]["y"]
+    records = read_records(sweep / "c6")
+    for t, y, u in zip(grid, total, unique):
+        want = sum(r.isl_planned for r in records if r.start <= t < r.end)
+        assert y == want and u <= y and (u > 0) == (want > 0)
 
 
 def _decoded(typed: dict) -> np.ndarray:

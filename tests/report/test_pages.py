@@ -2,6 +2,7 @@
 headless Chromium: the frontier draws the stored points, a click opens the point's page, every
 chart there has data, its siblings are linked, a filter with no match says so, no console error."""
 
+import os
 import subprocess
 import sys
 import time
@@ -10,6 +11,7 @@ import urllib.request
 import pytest
 
 from tests.report.browser import POINT_GRAPHS, assert_every_graph_has_points, chromium_page
+from tests.conftest import WEKA
 from tests.results.conftest import free_port
 
 FRONTIERS = {"frontier"}
@@ -70,7 +72,7 @@ def test_frontier_page_to_point_page(dashboard, tmp_path):
         point_id = ids[labels.index("c6")]
         page.click_point("frontier", trace, labels.index("c6"))
         page.page.wait_for_url(f"{dashboard}/points/{point_id}")
-        page.draw_all(11)
+        page.draw_all(12)
         assert_every_graph_has_points(page, POINT_GRAPHS)
 
         # a timeline bar opens its conversation's flamegraph (fetched from the server) at that turn
@@ -91,7 +93,7 @@ def test_frontier_page_to_point_page(dashboard, tmp_path):
 
         with page.page.expect_navigation():
             page.page.click("#related a:nth-child(2)")
-        page.draw_all(11)
+        page.draw_all(12)
         assert "c2" in page.page.inner_text("h1")
         assert page.errors == []
 
@@ -107,12 +109,33 @@ def test_filters_and_missing_points(dashboard):
     assert e.value.code == 404
 
 
+def assert_stats_equal_the_cli(page) -> None:
+    """Every cell and caption line of the page's trace statistics is what `agentx trace stats` prints
+    for the traces the runs replayed (the bundled WEKA sessions)."""
+    env = {**os.environ, "COLUMNS": "250"}
+    cli = subprocess.run([sys.executable, "-m", "agentx.cli", "trace", "stats", str(WEKA)], capture_output=True,
+                         text=True, timeout=120, check=True, env=env).stdout
+    printed = [line.split() for line in cli.splitlines()]
+    rows = page.locator("#stats tr").all_inner_texts()
+    assert rows[0].split() == ["metric", "n", "mean", "p50", "p90", "p95", "p99", "max", "lognorm", "fit"]
+    assert len(rows) == 7 and [r.split()[0] for r in rows[1:]] == ["ISL", "OSL", "turn", "subagents*", "subagent",
+                                                                    "session"]
+    for row in rows[1:]:
+        assert row.split() in printed, row
+    caption = page.locator("#stats-caption div").all_inner_texts()
+    assert "theoretical prefix-cache hit rate 94.4%" in caption[2]  # the bundled sessions' figure
+    for line in caption[:3]:  # the figures (the footnote wraps to the table's width)
+        assert line.split() in printed, line
+
+
 def test_dataset_explorer_to_conversation_flamegraph(dashboard, tmp_path):
     with chromium_page(allow=dashboard) as page:
         page.page.goto(dashboard + "/")
         page.page.click("#related a[href^='/datasets/']")
         page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 5")
-        assert_every_graph_has_points(page, {"fig-isl", "fig-osl", "fig-turns", "fig-subagents", "fig-hit"})
+        assert_every_graph_has_points(page, {"fig-isl", "fig-osl", "fig-gaps", "fig-subagents", "fig-requests",
+                                             "fig-hit"})
+        assert_stats_equal_the_cli(page.page)
         rows = page.page.locator("#rows tr").count() - 1
         assert rows >= 5  # the conversations the two runs replayed
         page.page.screenshot(path=tmp_path / "dataset.png", full_page=True)

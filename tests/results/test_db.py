@@ -17,6 +17,7 @@ from agentx.results.importer import import_paths, import_run
 from agentx.results.runfolder import read_columns
 from agentx.results.schema import conversations, datasets, deployments, point_blobs, points
 from agentx.results.store import unpack
+from tests.conftest import WEKA
 
 
 def blob(engine, point_id, kind):
@@ -140,3 +141,53 @@ def test_cli_default_database_is_announced(tmp_path, sweep_dir):
     bad = subprocess.run([sys.executable, "-m", "agentx.cli", "db", "import", str(sweep_dir), "--db", "nosuch://x"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--db: cannot use 'nosuch://x'" in bad.stderr
+
+
+def test_dataset_trace_stats_equal_the_cli(db_url, sweep_dir, tmp_path):
+    """The dataset's digest stored at import holds the very figures `agentx trace stats --json` prints
+    for the traces the runs replayed; a run folder without one leaves the summary empty, a broken
+    one is named."""
+    cli = subprocess.run([sys.executable, "-m", "agentx.cli", "trace", "stats", str(WEKA), "--json"],
+                         capture_output=True, text=True, timeout=120, check=True)
+    engine = connect(db_url)
+    bare = tmp_path / "bare"
+    shutil.copytree(sweep_dir / "c2", bare)
+    (bare / "dataset.json").unlink()
+    import_run(engine, bare)
+    with engine.connect() as conn:
+        assert conn.execute(select(datasets.c.summary)).scalar_one() is None
+    assert [d.new for d in import_paths(engine, [sweep_dir])] == [False, True]  # c2 is the bare copy's run
+    with engine.connect() as conn:
+        digest = json.loads(conn.execute(select(datasets.c.summary)).scalar_one())
+    assert digest["stats"] == json.loads(cli.stdout)
+    per = digest["sessions"]
+    assert len(per["id"]) == digest["stats"]["sessions"] == 14
+    assert sum(per["requests"]) == digest["stats"]["requests"] == digest["isl"]["n"] + digest["isl"]["zeros"]
+    assert sum(digest["osl"]["counts"]) == digest["osl"]["n"]
+    assert sum(per["hit_tokens"]) / sum(per["isl_tokens"]) == pytest.approx(digest["stats"]["theoretical_hit_rate"])
+    (bare / "dataset.json").write_text("{oops")
+    with pytest.raises(AgentxError, match=r"bare/dataset.json: not JSON"):
+        import_run(connect(f"sqlite:///{tmp_path / 'other.db'}"), bare)
+
+
+def test_dataset_page_without_trace_stats_says_so(sweep_dir, tmp_path):
+    """A dataset whose runs wrote no dataset.json: the explorer draws its stored conversations and
+    its title says the trace stats are missing; with one, the table of figures is there."""
+    from fastapi.testclient import TestClient
+
+    from agentx.report.pages import add_pages
+    from agentx.results.api import create_app
+
+    engine = connect(f"sqlite:///{tmp_path / 'r.db'}")
+    bare = tmp_path / "bare"
+    shutil.copytree(sweep_dir / "c2", bare)
+    (bare / "dataset.json").unlink()
+    import_run(engine, bare)
+    app = create_app(engine, writable=False)
+    add_pages(app, engine)
+    client = TestClient(app)
+    page = client.get("/datasets/1").text
+    assert "no trace stats stored" in page and 'id="stats"' not in page and 'id="fig-turns"' in page
+    import_run(engine, sweep_dir / "c6")
+    page = client.get("/datasets/1").text
+    assert "no trace stats stored" not in page and 'id="stats"' in page and 'id="fig-gaps"' in page

@@ -1,0 +1,95 @@
+"""A dataset's digest (SPEC §8 `datasets.summary`): the figures `agentx trace stats` prints and the
+distributions the dataset explorer draws. A run writes it as `dataset.json` beside its records
+(the replayed corpus, after the context and provider filters), so the results database can show
+a dataset's statistics without the trace files."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from agentx.errors import AgentxError
+from agentx.traces.graph import SessionGraph, build_graph
+from agentx.traces.model import Session
+from agentx.traces.stats import TraceStats, stats_of, trace_values
+
+DIGEST_VERSION = 1
+DIGEST_FILE = "dataset.json"
+
+
+def log_histogram(values, bins: int = 40) -> dict | None:
+    """Log-spaced histogram of the positive values (`edges`, `counts`, `n`); `zeros` counts the
+    values <= 0 it leaves out."""
+    v = np.asarray(values, dtype=float)
+    pos = v[v > 0]
+    if pos.size == 0:
+        return None
+    lo, hi = float(pos.min()), float(pos.max())
+    edges = np.geomspace(lo, hi if hi > lo else lo + 1, bins + 1)
+    counts, _ = np.histogram(pos, edges)
+    return {"edges": [round(e, 4) for e in edges.tolist()], "counts": counts.tolist(), "n": int(pos.size),
+            "zeros": int(v.size - pos.size)}
+
+
+def prefix_order(graph: SessionGraph) -> dict:
+    """The session's requests (graph nodes) sorted by their hash-id sequences: `rank` per node and
+    `lcp`, the blocks each shares as a prefix with the next in that order. Two requests share
+    min(lcp[rank a .. rank b - 1]) blocks, so the union of any requests' prefixes is the sum of
+    their lengths minus what neighbours in rank order share (SPEC §9, in-flight unique tokens)."""
+    ids = [node.request.hash_ids for node in graph.nodes]
+    seqs = [a.tolist() for a in ids]
+    order = sorted(range(len(seqs)), key=seqs.__getitem__)
+    rank = [0] * len(seqs)
+    for r, i in enumerate(order):
+        rank[i] = r
+    lcp = []
+    for a, b in zip(order, order[1:]):
+        top = min(len(ids[a]), len(ids[b]))
+        differ = np.flatnonzero(ids[a][:top] != ids[b][:top])
+        lcp.append(int(differ[0]) if differ.size else top)
+    return {"block_size": graph.session.block_size, "rank": rank, "lcp": lcp}
+
+
+def dataset_digest(sessions: list[Session], graphs: list[SessionGraph] | None = None) -> dict:
+    """`graphs`: the sessions' request graphs when built already (node order = records' `node`)."""
+    v = trace_values(sessions)
+    graphs = graphs or [build_graph(s) for s in sessions]
+    return {
+        "version": DIGEST_VERSION,
+        "stats": msgspec.to_builtins(stats_of(v)),  # NaN (nothing to count) is written as null
+        "isl": log_histogram(v.isl), "osl": log_histogram(v.osl), "gap_s": log_histogram(v.gaps),
+        "sessions": {"id": v.session_ids, "requests": v.session_requests, "subagents": v.session_subagents,
+                     "hit_tokens": v.session_hits, "isl_tokens": v.session_isl,
+                     "duration_s": [round(d, 3) for d in v.durations]},
+        "prefix": {s.id: prefix_order(g) for s, g in zip(sessions, graphs)},
+    }
+
+
+def digest_stats(digest: dict) -> TraceStats:
+    """The digest's `stats` back as `TraceStats` (null, written for NaN, reads as NaN)."""
+    def nan(x):
+        return {k: nan(v) for k, v in x.items()} if isinstance(x, dict) else math.nan if x is None else x
+
+    return msgspec.convert(nan(digest["stats"]), TraceStats)
+
+
+def write_digest(folder: Path, sessions: list[Session], graphs: list[SessionGraph] | None = None) -> None:
+    (Path(folder) / DIGEST_FILE).write_bytes(msgspec.json.encode(dataset_digest(sessions, graphs)))
+
+
+def read_digest(folder: Path) -> dict | None:
+    """The run folder's digest; None when it has none (older runs, AIPerf imports) or another version."""
+    path = Path(folder) / DIGEST_FILE
+    if not path.exists():
+        return None
+    try:
+        digest = json.loads(path.read_bytes())
+    except ValueError as e:
+        raise AgentxError(f"{path}: not JSON ({e})") from None
+    if not isinstance(digest, dict) or not isinstance(digest.get("stats"), dict):
+        raise AgentxError(f"{path}: field 'stats' missing (not an agentx dataset digest)")
+    return digest if digest.get("version") == DIGEST_VERSION else None
