@@ -112,7 +112,7 @@ def identity(settings: dict, run: dict) -> dict:
     nothing (`sources` names where each engine field came from)."""
     out = {k: settings.get(k) for k in (
         "hardware", "gpus", "engine", "engine_version", "model", "precision", "parallelism", "spec_decoding",
-        "kv_offload", "router", "concurrency", "dataset", "variant", "seed", "duration", "wire", "token_scale",
+        "kv_offload", "router", "engine_settings", "concurrency", "dataset", "variant", "seed", "duration", "wire", "token_scale",
         "scenario", "clock_scale", "session_headers", "simulated")}
     user = {"engine": settings.get("engine"), "block_size": settings.get("engine_block_size")}
     server = {k: tuple(v) for k, v in (run.get("server_identity") or {}).items()}

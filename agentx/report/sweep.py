@@ -30,7 +30,7 @@ def deployment(result: dict) -> str:
 
 def deployment_label(i: dict) -> str:
     parts = [f"{i.get('gpus') or '?'} x {i.get('hardware') or '?'}", i.get("engine") or "engine ?", i.get("model")]
-    parts += [i.get(k) for k in ("precision", "parallelism", "spec_decoding", "router") if i.get(k)]
+    parts += [i.get(k) for k in ("precision", "parallelism", "spec_decoding", "router", "engine_settings") if i.get(k)]
     if i.get("kv_offload"):
         parts.append(f"KV offload {i['kv_offload']}")
     return ", ".join(str(p) for p in parts if p)

@@ -18,19 +18,26 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 from agentx.errors import AgentxError
 from agentx.results import schema
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _versions = Table("agentx_schema", MetaData(), Column("version", Integer, primary_key=True),
                   Column("applied_at", String(40), nullable=False))
 
 
 def _v1(conn: Connection) -> None:
-    """The first schema: every table of `schema.py` as version 1 declares it."""
+    """A new database: every table of `schema.py` as it is now (later migrations then find their
+    change made)."""
     schema.metadata.create_all(conn)
 
 
+def _v2(conn: Connection) -> None:
+    """deployments.engine_settings, a deployment label (SPEC §8)."""
+    if "engine_settings" not in {c["name"] for c in inspect(conn).get_columns("deployments")}:
+        conn.exec_driver_sql("ALTER TABLE deployments ADD COLUMN engine_settings VARCHAR(300)")
+
+
 # version -> migration; a later schema change appends one (e.g. an ALTER TABLE) and bumps SCHEMA_VERSION
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2}
 
 
 def now() -> str:

@@ -26,6 +26,7 @@ class Labels(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     spec_decoding: str | None = None
     kv_offload: str | None = None
     router: str | None = None
+    engine_settings: str | None = None  # what else sets the deployment apart (e.g. gpu_memory_utilization=0.9)
 
 
 class Deployment(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):

@@ -10,7 +10,9 @@ metadata = MetaData()
 
 # The labels that make a deployment's natural key, in this order (SPEC §8).
 DEPLOYMENT_LABELS = ("model", "hardware", "gpus", "engine", "engine_version", "precision", "parallelism",
-                     "spec_decoding", "kv_offload", "router")
+                     "spec_decoding", "kv_offload", "router", "engine_settings")
+# Labels added after version 1: they join the key only when set, so earlier deployments keep theirs.
+LATER_LABELS = ("engine_settings",)
 
 deployments = Table(
     "deployments", metadata,
@@ -19,7 +21,7 @@ deployments = Table(
     Column("model", String(200)), Column("hardware", String(100)), Column("gpus", Integer),
     Column("engine", String(100)), Column("engine_version", String(100)), Column("precision", String(50)),
     Column("parallelism", String(100)), Column("spec_decoding", String(100)), Column("kv_offload", String(100)),
-    Column("router", String(100)),
+    Column("router", String(100)), Column("engine_settings", String(300)),
     Column("created_at", String(40), nullable=False),
 )
 

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from agentx.engine.presets import COST_BASES, gpu_cost
 from agentx.results.db import now
-from agentx.results.schema import DEPLOYMENT_LABELS, METRIC_COLUMNS, conversations, datasets, deployments, \
+from agentx.results.schema import DEPLOYMENT_LABELS, LATER_LABELS, METRIC_COLUMNS, conversations, datasets, deployments, \
     point_blobs, points
 
 
@@ -27,7 +27,8 @@ def unpack(data: bytes):
 
 
 def deployment_key(labels: dict) -> str:
-    return hashlib.sha256(json.dumps([labels.get(k) for k in DEPLOYMENT_LABELS]).encode()).hexdigest()
+    values = [labels.get(k) for k in DEPLOYMENT_LABELS if k not in LATER_LABELS or labels.get(k) is not None]
+    return hashlib.sha256(json.dumps(values).encode()).hexdigest()
 
 
 def deployment_labels(identity: dict) -> dict:

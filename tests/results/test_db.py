@@ -1,6 +1,7 @@
 """The results database on SQLite and PostgreSQL: migrations, importing real run folders, the
 precomputed chart data, and errors on bad input."""
 
+import hashlib
 import json
 import os
 import shutil
@@ -15,8 +16,8 @@ from agentx.errors import AgentxError
 from agentx.results.db import SCHEMA_VERSION, connect, tables
 from agentx.results.importer import import_paths, import_run
 from agentx.results.runfolder import read_columns
-from agentx.results.schema import conversations, datasets, deployments, point_blobs, points
-from agentx.results.store import unpack
+from agentx.results.schema import DEPLOYMENT_LABELS, conversations, datasets, deployments, point_blobs, points
+from agentx.results.store import deployment_key, unpack
 from tests.conftest import WEKA
 
 
@@ -32,7 +33,26 @@ def test_migrations_apply_once(db_url):
             "agentx_schema"} <= tables(engine)
     connect(db_url)  # a second open applies nothing
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version FROM agentx_schema")).scalars().all() == [SCHEMA_VERSION]
+        assert conn.execute(text("SELECT version FROM agentx_schema ORDER BY version")).scalars().all() == list(range(1, SCHEMA_VERSION + 1))
+
+
+def test_a_version_1_database_gets_engine_settings(db_url):
+    engine = connect(db_url)
+    with engine.begin() as conn:  # back to version 1's deployments table
+        conn.execute(text("ALTER TABLE deployments DROP COLUMN engine_settings"))
+        conn.execute(text("DELETE FROM agentx_schema WHERE version = 2"))
+    engine = connect(db_url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT version FROM agentx_schema ORDER BY version")).scalars().all() == [1, 2]
+        assert conn.execute(select(deployments.c.engine_settings)).all() == []
+
+
+def test_deployment_keys_of_version_1_are_kept():
+    """A label added later joins the key only when set: deployments stored before keep their key."""
+    labels = {"model": "m", "hardware": "H200", "gpus": 8, "engine": "vllm", "router": None}
+    old = hashlib.sha256(json.dumps([labels.get(k) for k in DEPLOYMENT_LABELS if k != "engine_settings"]).encode())
+    assert deployment_key(labels) == old.hexdigest()
+    assert deployment_key({**labels, "engine_settings": "gpu_memory_utilization=0.8"}) != old.hexdigest()
 
 
 def test_import_sweep_folder(db_url, sweep_dir):
