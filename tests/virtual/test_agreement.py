@@ -2,7 +2,18 @@
 
 The same traces, settings and seed go through both paths: the plan and the engine decide the
 same things, so the figures differ only by what HTTP adds (microseconds of wall time per
-request, scaled by the server's speed) and by the order of near-simultaneous events."""
+request) and by the order of near-simultaneous events. 8 lanes give ~30 profiled requests, so a
+p90 is not one request's figure.
+
+The HTTP side is only faithful while the server and the client get a CPU on time: on a loaded
+host the server's iterations fall behind the modeled schedule and replies come late, which a
+closed-loop replay carries into the next requests' overlap (measured on a 2-core host at load
+4-9: TTFT p50 +12 %, ITL p90 +13 % at 8 lanes; within 2 % with the processes' priority raised).
+So the test raises its own priority while the HTTP run lasts where the OS allows it, and names
+the client's lateness verdict in any failure."""
+
+import os
+from contextlib import contextmanager
 
 import pytest
 
@@ -14,27 +25,45 @@ from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
 from agentx.virtual.runner import SimDeployment, sim_bench
 
-SPEED = 1.0  # real time: what HTTP and a busy machine add stays far below 3 % of a TTFT
+SPEED = 1.0  # real time: at 2 the same CPU delays count twice as many modeled milliseconds
 
 
 def rel(a: float, b: float) -> float:
     return abs(a - b) / abs(b)
 
 
+@contextmanager
+def raised_priority(steps: int = 10):
+    """Nice this process (and the server it starts) `steps` higher while the block runs, if allowed."""
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, before - steps)
+    except PermissionError:
+        pass
+    try:
+        yield
+    finally:
+        os.setpriority(os.PRIO_PROCESS, 0, before)
+
+
 def test_virtual_time_agrees_with_http_against_the_sim(tmp_path):
     sessions = load_sessions([sample_traces()])
-    common = dict(concurrency=4, duration=60.0, seed=0)
+    common = dict(concurrency=8, duration=40.0, seed=0, warmup_requests_per_lane=2)
     virtual = sim_bench(BenchSettings.build(url="virtual", out=str(tmp_path / "virtual"), **common), sessions,
                         SimDeployment(EngineConfig()))
-    with sim_server("--speed", str(SPEED)) as url:
+    with raised_priority(), sim_server("--speed", str(SPEED)) as url:
         http = bench(BenchSettings.build(url=url, out=str(tmp_path / "http"), clock_scale=SPEED, **common), sessions)
     assert virtual["identity"]["engine"] == "agentx-sim (virtual time)"
     assert virtual["validity"]["valid"] and http["validity"]["valid"]
+    health = http["client_health"]
+    late = health["dispatch_lateness_ms"]
+    client = (f"HTTP client {health['verdict']}: dispatch lateness p50 {late['p50']:.1f} ms, p99 {late['p99']:.1f} ms, "
+              f"run-queue wait {health['runqueue_wait_percent']}%")
     v, h = virtual["request_metrics"], http["request_metrics"]
-    assert v["cache"]["theoretical_hit_rate"] == pytest.approx(h["cache"]["theoretical_hit_rate"], abs=0.005)
-    assert v["cache"]["measured_hit_rate"] == pytest.approx(h["cache"]["measured_hit_rate"], abs=0.005)
+    assert v["cache"]["theoretical_hit_rate"] == pytest.approx(h["cache"]["theoretical_hit_rate"], abs=0.005), client
+    assert v["cache"]["measured_hit_rate"] == pytest.approx(h["cache"]["measured_hit_rate"], abs=0.005), client
     for metric in ("ttft_s", "itl_s", "e2e_normalized_interactivity_tok_s"):
         for q in ("p50", "p90"):
-            assert rel(v[metric][q], h[metric][q]) < 0.03, (metric, q, v[metric][q], h[metric][q])
-    assert rel(v["throughput"]["total_tok_s"], h["throughput"]["total_tok_s"]) < 0.02
-    assert virtual["requests"]["succeeded"] >= 10
+            assert rel(v[metric][q], h[metric][q]) < 0.03, (metric, q, v[metric][q], h[metric][q], client)
+    assert rel(v["throughput"]["total_tok_s"], h["throughput"]["total_tok_s"]) < 0.02, client
+    assert virtual["requests"]["succeeded"] >= 25 and http["requests"]["succeeded"] >= 25

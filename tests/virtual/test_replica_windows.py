@@ -31,20 +31,26 @@ class StepByStep(VirtualRun):
             heapq.heappush(self.done, (seq.finished_at, seq.replica, next(self.order), seq))
 
 
-def run(cls, out, replicas: int, router: str) -> tuple[dict, dict]:
+def run(cls, out, replicas: int, router: str, engine: EngineConfig = EngineConfig()) -> tuple[dict, dict]:
+    # no idle time between a tree's requests: a finish's next request arrives at once, so a
+    # replica that ran past another's finish would show
     settings = BenchSettings.build(url="virtual", out=str(out), concurrency=6, duration=40.0, seed=3, idle_cap=0.0)
-    r = cls(settings, load_sessions([sample_traces()]), SimDeployment(EngineConfig(), replicas, router))
+    r = cls(settings, load_sessions([sample_traces()]), SimDeployment(engine, replicas, router))
     r.execute()
     files = {name: (out / name).read_text().replace(r.run_id, "RUN")
              for name in ("records.jsonl", "trees.jsonl", "server_metrics.jsonl")}
     return files, json.loads((out / "run.json").read_text())["client"]
 
 
-@pytest.mark.parametrize("replicas", [2, 4])
-@pytest.mark.parametrize("router", ROUTERS)
-def test_windows_across_replicas_equal_step_by_step(tmp_path, replicas, router):
-    fast, fast_client = run(VirtualRun, tmp_path / "fast", replicas, router)
-    ref, ref_client = run(StepByStep, tmp_path / "ref", replicas, router)
+SPEC_DECODE = EngineConfig(spec_decode="mtp", draft_tokens=3, acceptance_length=2.4)
+
+
+@pytest.mark.parametrize("replicas, router, engine",
+                         [(n, router, EngineConfig()) for n in (2, 4) for router in ROUTERS]
+                         + [(3, "least-loaded", SPEC_DECODE)])
+def test_windows_across_replicas_equal_step_by_step(tmp_path, replicas, router, engine):
+    fast, fast_client = run(VirtualRun, tmp_path / "fast", replicas, router, engine)
+    ref, ref_client = run(StepByStep, tmp_path / "ref", replicas, router, engine)
     records = [json.loads(line) for line in fast["records.jsonl"].splitlines()]
     assert len(records) > 50 and sum(not r.get("error") for r in records) > 50
     assert len({r["tree"] for r in records}) > replicas  # several sessions spread over the replicas
