@@ -1,16 +1,17 @@
 """`agentx sim bench` (modeled time, no HTTP) agrees with `agentx bench` against `agentx sim serve`.
 
 The same traces, settings and seed go through both paths: the plan and the engine decide the
-same things, so the figures differ only by what HTTP adds (microseconds of wall time per
-request) and by the order of near-simultaneous events. 8 lanes give ~30 profiled requests, so a
-p90 is not one request's figure.
+same things, so the figures differ only by what HTTP adds (CPU delays of the server and client,
+in milliseconds of wall time) and by the order of near-simultaneous events.
 
-The HTTP side is only faithful while the server and the client get a CPU on time: on a loaded
-host the server's iterations fall behind the modeled schedule and replies come late, which a
-closed-loop replay carries into the next requests' overlap (measured on a 2-core host at load
-4-9: TTFT p50 +12 %, ITL p90 +13 % at 8 lanes; within 2 % with the processes' priority raised).
-So the test raises its own priority while the HTTP run lasts where the OS allows it, and names
-the client's lateness verdict in any failure."""
+A closed-loop replay carries each late reply into the next requests' overlap, so the deployment
+is chosen for figures large next to those delays: Llama-3.1-70B on 4 x H100 (TTFT ~1 s, ITL ~30
+ms), 8 lanes, no warmup, 80 modeled seconds at --speed 2 (~25 profiled requests, ~1 min). With
+the default 8 x H200 Qwen3-235B (ITL ~10 ms) on a 2-core host at load 4-9 the HTTP figures came
+out up to 17 % off at 8 lanes, 4-5 % at the former 4 (ITL, E2E-normalized p50), as the server's
+iterations fell behind their modeled schedule; this one stays within 0.5 %. The test also raises
+its priority while the HTTP run lasts where the OS allows it, and names the client's lateness
+verdict in any failure."""
 
 import os
 from contextlib import contextmanager
@@ -25,7 +26,8 @@ from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
 from agentx.virtual.runner import SimDeployment, sim_bench
 
-SPEED = 1.0  # real time: at 2 the same CPU delays count twice as many modeled milliseconds
+SPEED = 2.0  # a millisecond of CPU delay counts two modeled ones, still far below 3 % of these figures
+ENGINE = dict(hardware="H100", gpus=4, model="llama-3.1-70b")
 
 
 def rel(a: float, b: float) -> float:
@@ -48,10 +50,11 @@ def raised_priority(steps: int = 10):
 
 def test_virtual_time_agrees_with_http_against_the_sim(tmp_path):
     sessions = load_sessions([sample_traces()])
-    common = dict(concurrency=8, duration=40.0, seed=0, warmup_requests_per_lane=2)
+    common = dict(concurrency=8, duration=80.0, seed=0, warmup=False)
     virtual = sim_bench(BenchSettings.build(url="virtual", out=str(tmp_path / "virtual"), **common), sessions,
-                        SimDeployment(EngineConfig()))
-    with raised_priority(), sim_server("--speed", str(SPEED)) as url:
+                        SimDeployment(EngineConfig(**ENGINE)))
+    flags = [x for key, value in ENGINE.items() for x in (f"--{key}", str(value))]
+    with raised_priority(), sim_server("--speed", str(SPEED), *flags) as url:
         http = bench(BenchSettings.build(url=url, out=str(tmp_path / "http"), clock_scale=SPEED, **common), sessions)
     assert virtual["identity"]["engine"] == "agentx-sim (virtual time)"
     assert virtual["validity"]["valid"] and http["validity"]["valid"]
@@ -66,4 +69,5 @@ def test_virtual_time_agrees_with_http_against_the_sim(tmp_path):
         for q in ("p50", "p90"):
             assert rel(v[metric][q], h[metric][q]) < 0.03, (metric, q, v[metric][q], h[metric][q], client)
     assert rel(v["throughput"]["total_tok_s"], h["throughput"]["total_tok_s"]) < 0.02, client
-    assert virtual["requests"]["succeeded"] >= 25 and http["requests"]["succeeded"] >= 25
+    assert virtual["identity"]["simulated"]["model"] == "llama-3.1-70b"
+    assert virtual["requests"]["succeeded"] >= 20 and http["requests"]["succeeded"] >= 20
