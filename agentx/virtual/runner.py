@@ -38,6 +38,7 @@ from agentx.engine.replicas import Replicas
 from agentx.engine.window import decode_finish_bound
 from agentx.records import Record, RecordWriter
 from agentx.replay.folder import RunFolder, report
+from agentx.replay.identity import stream_session_ids
 from agentx.replay.plan import DONE, PROFILE, Dispatch, ReplayPlan
 from agentx.replay.render import Renderer
 from agentx.replay.settings import BenchSettings
@@ -194,7 +195,8 @@ class VirtualRun:
         for core in self.replicas.cores:
             if core.idle and core.now < now:
                 core.now = now  # an idle engine starts its next iteration when work arrives
-        self.replicas.add(seq, now, str(d.tree))  # the session key: the tree, not the random run id
+        # the stream's session id as bench sends it (`TREE`, `TREE.k`) less bench's random run id
+        self.replicas.add(seq, now, stream_session_ids(str(d.tree), d.graph.parents)[0][stream[1]])
         self.inflight[seq] = (d, isl, osl, theo)
 
     def _finish(self, seq) -> None:
