@@ -2,7 +2,8 @@
 
 `agentx sim bench --replicas 4 --router R` (4 x (8 x H200 serving Qwen3-235B-A22B)) on the
 bundled real traces and on the synthetic 393-session corpus (256k variant); prints a Markdown
-table (the README's).
+table (the README's), with what each virtual run cost: CPU seconds, and decode iterations per
+loop turn that advanced a replica (how many iterations the decode windows compute together).
 
     python benchmarks/routers.py [--duration 600] [--bundled-lanes 32] [--synthetic-lanes 32]
 """
@@ -19,11 +20,13 @@ from pathlib import Path
 ROUTERS = ("round-robin", "least-loaded", "session-affinity", "prefix-aware")
 
 
-def point(out: Path, lanes: int, duration: float, router: str, traces: list[str]) -> dict:
+def point(out: Path, lanes: int, duration: float, router: str, traces: list[str]) -> tuple[dict, dict]:
+    """The run's result point and its client figures (run.json)."""
     cmd = [sys.executable, "-m", "agentx.cli", "sim", "bench", "--replicas", "4", "--router", router,
            "--concurrency", str(lanes), "--duration", str(duration), "--out", str(out), *traces]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    return json.loads((out / "result.json").read_text())
+    client = json.loads((out / "run.json").read_text())["client"]
+    return json.loads((out / "result.json").read_text()), client
 
 
 def main() -> None:
@@ -37,18 +40,20 @@ def main() -> None:
         corpus = tmp / "corpus"
         subprocess.run([sys.executable, "-m", "agentx.cli", "trace", "synth", "--sessions", "393", "--seed", "1",
                         "--out", str(corpus)], check=True, stdout=subprocess.DEVNULL)
-        print("| traces | lanes | router | measured hit | theoretical hit | TTFT p50 ms | TTFT p90 ms | total tok/s |")
-        print("|---|---:|---|---:|---:|---:|---:|---:|")
+        print("| traces | lanes | router | measured hit | theoretical hit | TTFT p50 ms | TTFT p90 ms | total tok/s "
+              "| CPU s | iterations / turn |")
+        print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
         for name, lanes, traces in (("bundled (14 real sessions)", args.bundled_lanes, []),
                                     ("synthetic 393 (256k)", args.synthetic_lanes,
                                      ["--traces", str(corpus), "--max-context", "256k"])):
             for router in ROUTERS:
-                r = point(tmp / f"{name.split()[0]}-{lanes}-{router}", lanes, args.duration, router, traces)
+                r, client = point(tmp / f"{name.split()[0]}-{lanes}-{router}", lanes, args.duration, router, traces)
                 rm = r["request_metrics"]
                 cache, ttft = rm["cache"], rm["ttft_s"]
                 print(f"| {name} | {lanes} | {router} | {cache['measured_hit_rate'] * 100:.1f}% | "
                       f"{cache['theoretical_hit_rate'] * 100:.1f}% | {ttft['p50'] * 1000:,.0f} | "
-                      f"{ttft['p90'] * 1000:,.0f} | {rm['throughput']['total_tok_s']:,.0f} |", flush=True)
+                      f"{ttft['p90'] * 1000:,.0f} | {rm['throughput']['total_tok_s']:,.0f} | {client['cpu_s']:.1f} | "
+                      f"{client['decode_iterations'] / client['advance_turns']:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -25,20 +25,10 @@ from agentx.engine.timing import Work
 
 def decode_window(core, until: float, finished: list, itl: list) -> bool:
     """Run a window of >= 2 pure-decode iterations on `core`; False (nothing done) if none fits."""
-    running, cfg = core.running, core.cfg
-    size = 1 + core.draft_tokens  # tokens each decode computes
-    batch = len(running)
-    if not batch or batch * size > cfg.max_num_batched_tokens:
+    state = _decode_state(core)
+    if state is None:
         return False
-    context, rem = 0, []
-    for seq in running:
-        c, out = seq.computed, len(seq.output)
-        if c < seq.prompt_len or c != seq.prompt_len + out - 1:
-            return False  # a prefill chunk (or a recompute after preemption) is in the batch
-        context += c
-        rem.append(seq.stop_len - out)
-    if core.waiting and not core.admission_blocked(cfg.max_num_batched_tokens - batch * size):
-        return False
+    batch, size, context, rem = state
     logged = len(itl)
     cumulative, now = _iterations(core, until, batch, size, context, min(rem), _emission_limit(core, rem), itl)
     if len(cumulative) < 2:
@@ -47,6 +37,43 @@ def decode_window(core, until: float, finished: list, itl: list) -> bool:
     core.now = now
     _apply(core, cumulative, rem, finished)
     return True
+
+
+def decode_finish_bound(core) -> float | None:
+    """A time before which `core`, left alone (no arrivals), cannot finish a sequence, computed
+    without running it; None when the batch is not pure decode. Until its first finish the batch
+    stays the same and only its context grows, so no iteration is shorter than the next one; at
+    least n of them end before a sequence can finish or the free blocks run out (each keeps at
+    most ceil(AL) tokens). A margin of 1e-6 of the span covers the rounding of summing the
+    durations one by one."""
+    state = _decode_state(core)
+    if state is None:
+        return None
+    batch, size, context, rem = state
+    first_end, limit = min(rem), _emission_limit(core, rem)
+    n = min(first_end, limit) // math.ceil(core.accept_len)
+    duration = core.roofline.iteration_s(Work(batch * size, size * context + batch * size * (size + 1) // 2, context))
+    return core.now + duration * n * (1 - 1e-6)
+
+
+def _decode_state(core) -> tuple[int, int, int, list[int]] | None:
+    """(batch, tokens each decode computes, summed context, tokens left per sequence) when every
+    running sequence decodes and nothing can be admitted; else None."""
+    running, cfg = core.running, core.cfg
+    size = 1 + core.draft_tokens  # tokens each decode computes
+    batch = len(running)
+    if not batch or batch * size > cfg.max_num_batched_tokens:
+        return None
+    context, rem = 0, []
+    for seq in running:
+        c, out = seq.computed, len(seq.output)
+        if c < seq.prompt_len or c != seq.prompt_len + out - 1:
+            return None  # a prefill chunk (or a recompute after preemption) is in the batch
+        context += c
+        rem.append(seq.stop_len - out)
+    if core.waiting and not core.admission_blocked(cfg.max_num_batched_tokens - batch * size):
+        return None
+    return batch, size, context, rem
 
 
 def _emission_limit(core, rem: list[int]) -> int:

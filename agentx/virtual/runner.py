@@ -7,10 +7,14 @@ sequences become the records `agentx bench` would have written, with modeled tim
 folder is the same as bench's (run.json, records.jsonl, trees.jsonl, server_metrics.jsonl as a
 1 s series on the modeled clock, result.json), so `agentx report` reads it like any other.
 
-Order of events (SPEC section 8): a request arriving at t joins its core's first iteration that
+Order of events (SPEC section 10): a request arriving at t joins its core's first iteration that
 starts at or after t. The loop only lets a core start an iteration once every event before it is
-known: plan dispatches (their times are known), sample ticks, and other cores' finishes, which
-cannot come before `EngineCore.finish_bound()`; the core furthest behind always moves next.
+known: plan dispatches (their times are known), sample ticks, and other cores' finishes (a
+request that a finish makes due may be routed to any core). Between arrivals a core's future is
+its own: when its batch only decodes, its next finish is bounded from below by its iteration
+time without running it (`engine/window.decode_finish_bound`), so each core advances in decode
+windows up to about the next known arrival or the earliest finish of any core, instead of one
+iteration at a time. The core furthest behind always moves next.
 """
 
 from __future__ import annotations
@@ -31,8 +35,10 @@ from agentx.content.engine_blocks import EngineBlocks
 from agentx.engine.config import EngineConfig
 from agentx.engine.metrics import ServerStats, samples
 from agentx.engine.replicas import Replicas
+from agentx.engine.window import decode_finish_bound
 from agentx.records import Record, RecordWriter
 from agentx.replay.folder import RunFolder, report
+from agentx.replay.identity import stream_session_ids
 from agentx.replay.plan import DONE, PROFILE, Dispatch, ReplayPlan
 from agentx.replay.render import Renderer
 from agentx.replay.settings import BenchSettings
@@ -80,11 +86,12 @@ class VirtualRun:
         self.hashes: dict = {}  # (tree, stream) -> block hashes of the stream's last request
         self.inflight: dict = {}  # sequence -> (dispatch, ISL, OSL, theoretical cached)
         self.stats = ServerStats()
-        self.itl: list = []
-        self.done: list = []  # heap of (finish time, order, sequence) not handled yet
+        self.itl: list = [[] for _ in self.replicas.cores]  # per core: (duration, decodes) since the last sample
+        self.done: list = []  # heap of (finish time, replica, order, sequence) not handled yet
         self.order = itertools.count()
         self.records = self.series = None
         self.trees_written = 0
+        self.turns = 0  # loop turns that advanced a core (the cost the windows save)
         self.time = 0.0  # the loop's clock: every event before it has been handled
 
     # ------------------------------------------------------------------ the loop
@@ -121,23 +128,34 @@ class VirtualRun:
             if first is None or events <= first.now:
                 self.time = max(self.time, events)
                 if self.done and self.done[0][0] <= self.time:
-                    self._finish(heapq.heappop(self.done)[2])
+                    self._finish(heapq.heappop(self.done)[-1])
                 elif self.time >= tick:
                     self._sample(tick)
                     tick += 1.0
                 continue
-            self._advance(first, min([events] + [c.finish_bound() for c in busy if c is not first]))
+            self._advance(first, min([events] + [self._finish_bound(c) for c in busy if c is not first]))
         self._drain(plan.profile_end + self.s.target.grace)
         self.records.close()
         self.series.close()
         self.folder.finish({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - cpu0,
                             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                            "modeled_s": self.time})
+                            "modeled_s": self.time, "advance_turns": self.turns,
+                            "decode_iterations": sum(c.spec_steps for c in self.replicas.cores)})
 
     def _advance(self, core, until: float) -> None:
-        """Run `core` up to `until`; its finished sequences wait in `done` for their time."""
-        for seq in core.advance(max(until, core.now + 1e-9), self.itl):
-            heapq.heappush(self.done, (seq.finished_at, next(self.order), seq))
+        """Run `core` up to `until`; its finished sequences wait in `done` for their time (finishes
+        at the same time are handled in replica order, whichever core ran first)."""
+        finished = core.advance(max(until, core.now + 1e-9), self.itl[self.replicas.cores.index(core)])
+        self.turns += 1
+        for seq in finished:
+            heapq.heappush(self.done, (seq.finished_at, seq.replica, next(self.order), seq))
+
+    @staticmethod
+    def _finish_bound(core) -> float:
+        """A time before which `core` cannot finish a sequence unless a request reaches it first:
+        from its decode window's iteration time when its batch only decodes, else from the
+        iteration overhead (`EngineCore.finish_bound()`)."""
+        return max(decode_finish_bound(core) or 0.0, core.finish_bound())
 
     def _drain(self, deadline: float) -> None:
         """After the window: let requests in flight finish (up to the grace), cancel the rest."""
@@ -146,10 +164,10 @@ class VirtualRun:
             if not busy:
                 break
             first = min(busy, key=lambda c: c.now)
-            others = [c.finish_bound() for c in busy if c is not first]
+            others = [self._finish_bound(c) for c in busy if c is not first]
             self._advance(first, min([deadline] + others))
         while self.done:
-            self._finish(heapq.heappop(self.done)[2])
+            self._finish(heapq.heappop(self.done)[-1])
         for seq in list(self.inflight):
             self.replicas.abort(seq)
             d, isl, osl, theo = self.inflight.pop(seq)
@@ -179,7 +197,8 @@ class VirtualRun:
         for core in self.replicas.cores:
             if core.idle and core.now < now:
                 core.now = now  # an idle engine starts its next iteration when work arrives
-        self.replicas.add(seq, now, str(d.tree))  # the session key: the tree, not the random run id
+        # the stream's session id as bench sends it (`TREE`, `TREE.k`) less bench's random run id
+        self.replicas.add(seq, now, stream_session_ids(str(d.tree), d.graph.parents)[0][stream[1]])
         self.inflight[seq] = (d, isl, osl, theo)
 
     def _finish(self, seq) -> None:
@@ -221,9 +240,10 @@ class VirtualRun:
 
     def _sample(self, t: float) -> None:
         """The engines' /metrics at modeled time t, as the scraper writes them."""
-        for duration, decodes in self.itl:
-            self.stats.itl.observe(duration, decodes)
-        self.itl.clear()
+        for itl in self.itl:  # in replica order: the histogram's float sum is the same whatever core ran first
+            for duration, decodes in itl:
+                self.stats.itl.observe(duration, decodes)
+            itl.clear()
         phase = self.plan.phase
         phase = "warmup" if phase in ("warmup1", "warmup2") or (phase == PROFILE and t < self.plan.profile_start) else phase
         row = {"t": t, "phase": phase, "samples": samples(self.replicas, self.stats, self.s.target.model)}

@@ -1,8 +1,20 @@
 """`agentx sim bench` (modeled time, no HTTP) agrees with `agentx bench` against `agentx sim serve`.
 
 The same traces, settings and seed go through both paths: the plan and the engine decide the
-same things, so the figures differ only by what HTTP adds (microseconds of wall time per
-request, scaled by the server's speed) and by the order of near-simultaneous events."""
+same things, so the figures differ only by what HTTP adds (CPU delays of the server and client,
+in milliseconds of wall time) and by the order of near-simultaneous events.
+
+A closed-loop replay carries each late reply into the next requests' overlap, so the deployment
+is chosen for figures large next to those delays: Llama-3.1-70B on 4 x H100 (TTFT ~1 s, ITL ~30
+ms), 8 lanes, no warmup, 80 modeled seconds at --speed 2 (~25 profiled requests, ~1 min). With
+the default 8 x H200 Qwen3-235B (ITL ~10 ms) on a 2-core host at load 4-9 the HTTP figures came
+out up to 17 % off at 8 lanes, 4-5 % at the former 4 (ITL, E2E-normalized p50), as the server's
+iterations fell behind their modeled schedule; this one stays within 0.5 %. The test also raises
+its priority while the HTTP run lasts where the OS allows it, and names the client's lateness
+verdict in any failure."""
+
+import os
+from contextlib import contextmanager
 
 import pytest
 
@@ -14,27 +26,48 @@ from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
 from agentx.virtual.runner import SimDeployment, sim_bench
 
-SPEED = 1.0  # real time: what HTTP and a busy machine add stays far below 3 % of a TTFT
+SPEED = 2.0  # a millisecond of CPU delay counts two modeled ones, still far below 3 % of these figures
+ENGINE = dict(hardware="H100", gpus=4, model="llama-3.1-70b")
 
 
 def rel(a: float, b: float) -> float:
     return abs(a - b) / abs(b)
 
 
+@contextmanager
+def raised_priority(steps: int = 10):
+    """Nice this process (and the server it starts) `steps` higher while the block runs, if allowed."""
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, before - steps)
+    except PermissionError:
+        pass
+    try:
+        yield
+    finally:
+        os.setpriority(os.PRIO_PROCESS, 0, before)
+
+
 def test_virtual_time_agrees_with_http_against_the_sim(tmp_path):
     sessions = load_sessions([sample_traces()])
-    common = dict(concurrency=4, duration=60.0, seed=0)
+    common = dict(concurrency=8, duration=80.0, seed=0, warmup=False)
     virtual = sim_bench(BenchSettings.build(url="virtual", out=str(tmp_path / "virtual"), **common), sessions,
-                        SimDeployment(EngineConfig()))
-    with sim_server("--speed", str(SPEED)) as url:
+                        SimDeployment(EngineConfig(**ENGINE)))
+    flags = [x for key, value in ENGINE.items() for x in (f"--{key}", str(value))]
+    with raised_priority(), sim_server("--speed", str(SPEED), *flags) as url:
         http = bench(BenchSettings.build(url=url, out=str(tmp_path / "http"), clock_scale=SPEED, **common), sessions)
     assert virtual["identity"]["engine"] == "agentx-sim (virtual time)"
     assert virtual["validity"]["valid"] and http["validity"]["valid"]
+    health = http["client_health"]
+    late = health["dispatch_lateness_ms"]
+    client = (f"HTTP client {health['verdict']}: dispatch lateness p50 {late['p50']:.1f} ms, p99 {late['p99']:.1f} ms, "
+              f"run-queue wait {health['runqueue_wait_percent']}%")
     v, h = virtual["request_metrics"], http["request_metrics"]
-    assert v["cache"]["theoretical_hit_rate"] == pytest.approx(h["cache"]["theoretical_hit_rate"], abs=0.005)
-    assert v["cache"]["measured_hit_rate"] == pytest.approx(h["cache"]["measured_hit_rate"], abs=0.005)
+    assert v["cache"]["theoretical_hit_rate"] == pytest.approx(h["cache"]["theoretical_hit_rate"], abs=0.005), client
+    assert v["cache"]["measured_hit_rate"] == pytest.approx(h["cache"]["measured_hit_rate"], abs=0.005), client
     for metric in ("ttft_s", "itl_s", "e2e_normalized_interactivity_tok_s"):
         for q in ("p50", "p90"):
-            assert rel(v[metric][q], h[metric][q]) < 0.03, (metric, q, v[metric][q], h[metric][q])
-    assert rel(v["throughput"]["total_tok_s"], h["throughput"]["total_tok_s"]) < 0.02
-    assert virtual["requests"]["succeeded"] >= 10
+            assert rel(v[metric][q], h[metric][q]) < 0.03, (metric, q, v[metric][q], h[metric][q], client)
+    assert rel(v["throughput"]["total_tok_s"], h["throughput"]["total_tok_s"]) < 0.02, client
+    assert virtual["identity"]["simulated"]["model"] == "llama-3.1-70b"
+    assert virtual["requests"]["succeeded"] >= 20 and http["requests"]["succeeded"] >= 20
