@@ -38,7 +38,7 @@ from agentx.engine.replicas import Replicas
 from agentx.engine.window import decode_finish_bound
 from agentx.records import Record, RecordWriter
 from agentx.replay.folder import RunFolder, report
-from agentx.replay.identity import stream_session_ids
+from agentx.replay.session_ids import stream_session_ids
 from agentx.replay.plan import DONE, PROFILE, Dispatch, ReplayPlan
 from agentx.replay.render import Renderer
 from agentx.replay.settings import BenchSettings
