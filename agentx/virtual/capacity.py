@@ -153,25 +153,7 @@ def run_point(plan: Plan, config: dict, concurrency: int, out: str) -> dict:
                              dataset=", ".join(plan.traces) or "bundled WEKA sample", variant=plan.max_context)
     sim = SimDeployment(engine_config(plan, config), int(config["replicas"]), config["router"])
     result = sim_bench(settings, sessions, sim, command=f"agentx sim plan ({config_name(config)}, c{concurrency})")
-    return point_figures(label_run(Path(out), result, deployment_labels(config)))
-
-
-def deployment_labels(config: dict) -> dict:
-    """What the identity adds so that each configuration is its own deployment in the results
-    database (SPEC section 10): the replicas' layout as `parallelism`, the KV memory fraction as
-    `engine_version` (the simulated engine has no version of its own)."""
-    gpus, replicas = int(config["gpus"]), int(config["replicas"])
-    return {"parallelism": f"TP{gpus}" if replicas == 1 else f"{replicas} x TP{gpus}",
-            "engine_version": f"gpu_memory_utilization={float(config['kv_memory']):g}"}
-
-
-def label_run(folder: Path, result: dict, labels: dict) -> dict:
-    """`labels` join the run's settings (run.json, so `agentx report` keeps them) and its result's identity."""
-    for name, section in (("run.json", "settings"), ("result.json", "identity")):
-        data = result if name == "result.json" else json.loads((folder / name).read_text())
-        data[section].update(labels)
-        (folder / name).write_text(json.dumps(data, indent=1))
-    return result
+    return point_figures(result)
 
 
 def point_figures(result: dict) -> dict:

@@ -24,13 +24,12 @@ import heapq
 import itertools
 import json
 import math
-import resource
 import time
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from agentx.common import gc_paused, key64
+from agentx.common import gc_paused, key64, peak_rss_mb
 from agentx.content.engine_blocks import EngineBlocks
 from agentx.engine.config import EngineConfig
 from agentx.engine.metrics import ServerStats, samples
@@ -38,14 +37,23 @@ from agentx.engine.replicas import Replicas
 from agentx.engine.window import decode_finish_bound
 from agentx.records import Record, RecordWriter
 from agentx.replay.folder import RunFolder, report
-from agentx.replay.session_ids import stream_session_ids
 from agentx.replay.plan import DONE, PROFILE, Dispatch, ReplayPlan
 from agentx.replay.render import Renderer
+from agentx.replay.session_ids import stream_session_ids
 from agentx.replay.settings import BenchSettings
 from agentx.traces.digest import write_digest
 from agentx.traces.graph import build_graph
 
 LEAD_S = 0.5  # modeled seconds between the warmup's drain and profiling (bench's lead, SPEC section 2)
+
+
+def engine_settings(e: EngineConfig) -> str:
+    """The sim's settings that set a deployment apart beside its labels (SPEC §8 `engine_settings`)."""
+    parts = [f"gpu_memory_utilization={e.gpu_memory_utilization:g}", f"max_num_seqs={e.max_num_seqs}",
+             f"max_num_batched_tokens={e.max_num_batched_tokens}"]
+    if e.num_gpu_blocks_override:
+        parts.append(f"num_gpu_blocks_override={e.num_gpu_blocks_override}")
+    return ", ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,8 @@ class VirtualRun:
             "engine": "agentx-sim (virtual time)", "hardware": e.hardware, "gpus": e.gpus * sim.replicas,
             "precision": e.precision, "kv_offload": f"{e.cpu_offload_gb:g} GB CPU" if e.cpu_offload_gb else None,
             "router": sim.router if sim.replicas > 1 else None, "url": None,
+            "parallelism": f"TP{e.gpus}" if sim.replicas == 1 else f"{sim.replicas} x TP{e.gpus}",
+            "engine_settings": engine_settings(e),
             "spec_decoding": f"{e.spec_decode} K={e.draft_tokens} AL={roof.acceptance_length:g}" if e.spec_decode else None,
             "simulated": {"hardware": e.hardware, "model": e.model, "gpus_per_replica": e.gpus,
                           "replicas": sim.replicas, "router": sim.router, "deployment": roof.describe()},
@@ -138,7 +148,7 @@ class VirtualRun:
         self.records.close()
         self.series.close()
         self.folder.finish({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - cpu0,
-                            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                            "peak_rss_mb": peak_rss_mb(),
                             "modeled_s": self.time, "advance_turns": self.turns,
                             "decode_iterations": sum(c.spec_steps for c in self.replicas.cores)})
 

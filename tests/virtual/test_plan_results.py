@@ -26,6 +26,7 @@ grid:
   replicas: [1, 2]
 """
 CONFIGS = ["8xH200_mem0.9_cpu0_r1-round-robin", "8xH200_mem0.9_cpu0_r2-round-robin"]
+SIM_SETTINGS = "gpu_memory_utilization=0.9, max_num_seqs=256, max_num_batched_tokens=8192"  # the sim's defaults
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,7 @@ def planned(tmp_path_factory):
 def _rows(db: str):
     with connect(db).connect() as conn:
         return conn.execute(select(points, deployments.c.parallelism, deployments.c.router, deployments.c.gpus,
-                                   deployments.c.engine_version, sweeps.c.name.label("sweep"))
+                                   deployments.c.engine_settings, sweeps.c.name.label("sweep"))
                             .join(deployments, points.c.deployment_id == deployments.c.id)
                             .join(sweeps, points.c.sweep_id == sweeps.c.id).order_by(points.c.id)).all()
 
@@ -57,8 +58,8 @@ def test_every_point_is_stored_as_a_simulated_point_of_its_configuration(planned
     for name, layout, gpus, router in ((CONFIGS[0], "TP8", 8, None), (CONFIGS[1], "2 x TP8", 16, "round-robin")):
         stored = by_config[name]
         assert [r.concurrency for r in stored] == [1, 3, 8]
-        assert {(r.parallelism, r.gpus, r.router, r.engine_version) for r in stored} == {
-            (layout, gpus, router, "gpu_memory_utilization=0.9")}
+        assert {(r.parallelism, r.gpus, r.router, r.engine_settings) for r in stored} == {
+            (layout, gpus, router, SIM_SETTINGS)}
         curve = next(a for a in plan["answers"] if a["config"] == name)["curve"]
         for r, p in zip(stored, curve):  # the database's columns are the answer's figures
             assert r.tput_per_gpu == pytest.approx(p["tok_s_per_gpu"]) and r.p90_ttft == pytest.approx(p["p90_ttft"])
