@@ -21,8 +21,9 @@ Counters follow vLLM's: queries and hits in tokens, for the GPU tier and the ext
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
+from itertools import compress, islice, takewhile
 
 import numpy as np
 
@@ -55,6 +56,7 @@ class Allocation:
     gpu_hit_blocks: int = 0
     cpu_hit_blocks: int = 0
     committed: int = 0  # leading blocks already passed to `commit`
+    hashes: list[int] = field(default_factory=list)  # of the leading blocks whose content is known
 
 
 class KVCache:
@@ -63,9 +65,10 @@ class KVCache:
             raise ValueError("num_blocks and block_size must be positive")
         self.num_blocks, self.block_size, self.cpu_blocks = num_blocks, block_size, cpu_blocks
         self.ref = np.zeros(num_blocks, dtype=np.int32)  # holders per block (numpy: bulk updates)
-        self.block_hash: list[int | None] = [None] * num_blocks
         self.cached: dict[int, int] = {}  # hash -> GPU block
-        self.free: OrderedDict[int, None] = OrderedDict((b, None) for b in range(num_blocks))  # LRU first
+        # the free list: blocks without content (taken first, from the end), then cached ones
+        self.empty: list[int] = list(range(num_blocks - 1, -1, -1))
+        self.lru: OrderedDict[int, int] = OrderedDict()  # free cached block -> its hash, LRU first
         self.cpu: OrderedDict[int, None] = OrderedDict()  # hashes held in DRAM, LRU first
         self.seqs: dict[object, Allocation] = {}
         self.counters = Counters()
@@ -74,12 +77,17 @@ class KVCache:
 
     @property
     def free_blocks(self) -> int:
-        return len(self.free)
+        return len(self.empty) + len(self.lru)
+
+    @property
+    def free(self) -> list[int]:
+        """The free blocks in the order they are taken (for inspection; O(blocks))."""
+        return self.empty[::-1] + list(self.lru)
 
     @property
     def usage(self) -> float:
         """Fraction of GPU blocks referenced by running sequences (vLLM's kv_cache_usage_perc)."""
-        return 1.0 - len(self.free) / self.num_blocks
+        return 1.0 - self.free_blocks / self.num_blocks
 
     def match(self, hashes: list[int]) -> tuple[int, int]:
         """(GPU prefix hit blocks, CPU hit blocks continuing it), without side effects."""
@@ -90,10 +98,9 @@ class KVCache:
                 lo = mid + 1
             else:
                 hi = mid
-        g, c = lo, 0
-        while g + c < len(hashes) and hashes[g + c] in self.cpu:
-            c += 1
-        return g, c
+        if not self.cpu:
+            return lo, 0
+        return lo, sum(1 for _ in takewhile(self.cpu.__contains__, islice(hashes, lo, None)))
 
     # --------------------------------------------------------------- lifecycle
 
@@ -110,18 +117,18 @@ class KVCache:
         c = min(c, need - g)
         if not self._fits(hashes, g, need):
             return None
-        alloc = Allocation(blocks=list(map(self.cached.__getitem__, hashes[:g])), gpu_hit_blocks=g,
-                           cpu_hit_blocks=c)
+        blocks = list(map(self.cached.__getitem__, islice(hashes, g)))
         if g:
-            hit = np.array(alloc.blocks)
-            for block in hit[self.ref[hit] == 0].tolist():  # cached but unused: leave the free list
-                del self.free[block]
+            hit = np.array(blocks)
+            idle = hit[self.ref[hit] == 0].tolist()  # cached but unused: leave the free list
+            deque(map(self.lru.__delitem__, idle), maxlen=0)
             self.ref[hit] += 1  # (a sequence holds a block once)
         fresh = self._take(need - g)
-        for i in range(c):  # loaded from DRAM: their content is known
-            self._register(fresh[i], hashes[g + i])
-            self.cpu.move_to_end(hashes[g + i])
-        alloc.blocks += fresh
+        if c:  # loaded from DRAM: their content is known
+            loaded = hashes[g : g + c]
+            self.cached.update(zip(loaded, fresh))
+            deque(map(self.cpu.move_to_end, loaded), maxlen=0)
+        alloc = Allocation(blocks + fresh, g, c, hashes=hashes[: g + c])
         self.counters.gpu_queries += prompt_tokens
         self.counters.gpu_hits += min(prompt_tokens, g * self.block_size)
         if self.cpu_blocks:
@@ -138,10 +145,11 @@ class KVCache:
 
     def _fits(self, hashes: list[int], g: int, need: int) -> bool:
         """Enough free blocks for `need` blocks of which the first `g` are GPU hits."""
-        if need - g > len(self.free):
+        free = self.free_blocks
+        if need - g > free:
             return False
-        hit = np.fromiter(map(self.cached.__getitem__, hashes[:g]), dtype=np.int64, count=g)
-        return need - g <= len(self.free) - int(np.count_nonzero(self.ref[hit] == 0))
+        hit = np.fromiter(map(self.cached.__getitem__, islice(hashes, g)), dtype=np.int64, count=g)
+        return need - g <= free - int(np.count_nonzero(self.ref[hit] == 0))
 
     def grow(self, seq, num_tokens: int) -> bool:
         """Make room for `num_tokens` in total; False when no block can be had."""
@@ -149,72 +157,85 @@ class KVCache:
         missing = -(-num_tokens // self.block_size) - len(alloc.blocks)
         if missing <= 0:
             return True
-        alloc.blocks += self._take(min(missing, len(self.free)))
+        alloc.blocks += self._take(min(missing, self.free_blocks))
         return len(alloc.blocks) * self.block_size >= num_tokens
 
     def commit(self, seq, hashes: list[int]) -> None:
         """Register the computed full blocks of a sequence (prefix-cacheable from now on),
         writing them through to the CPU tier."""
         alloc = self.seqs[seq]
-        blocks = alloc.blocks
-        block_hash, cached = self.block_hash, self.cached
-        for i in range(alloc.committed, min(len(hashes), len(blocks))):
-            block, h = blocks[i], hashes[i]
-            if block_hash[block] is None:
-                other = cached.get(h)
-                if other is None:
-                    block_hash[block] = h
-                    cached[h] = block
-                else:  # computed twice at once: hold the cached copy, free this one
-                    if self.ref[other] == 0:
-                        del self.free[other]
-                    self.ref[other] += 1
-                    blocks[i] = other
-                    self.ref[block] = 0
-                    self.free[block] = None
-                    self.free.move_to_end(block, last=False)
-            if self.cpu_blocks and h not in self.cpu:
-                self.cpu[h] = None
-                self.counters.offload_blocks += 1
-                if len(self.cpu) > self.cpu_blocks:
-                    self.cpu.popitem(last=False)
-        alloc.committed = max(alloc.committed, min(len(hashes), len(blocks)))
+        blocks, start = alloc.blocks, len(alloc.hashes)  # blocks from `start` on have no content yet
+        end = min(len(hashes), len(blocks))
+        if end > start:
+            new = dict(zip(islice(hashes, start, end), islice(blocks, start, end)))
+            if len(new) == end - start and self.cached.keys().isdisjoint(new):
+                self.cached.update(new)
+                alloc.hashes += hashes[start:end]
+            else:
+                self._commit_each(alloc, hashes, start, end)
+        if self.cpu_blocks and end > alloc.committed:
+            self._offload(hashes[alloc.committed : end])
+        alloc.committed = max(alloc.committed, end)
 
     def free_seq(self, seq) -> None:
         """Release a sequence's blocks; cached ones stay reusable until evicted (LRU)."""
-        blocks = np.array(self.seqs.pop(seq).blocks[::-1])  # the tail is least likely reused: evict it first
-        if not len(blocks):
+        alloc = self.seqs.pop(seq)
+        blocks, known = alloc.blocks, len(alloc.hashes)
+        if not blocks:
             return
-        self.ref[blocks] -= 1
-        block_hash, free = self.block_hash, self.free
-        empty = []
-        for block in blocks[self.ref[blocks] == 0].tolist():
-            if block_hash[block] is None:
-                empty.append(block)
-            else:
-                free[block] = None  # LRU: newest last
-        for block in empty:  # no content: taken first
-            free[block] = None
-            free.move_to_end(block, last=False)
+        held = np.array(blocks)
+        self.ref[held] -= 1
+        zero = (self.ref[held] == 0).tolist()
+        # the tail is least likely reused: it enters the LRU first; blocks without content are taken first
+        self.lru.update(zip(compress(blocks[:known][::-1], zero[:known][::-1]),
+                            compress(alloc.hashes[::-1], zero[:known][::-1])))
+        self.empty += compress(blocks[known:][::-1], zero[known:][::-1])
 
     # ---------------------------------------------------------------- internals
 
-    def _register(self, block: int, h: int) -> None:
-        self.block_hash[block] = h
-        self.cached[h] = block
-
     def _take(self, n: int) -> list[int]:
-        """`n` blocks from the LRU end of the free list (evicting their cached content), held."""
-        pop, block_hash, cached = self.free.popitem, self.block_hash, self.cached
-        out, evicted = [], 0
-        for _ in range(n):
-            block = pop(last=False)[0]
-            h = block_hash[block]
-            if h is not None:
-                del cached[h]
-                block_hash[block] = None
-                evicted += 1
-            out.append(block)
-        self.ref[out] = 1
-        self.counters.evictions += evicted
+        """`n` blocks from the front of the free list (evicting cached content), held."""
+        empty = self.empty
+        k = min(n, len(empty))
+        out = empty[len(empty) - k :][::-1]
+        del empty[len(empty) - k :]
+        if n > k:  # evict the least recently used cached blocks
+            victims = list(islice(self.lru, n - k))
+            deque(map(self.cached.__delitem__, map(self.lru.pop, victims)), maxlen=0)
+            self.counters.evictions += n - k
+            out += victims
+        if out:
+            self.ref[out] = 1
         return out
+
+    def _commit_each(self, alloc: Allocation, hashes: list[int], start: int, end: int) -> None:
+        """`commit`'s registration block by block, for content another sequence cached meanwhile:
+        the sequence holds the cached copy and its own block is freed."""
+        blocks, cached = alloc.blocks, self.cached
+        for i in range(start, end):
+            block, h = blocks[i], hashes[i]
+            other = cached.get(h)
+            if other is None:
+                cached[h] = block
+            else:
+                if self.ref[other] == 0:
+                    del self.lru[other]
+                self.ref[other] += 1
+                blocks[i] = other
+                self.ref[block] = 0
+                self.empty.append(block)
+            alloc.hashes.append(h)
+
+    def _offload(self, hashes: list[int]) -> None:
+        """Write blocks through to the CPU tier (LRU-bounded)."""
+        cpu, before = self.cpu, len(self.cpu)
+        if before + len(hashes) <= self.cpu_blocks:  # nothing to drop: in bulk
+            cpu.update(dict.fromkeys(hashes))
+            self.counters.offload_blocks += len(cpu) - before
+            return
+        for h in hashes:
+            if h not in cpu:
+                cpu[h] = None
+                self.counters.offload_blocks += 1
+                if len(cpu) > self.cpu_blocks:
+                    cpu.popitem(last=False)
