@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from itertools import compress, islice, takewhile
+from itertools import compress, islice, repeat, takewhile
 
 import numpy as np
 
@@ -48,6 +48,80 @@ class Counters:
     evictions: int = 0  # GPU blocks whose cached content was dropped
 
 
+class FreeCached:
+    """The free blocks that hold cached content, least recently used first, as runs: the blocks
+    one sequence freed together enter as one run and are evicted in slices, with numpy. A block
+    leaving from the middle (a prefix hit) is only marked; its run's entry goes stale."""
+
+    def __init__(self, num_blocks: int):
+        self.runs: deque[list] = deque()  # [blocks (array), their hashes, first unread position, stamp]
+        self.stamp = np.full(num_blocks, -1, dtype=np.int64)  # the run a free cached block is in, or -1
+        self.count = 0  # live entries
+        self.entries = 0  # entries of all runs from their first unread position, stale ones included
+        self.next_stamp = 0
+        self.limit = 2 * num_blocks  # more entries than this: drop the stale ones
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self):
+        for blocks, _, pos, st in self.runs:
+            rest = blocks[pos:]
+            yield from rest[self.stamp[rest] == st].tolist()
+
+    def append(self, blocks: np.ndarray, hashes: list[int]) -> None:
+        """Blocks (and their hashes) become the most recently used, in this order."""
+        if not len(blocks):
+            return
+        self.stamp[blocks] = self.next_stamp
+        self.runs.append([blocks, hashes, 0, self.next_stamp])
+        self.next_stamp += 1
+        self.count += len(blocks)
+        self.entries += len(blocks)
+        if self.entries > self.limit:
+            self._compact()
+
+    def remove(self, blocks) -> None:
+        """Blocks taken out of the free list (they are held again)."""
+        self.stamp[blocks] = -1
+        self.count -= len(blocks)
+
+    def pop(self, n: int) -> tuple[list[int], list[int]]:
+        """The `n` (<= len) least recently used blocks and their hashes, removed."""
+        taken, hashes, stamp = [], [], self.stamp
+        while n:
+            run = self.runs[0]
+            blocks, run_hashes, pos, st = run
+            window = blocks[pos : pos + n]
+            live = stamp[window] == st
+            if live.all():
+                taken.append(window)
+                hashes += run_hashes[pos : pos + len(window)]
+            else:
+                taken.append(window[live])
+                hashes += compress(run_hashes[pos : pos + len(window)], live.tolist())
+            n -= len(taken[-1])
+            run[2] = pos + len(window)
+            self.entries -= len(window)
+            if run[2] == len(blocks):
+                self.runs.popleft()
+        out = np.concatenate(taken)
+        stamp[out] = -1
+        self.count -= len(out)
+        return out.tolist(), hashes
+
+    def _compact(self) -> None:
+        """One run of the live entries, in order."""
+        blocks, hashes = [], []
+        for run_blocks, run_hashes, pos, st in self.runs:
+            live = self.stamp[run_blocks[pos:]] == st
+            blocks.append(run_blocks[pos:][live])
+            hashes += compress(run_hashes[pos:], live.tolist())
+        self.runs.clear()
+        self.entries = self.count = 0
+        self.append(np.concatenate(blocks), hashes)
+
+
 @dataclass
 class Allocation:
     """Blocks held by one sequence, and what its prompt found in the cache."""
@@ -68,7 +142,7 @@ class KVCache:
         self.cached: dict[int, int] = {}  # hash -> GPU block
         # the free list: blocks without content (taken first, from the end), then cached ones
         self.empty: list[int] = list(range(num_blocks - 1, -1, -1))
-        self.lru: OrderedDict[int, int] = OrderedDict()  # free cached block -> its hash, LRU first
+        self.lru = FreeCached(num_blocks)
         self.cpu: OrderedDict[int, None] = OrderedDict()  # hashes held in DRAM, LRU first
         self.seqs: dict[object, Allocation] = {}
         self.counters = Counters()
@@ -120,8 +194,7 @@ class KVCache:
         blocks = list(map(self.cached.__getitem__, islice(hashes, g)))
         if g:
             hit = np.array(blocks)
-            idle = hit[self.ref[hit] == 0].tolist()  # cached but unused: leave the free list
-            deque(map(self.lru.__delitem__, idle), maxlen=0)
+            self.lru.remove(hit[self.ref[hit] == 0])  # cached but unused: leave the free list
             self.ref[hit] += 1  # (a sequence holds a block once)
         fresh = self._take(need - g)
         if c:  # loaded from DRAM: their content is known
@@ -164,15 +237,9 @@ class KVCache:
         """Register the computed full blocks of a sequence (prefix-cacheable from now on),
         writing them through to the CPU tier."""
         alloc = self.seqs[seq]
-        blocks, start = alloc.blocks, len(alloc.hashes)  # blocks from `start` on have no content yet
-        end = min(len(hashes), len(blocks))
-        if end > start:
-            new = dict(zip(islice(hashes, start, end), islice(blocks, start, end)))
-            if len(new) == end - start and self.cached.keys().isdisjoint(new):
-                self.cached.update(new)
-                alloc.hashes += hashes[start:end]
-            else:
-                self._commit_each(alloc, hashes, start, end)
+        start, end = len(alloc.hashes), min(len(hashes), len(alloc.blocks))  # from `start` on: no content yet
+        if end > start and not self._register(alloc, hashes[start:end]):
+            self._commit_each(alloc, hashes, start, end)
         if self.cpu_blocks and end > alloc.committed:
             self._offload(hashes[alloc.committed : end])
         alloc.committed = max(alloc.committed, end)
@@ -183,13 +250,13 @@ class KVCache:
         blocks, known = alloc.blocks, len(alloc.hashes)
         if not blocks:
             return
-        held = np.array(blocks)
+        held = np.array(blocks[::-1])  # the tail is least likely reused: it enters the LRU first
         self.ref[held] -= 1
-        zero = (self.ref[held] == 0).tolist()
-        # the tail is least likely reused: it enters the LRU first; blocks without content are taken first
-        self.lru.update(zip(compress(blocks[:known][::-1], zero[:known][::-1]),
-                            compress(alloc.hashes[::-1], zero[:known][::-1])))
-        self.empty += compress(blocks[known:][::-1], zero[known:][::-1])
+        zero = self.ref[held] == 0
+        cut = len(blocks) - known  # the blocks without content (taken first) come before the cut
+        self.empty += held[:cut][zero[:cut]].tolist()
+        cached = zero[cut:]
+        self.lru.append(held[cut:][cached], list(compress(alloc.hashes[::-1], cached.tolist())))
 
     # ---------------------------------------------------------------- internals
 
@@ -200,13 +267,26 @@ class KVCache:
         out = empty[len(empty) - k :][::-1]
         del empty[len(empty) - k :]
         if n > k:  # evict the least recently used cached blocks
-            victims = list(islice(self.lru, n - k))
-            deque(map(self.cached.__delitem__, map(self.lru.pop, victims)), maxlen=0)
+            victims, hashes = self.lru.pop(n - k)
+            deque(map(self.cached.__delitem__, hashes), maxlen=0)
             self.counters.evictions += n - k
             out += victims
         if out:
             self.ref[out] = 1
         return out
+
+    def _register(self, alloc: Allocation, new: list[int]) -> bool:
+        """Register the blocks following the known ones under the hashes `new`, in bulk; False
+        (nothing done) when one of them is cached already or appears twice."""
+        cached, size = self.cached, len(self.cached)
+        if not cached.keys().isdisjoint(new):
+            return False
+        cached.update(zip(new, islice(alloc.blocks, len(alloc.hashes), None)))
+        if len(cached) != size + len(new):
+            deque(map(cached.pop, new, repeat(None)), maxlen=0)
+            return False
+        alloc.hashes += new
+        return True
 
     def _commit_each(self, alloc: Allocation, hashes: list[int], start: int, end: int) -> None:
         """`commit`'s registration block by block, for content another sequence cached meanwhile:
@@ -219,7 +299,7 @@ class KVCache:
                 cached[h] = block
             else:
                 if self.ref[other] == 0:
-                    del self.lru[other]
+                    self.lru.remove([other])
                 self.ref[other] += 1
                 blocks[i] = other
                 self.ref[block] = 0

@@ -245,3 +245,14 @@ def test_the_engine_runs_the_same_on_the_reference_cache(kw):
                      core.now, core.kv.counters, core.kv.cached, list(core.kv.free)))
     assert runs[0] == runs[1]
     assert runs[0][2].evictions > 0 and runs[0][2].gpu_hits > 0
+
+
+def test_a_hash_twice_in_one_prompt_is_handled_as_the_reference_does():
+    caches = KVCache(10, BS), ReferenceKVCache(10, BS)
+    for cache in caches:
+        cache.allocate("a", [], 16)
+        cache.commit("a", [1, 2, 1])  # the third block is swapped for the first's
+    assert state(caches[0]) == state(caches[1])
+    for cache in caches:
+        cache.free_seq("a")
+    assert state(caches[0]) == state(caches[1])
