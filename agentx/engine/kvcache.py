@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from itertools import compress, islice, repeat, takewhile
+from itertools import compress, islice, takewhile
 
 import numpy as np
 
@@ -238,8 +238,12 @@ class KVCache:
         writing them through to the CPU tier."""
         alloc = self.seqs[seq]
         start, end = len(alloc.hashes), min(len(hashes), len(alloc.blocks))  # from `start` on: no content yet
-        if end > start and not self._register(alloc, hashes[start:end]):
-            self._commit_each(alloc, hashes, start, end)
+        if end > start:
+            new, own = hashes[start:end], alloc.blocks[start:end]
+            held = list(map(self.cached.setdefault, new, own))  # the block each hash is cached in now
+            if held != own:
+                self._swap(alloc, start, own, held)
+            alloc.hashes += new
         if self.cpu_blocks and end > alloc.committed:
             self._offload(hashes[alloc.committed : end])
         alloc.committed = max(alloc.committed, end)
@@ -275,36 +279,17 @@ class KVCache:
             self.ref[out] = 1
         return out
 
-    def _register(self, alloc: Allocation, new: list[int]) -> bool:
-        """Register the blocks following the known ones under the hashes `new`, in bulk; False
-        (nothing done) when one of them is cached already or appears twice."""
-        cached, size = self.cached, len(self.cached)
-        if not cached.keys().isdisjoint(new):
-            return False
-        cached.update(zip(new, islice(alloc.blocks, len(alloc.hashes), None)))
-        if len(cached) != size + len(new):
-            deque(map(cached.pop, new, repeat(None)), maxlen=0)
-            return False
-        alloc.hashes += new
-        return True
-
-    def _commit_each(self, alloc: Allocation, hashes: list[int], start: int, end: int) -> None:
-        """`commit`'s registration block by block, for content another sequence cached meanwhile:
-        the sequence holds the cached copy and its own block is freed."""
-        blocks, cached = alloc.blocks, self.cached
-        for i in range(start, end):
-            block, h = blocks[i], hashes[i]
-            other = cached.get(h)
-            if other is None:
-                cached[h] = block
-            else:
+    def _swap(self, alloc: Allocation, start: int, own: list[int], held: list[int]) -> None:
+        """Blocks whose content another sequence cached meanwhile (or this one, earlier in the
+        prompt): the sequence holds the cached copy and its own block is freed."""
+        for i, (block, other) in enumerate(zip(own, held), start):
+            if block != other:
                 if self.ref[other] == 0:
                     self.lru.remove([other])
                 self.ref[other] += 1
-                blocks[i] = other
+                alloc.blocks[i] = other
                 self.ref[block] = 0
                 self.empty.append(block)
-            alloc.hashes.append(h)
 
     def _offload(self, hashes: list[int]) -> None:
         """Write blocks through to the CPU tier (LRU-bounded)."""
