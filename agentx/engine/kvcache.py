@@ -86,7 +86,7 @@ class FreeCached:
         self.stamp[blocks] = -1
         self.count -= len(blocks)
 
-    def pop(self, n: int) -> tuple[list[int], list[int]]:
+    def pop(self, n: int) -> tuple[np.ndarray, list[int]]:
         """The `n` (<= len) least recently used blocks and their hashes, removed."""
         taken, hashes, stamp = [], [], self.stamp
         while n:
@@ -108,7 +108,7 @@ class FreeCached:
         out = np.concatenate(taken)
         stamp[out] = -1
         self.count -= len(out)
-        return out.tolist(), hashes
+        return out, hashes
 
     def _compact(self) -> None:
         """One run of the live entries, in order."""
@@ -254,7 +254,7 @@ class KVCache:
         blocks, known = alloc.blocks, len(alloc.hashes)
         if not blocks:
             return
-        held = np.array(blocks[::-1])  # the tail is least likely reused: it enters the LRU first
+        held = np.array(blocks)[::-1]  # the tail is least likely reused: it enters the LRU first
         self.ref[held] -= 1
         zero = self.ref[held] == 0
         cut = len(blocks) - known  # the blocks without content (taken first) come before the cut
@@ -270,13 +270,14 @@ class KVCache:
         k = min(n, len(empty))
         out = empty[len(empty) - k :][::-1]
         del empty[len(empty) - k :]
+        if out:
+            self.ref[out] = 1
         if n > k:  # evict the least recently used cached blocks
             victims, hashes = self.lru.pop(n - k)
             deque(map(self.cached.__delitem__, hashes), maxlen=0)
             self.counters.evictions += n - k
-            out += victims
-        if out:
-            self.ref[out] = 1
+            self.ref[victims] = 1
+            out += victims.tolist()
         return out
 
     def _swap(self, alloc: Allocation, start: int, own: list[int], held: list[int]) -> None:
