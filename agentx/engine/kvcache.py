@@ -17,6 +17,12 @@ content is swapped for the cached copy at commit (its own is freed), so no child
 below a parent its holder does not hold. The GPU lookup is therefore a binary search over the
 prompt's hashes (O(log n) lookups, not one per block).
 Counters follow vLLM's: queries and hits in tokens, for the GPU tier and the external tier.
+
+Cost: a request's blocks are taken, registered and freed in bulk, never one Python step per
+block: refcounts and the LRU of free cached blocks are numpy arrays (the blocks one sequence
+frees enter the LRU as one run and leave it in slices), the hash index is updated by C-level
+dict calls over the new blocks only. The free list is the blocks without content (taken first),
+then the cached ones, least recently used first: the order a per-block LRU list would have.
 """
 
 from __future__ import annotations
@@ -240,9 +246,9 @@ class KVCache:
         start, end = len(alloc.hashes), min(len(hashes), len(alloc.blocks))  # from `start` on: no content yet
         if end > start:
             new, own = hashes[start:end], alloc.blocks[start:end]
-            held = list(map(self.cached.setdefault, new, own))  # the block each hash is cached in now
-            if held != own:
-                self._swap(alloc, start, own, held)
+            cached_in = list(map(self.cached.setdefault, new, own))  # the block each hash is cached in now
+            if cached_in != own:
+                self._swap(alloc, start, own, cached_in)
             alloc.hashes += new
         if self.cpu_blocks and end > alloc.committed:
             self._offload(hashes[alloc.committed : end])
@@ -280,10 +286,10 @@ class KVCache:
             out += victims.tolist()
         return out
 
-    def _swap(self, alloc: Allocation, start: int, own: list[int], held: list[int]) -> None:
+    def _swap(self, alloc: Allocation, start: int, own: list[int], cached_in: list[int]) -> None:
         """Blocks whose content another sequence cached meanwhile (or this one, earlier in the
         prompt): the sequence holds the cached copy and its own block is freed."""
-        for i, (block, other) in enumerate(zip(own, held), start):
+        for i, (block, other) in enumerate(zip(own, cached_in), start):
             if block != other:
                 if self.ref[other] == 0:
                     self.lru.remove([other])
