@@ -146,7 +146,7 @@ def test_a_block_computed_twice_at_once_is_swapped_for_the_cached_copy():
     assert cache.free_blocks == 8 and cache.match(hashes)[0] == 2
 
 
-def random_ops(seed: int, num_blocks: int, cpu_blocks: int, n: int = 3_000):
+def random_ops(seed: int, n: int = 3_000):
     """A random mix of the scheduler's calls on prompts sharing prefixes (some computed twice at
     once), with partial commits, growth, failed allocations and frees."""
     rng = random.Random(seed)
@@ -156,7 +156,8 @@ def random_ops(seed: int, num_blocks: int, cpu_blocks: int, n: int = 3_000):
         r = rng.random()
         if r < 0.3 or not live:
             root = rng.choice(roots)
-            tokens = root[: rng.randint(1, len(root))] + [9_000_000 + made * 100 + k for k in range(rng.randint(0, 20 * BS))]
+            tail = [9_000_000 + made * 100 + k for k in range(rng.randint(0, 20 * BS))]
+            tokens = root[: rng.randint(1, len(root))] + tail
             hashes = block_hashes(tokens, BS)
             ops.append(("allocate", made, hashes, rng.randint(1, len(tokens) + 1), rng.choice([0, len(tokens)])))
             live.append((made, hashes))
@@ -184,7 +185,7 @@ def test_the_cache_equals_the_per_block_reference(num_blocks, cpu_blocks):
     the per-block implementation agentx used before (tests/engine/kvcache_reference.py)."""
     new, ref = KVCache(num_blocks, BS, cpu_blocks), ReferenceKVCache(num_blocks, BS, cpu_blocks)
     held, results, swaps = set(), [], 0
-    for op, seq, *args in random_ops(num_blocks + cpu_blocks, num_blocks, cpu_blocks):
+    for op, seq, *args in random_ops(num_blocks + cpu_blocks):
         if op == "allocate":
             hashes, tokens, prompt_tokens = args
             assert new.match(hashes) == ref.match(hashes)
@@ -218,7 +219,8 @@ def test_the_cache_equals_the_per_block_reference(num_blocks, cpu_blocks):
 
 @pytest.mark.parametrize("kw", [dict(num_gpu_blocks_override=700, max_model_len=8_192, max_num_seqs=16,
                                      max_num_batched_tokens=1_024),
-                                dict(num_gpu_blocks_override=900, max_model_len=8_192, cpu_offload_gb=0.05)])
+                                dict(num_gpu_blocks_override=700, max_model_len=8_192, max_num_seqs=16,
+                                     max_num_batched_tokens=1_024, cpu_offload_gb=10.0)])
 def test_the_engine_runs_the_same_on_the_reference_cache(kw):
     """The scheduler over both caches (shared prefixes, preemption, swaps at commit): same times,
     hits and counters."""
@@ -244,7 +246,12 @@ def test_the_engine_runs_the_same_on_the_reference_cache(kw):
         runs.append(([(s.cached_tokens, s.first_token_at, s.finished_at, s.preemptions) for s in seqs],
                      core.now, core.kv.counters, core.kv.cached, list(core.kv.free)))
     assert runs[0] == runs[1]
-    assert runs[0][2].evictions > 0 and runs[0][2].gpu_hits > 0
+    counters = runs[0][2]
+    assert counters.evictions > 0 and counters.gpu_hits > 0
+    if "cpu_offload_gb" in kw:
+        assert counters.external_hits > 0
+    else:
+        assert sum(p for *_, p in runs[0][0]) > 0  # preemptions
 
 
 def test_a_hash_twice_in_one_prompt_is_handled_as_the_reference_does():
