@@ -77,12 +77,15 @@ def main() -> None:
                             "--out", str(corpus)], check=True, stdout=subprocess.DEVNULL)
         print(f"1. agentx sim bench: 393-session synthetic corpus (256k), 8 x H200, {args.lanes} lanes, "
               f"{args.duration:g} s profiling (one core)")
+        load = os.getloadavg()[0]
         big = virtual(corpus, tmp / "big", args.lanes, args.duration)
         print(f"{'wall s':>8} {'CPU s':>8} {'peak RSS MB':>12} {'modeled s':>10} {'requests':>9} "
               f"{'HTTP at x' + format(SPEED, 'g') + ' >= s':>18} {'ratio >=':>9}")
         bound = big["modeled"] / SPEED
         print(f"{big['wall']:>8.1f} {big['cpu']:>8.1f} {big['rss']:>12,.0f} {big['modeled']:>10,.0f} "
               f"{big['requests']:>9,} {bound:>18,.0f} {bound / big['wall']:>9,.0f}")
+        print(f"(CPU s: the replay loop, after the traces are loaded; wall s: the whole command. Load average "
+              f"{load:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores)")
         print(f"\n2. the same settings over HTTP (agentx bench against agentx sim serve --speed {SPEED:g}): "
               f"{args.http_lanes} lanes, {args.http_duration:g} s")
         small = virtual(corpus, tmp / "small-virtual", args.http_lanes, args.http_duration)

@@ -17,12 +17,19 @@ content is swapped for the cached copy at commit (its own is freed), so no child
 below a parent its holder does not hold. The GPU lookup is therefore a binary search over the
 prompt's hashes (O(log n) lookups, not one per block).
 Counters follow vLLM's: queries and hits in tokens, for the GPU tier and the external tier.
+
+Cost: a request's blocks are taken, registered and freed in bulk, never one Python step per
+block: refcounts and the LRU of free cached blocks are numpy arrays (the blocks one sequence
+frees enter the LRU as one run and leave it in slices), the hash index is updated by C-level
+dict calls over the new blocks only. The free list is the blocks without content (taken first),
+then the cached ones, least recently used first: the order a per-block LRU list would have.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
+from itertools import compress, islice, takewhile
 
 import numpy as np
 
@@ -47,6 +54,80 @@ class Counters:
     evictions: int = 0  # GPU blocks whose cached content was dropped
 
 
+class FreeCached:
+    """The free blocks that hold cached content, least recently used first, as runs: the blocks
+    one sequence freed together enter as one run and are evicted in slices, with numpy. A block
+    leaving from the middle (a prefix hit) is only marked; its run's entry goes stale."""
+
+    def __init__(self, num_blocks: int):
+        self.runs: deque[list] = deque()  # [blocks (array), their hashes, first unread position, stamp]
+        self.stamp = np.full(num_blocks, -1, dtype=np.int64)  # the run a free cached block is in, or -1
+        self.count = 0  # live entries
+        self.entries = 0  # entries of all runs from their first unread position, stale ones included
+        self.next_stamp = 0
+        self.limit = 2 * num_blocks  # more entries than this: drop the stale ones
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self):
+        for blocks, _, pos, st in self.runs:
+            rest = blocks[pos:]
+            yield from rest[self.stamp[rest] == st].tolist()
+
+    def append(self, blocks: np.ndarray, hashes: list[int]) -> None:
+        """Blocks (and their hashes) become the most recently used, in this order."""
+        if not len(blocks):
+            return
+        self.stamp[blocks] = self.next_stamp
+        self.runs.append([blocks, hashes, 0, self.next_stamp])
+        self.next_stamp += 1
+        self.count += len(blocks)
+        self.entries += len(blocks)
+        if self.entries > self.limit:
+            self._compact()
+
+    def remove(self, blocks) -> None:
+        """Blocks taken out of the free list (they are held again)."""
+        self.stamp[blocks] = -1
+        self.count -= len(blocks)
+
+    def pop(self, n: int) -> tuple[np.ndarray, list[int]]:
+        """The `n` (<= len) least recently used blocks and their hashes, removed."""
+        taken, hashes, stamp = [], [], self.stamp
+        while n:
+            run = self.runs[0]
+            blocks, run_hashes, pos, st = run
+            window = blocks[pos : pos + n]
+            live = stamp[window] == st
+            if live.all():
+                taken.append(window)
+                hashes += run_hashes[pos : pos + len(window)]
+            else:
+                taken.append(window[live])
+                hashes += compress(run_hashes[pos : pos + len(window)], live.tolist())
+            n -= len(taken[-1])
+            run[2] = pos + len(window)
+            self.entries -= len(window)
+            if run[2] == len(blocks):
+                self.runs.popleft()
+        out = np.concatenate(taken)
+        stamp[out] = -1
+        self.count -= len(out)
+        return out, hashes
+
+    def _compact(self) -> None:
+        """One run of the live entries, in order."""
+        blocks, hashes = [], []
+        for run_blocks, run_hashes, pos, st in self.runs:
+            live = self.stamp[run_blocks[pos:]] == st
+            blocks.append(run_blocks[pos:][live])
+            hashes += compress(run_hashes[pos:], live.tolist())
+        self.runs.clear()
+        self.entries = self.count = 0
+        self.append(np.concatenate(blocks), hashes)
+
+
 @dataclass
 class Allocation:
     """Blocks held by one sequence, and what its prompt found in the cache."""
@@ -55,6 +136,7 @@ class Allocation:
     gpu_hit_blocks: int = 0
     cpu_hit_blocks: int = 0
     committed: int = 0  # leading blocks already passed to `commit`
+    hashes: list[int] = field(default_factory=list)  # of the leading blocks whose content is known
 
 
 class KVCache:
@@ -63,9 +145,10 @@ class KVCache:
             raise ValueError("num_blocks and block_size must be positive")
         self.num_blocks, self.block_size, self.cpu_blocks = num_blocks, block_size, cpu_blocks
         self.ref = np.zeros(num_blocks, dtype=np.int32)  # holders per block (numpy: bulk updates)
-        self.block_hash: list[int | None] = [None] * num_blocks
         self.cached: dict[int, int] = {}  # hash -> GPU block
-        self.free: OrderedDict[int, None] = OrderedDict((b, None) for b in range(num_blocks))  # LRU first
+        # the free list: blocks without content (taken first, from the end), then cached ones
+        self.empty: list[int] = list(range(num_blocks - 1, -1, -1))
+        self.lru = FreeCached(num_blocks)
         self.cpu: OrderedDict[int, None] = OrderedDict()  # hashes held in DRAM, LRU first
         self.seqs: dict[object, Allocation] = {}
         self.counters = Counters()
@@ -74,12 +157,17 @@ class KVCache:
 
     @property
     def free_blocks(self) -> int:
-        return len(self.free)
+        return len(self.empty) + len(self.lru)
+
+    @property
+    def free(self) -> list[int]:
+        """The free blocks in the order they are taken (for inspection; O(blocks))."""
+        return self.empty[::-1] + list(self.lru)
 
     @property
     def usage(self) -> float:
         """Fraction of GPU blocks referenced by running sequences (vLLM's kv_cache_usage_perc)."""
-        return 1.0 - len(self.free) / self.num_blocks
+        return 1.0 - self.free_blocks / self.num_blocks
 
     def match(self, hashes: list[int]) -> tuple[int, int]:
         """(GPU prefix hit blocks, CPU hit blocks continuing it), without side effects."""
@@ -90,10 +178,9 @@ class KVCache:
                 lo = mid + 1
             else:
                 hi = mid
-        g, c = lo, 0
-        while g + c < len(hashes) and hashes[g + c] in self.cpu:
-            c += 1
-        return g, c
+        if not self.cpu:
+            return lo, 0
+        return lo, sum(1 for _ in takewhile(self.cpu.__contains__, islice(hashes, lo, None)))
 
     # --------------------------------------------------------------- lifecycle
 
@@ -110,18 +197,17 @@ class KVCache:
         c = min(c, need - g)
         if not self._fits(hashes, g, need):
             return None
-        alloc = Allocation(blocks=list(map(self.cached.__getitem__, hashes[:g])), gpu_hit_blocks=g,
-                           cpu_hit_blocks=c)
+        blocks = list(map(self.cached.__getitem__, islice(hashes, g)))
         if g:
-            hit = np.array(alloc.blocks)
-            for block in hit[self.ref[hit] == 0].tolist():  # cached but unused: leave the free list
-                del self.free[block]
+            hit = np.array(blocks)
+            self.lru.remove(hit[self.ref[hit] == 0])  # cached but unused: leave the free list
             self.ref[hit] += 1  # (a sequence holds a block once)
         fresh = self._take(need - g)
-        for i in range(c):  # loaded from DRAM: their content is known
-            self._register(fresh[i], hashes[g + i])
-            self.cpu.move_to_end(hashes[g + i])
-        alloc.blocks += fresh
+        if c:  # loaded from DRAM: their content is known
+            loaded = hashes[g : g + c]
+            self.cached.update(zip(loaded, fresh))
+            deque(map(self.cpu.move_to_end, loaded), maxlen=0)
+        alloc = Allocation(blocks + fresh, g, c, hashes=hashes[: g + c])
         self.counters.gpu_queries += prompt_tokens
         self.counters.gpu_hits += min(prompt_tokens, g * self.block_size)
         if self.cpu_blocks:
@@ -138,10 +224,11 @@ class KVCache:
 
     def _fits(self, hashes: list[int], g: int, need: int) -> bool:
         """Enough free blocks for `need` blocks of which the first `g` are GPU hits."""
-        if need - g > len(self.free):
+        free = self.free_blocks
+        if need - g > free:
             return False
-        hit = np.fromiter(map(self.cached.__getitem__, hashes[:g]), dtype=np.int64, count=g)
-        return need - g <= len(self.free) - int(np.count_nonzero(self.ref[hit] == 0))
+        hit = np.fromiter(map(self.cached.__getitem__, islice(hashes, g)), dtype=np.int64, count=g)
+        return need - g <= free - int(np.count_nonzero(self.ref[hit] == 0))
 
     def grow(self, seq, num_tokens: int) -> bool:
         """Make room for `num_tokens` in total; False when no block can be had."""
@@ -149,72 +236,78 @@ class KVCache:
         missing = -(-num_tokens // self.block_size) - len(alloc.blocks)
         if missing <= 0:
             return True
-        alloc.blocks += self._take(min(missing, len(self.free)))
+        alloc.blocks += self._take(min(missing, self.free_blocks))
         return len(alloc.blocks) * self.block_size >= num_tokens
 
     def commit(self, seq, hashes: list[int]) -> None:
         """Register the computed full blocks of a sequence (prefix-cacheable from now on),
         writing them through to the CPU tier."""
         alloc = self.seqs[seq]
-        blocks = alloc.blocks
-        block_hash, cached = self.block_hash, self.cached
-        for i in range(alloc.committed, min(len(hashes), len(blocks))):
-            block, h = blocks[i], hashes[i]
-            if block_hash[block] is None:
-                other = cached.get(h)
-                if other is None:
-                    block_hash[block] = h
-                    cached[h] = block
-                else:  # computed twice at once: hold the cached copy, free this one
-                    if self.ref[other] == 0:
-                        del self.free[other]
-                    self.ref[other] += 1
-                    blocks[i] = other
-                    self.ref[block] = 0
-                    self.free[block] = None
-                    self.free.move_to_end(block, last=False)
-            if self.cpu_blocks and h not in self.cpu:
-                self.cpu[h] = None
-                self.counters.offload_blocks += 1
-                if len(self.cpu) > self.cpu_blocks:
-                    self.cpu.popitem(last=False)
-        alloc.committed = max(alloc.committed, min(len(hashes), len(blocks)))
+        start, end = len(alloc.hashes), min(len(hashes), len(alloc.blocks))  # from `start` on: no content yet
+        if end > start:
+            new, own = hashes[start:end], alloc.blocks[start:end]
+            cached_in = list(map(self.cached.setdefault, new, own))  # the block each hash is cached in now
+            if cached_in != own:
+                self._swap(alloc, start, own, cached_in)
+            alloc.hashes += new
+        if self.cpu_blocks and end > alloc.committed:
+            self._offload(hashes[alloc.committed : end])
+        alloc.committed = max(alloc.committed, end)
 
     def free_seq(self, seq) -> None:
         """Release a sequence's blocks; cached ones stay reusable until evicted (LRU)."""
-        blocks = np.array(self.seqs.pop(seq).blocks[::-1])  # the tail is least likely reused: evict it first
-        if not len(blocks):
+        alloc = self.seqs.pop(seq)
+        blocks, known = alloc.blocks, len(alloc.hashes)
+        if not blocks:
             return
-        self.ref[blocks] -= 1
-        block_hash, free = self.block_hash, self.free
-        empty = []
-        for block in blocks[self.ref[blocks] == 0].tolist():
-            if block_hash[block] is None:
-                empty.append(block)
-            else:
-                free[block] = None  # LRU: newest last
-        for block in empty:  # no content: taken first
-            free[block] = None
-            free.move_to_end(block, last=False)
+        held = np.array(blocks)[::-1]  # the tail is least likely reused: it enters the LRU first
+        self.ref[held] -= 1
+        zero = self.ref[held] == 0
+        cut = len(blocks) - known  # the blocks without content (taken first) come before the cut
+        self.empty += held[:cut][zero[:cut]].tolist()
+        cached = zero[cut:]
+        self.lru.append(held[cut:][cached], list(compress(alloc.hashes[::-1], cached.tolist())))
 
     # ---------------------------------------------------------------- internals
 
-    def _register(self, block: int, h: int) -> None:
-        self.block_hash[block] = h
-        self.cached[h] = block
-
     def _take(self, n: int) -> list[int]:
-        """`n` blocks from the LRU end of the free list (evicting their cached content), held."""
-        pop, block_hash, cached = self.free.popitem, self.block_hash, self.cached
-        out, evicted = [], 0
-        for _ in range(n):
-            block = pop(last=False)[0]
-            h = block_hash[block]
-            if h is not None:
-                del cached[h]
-                block_hash[block] = None
-                evicted += 1
-            out.append(block)
-        self.ref[out] = 1
-        self.counters.evictions += evicted
+        """`n` blocks from the front of the free list (evicting cached content), held."""
+        empty = self.empty
+        k = min(n, len(empty))
+        out = empty[len(empty) - k :][::-1]
+        del empty[len(empty) - k :]
+        if out:
+            self.ref[out] = 1
+        if n > k:  # evict the least recently used cached blocks
+            victims, hashes = self.lru.pop(n - k)
+            deque(map(self.cached.__delitem__, hashes), maxlen=0)
+            self.counters.evictions += n - k
+            self.ref[victims] = 1
+            out += victims.tolist()
         return out
+
+    def _swap(self, alloc: Allocation, start: int, own: list[int], cached_in: list[int]) -> None:
+        """Blocks whose content another sequence cached meanwhile (or this one, earlier in the
+        prompt): the sequence holds the cached copy and its own block is freed."""
+        for i, (block, other) in enumerate(zip(own, cached_in), start):
+            if block != other:
+                if self.ref[other] == 0:
+                    self.lru.remove([other])
+                self.ref[other] += 1
+                alloc.blocks[i] = other
+                self.ref[block] = 0
+                self.empty.append(block)
+
+    def _offload(self, hashes: list[int]) -> None:
+        """Write blocks through to the CPU tier (LRU-bounded)."""
+        cpu, before = self.cpu, len(self.cpu)
+        if before + len(hashes) <= self.cpu_blocks:  # nothing to drop: in bulk
+            cpu.update(dict.fromkeys(hashes))
+            self.counters.offload_blocks += len(cpu) - before
+            return
+        for h in hashes:
+            if h not in cpu:
+                cpu[h] = None
+                self.counters.offload_blocks += 1
+                if len(cpu) > self.cpu_blocks:
+                    cpu.popitem(last=False)

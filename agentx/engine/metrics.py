@@ -154,10 +154,21 @@ def samples(core, stats: ServerStats, model_name: str) -> dict[str, float]:
     text (the virtual-time runner samples every modeled second)."""
     out = {}
     for kind, name, _, labels, value in all_series(core, stats, model_name):
-        key = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        ident = (kind, name, *labels.items())
+        keys = _SAMPLE_KEYS.get(ident) or _SAMPLE_KEYS.setdefault(ident, _sample_keys(kind, name, labels))
         if kind == "histogram":
-            out[f"{name}_count{{{key}}}"] = float(sum(value.counts))
-            out[f"{name}_sum{{{key}}}"] = float(value.sum)
+            out[keys[0]] = float(sum(value.counts))
+            out[keys[1]] = float(value.sum)
         else:
-            out[f"{name}_total{{{key}}}" if kind == "counter" else f"{name}{{{key}}}"] = float(value)
+            out[keys[0]] = float(value)
     return out
+
+
+_SAMPLE_KEYS: dict[tuple, tuple[str, ...]] = {}  # (kind, name, labels...) -> the sample names (sampled every second)
+
+
+def _sample_keys(kind: str, name: str, labels: dict) -> tuple[str, ...]:
+    key = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    if kind == "histogram":
+        return f"{name}_count{{{key}}}", f"{name}_sum{{{key}}}"
+    return (f"{name}_total{{{key}}}" if kind == "counter" else f"{name}{{{key}}}",)

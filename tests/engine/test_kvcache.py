@@ -1,4 +1,10 @@
+import random
+
+import pytest
+
 from agentx.engine.kvcache import KVCache, block_hashes
+
+from .kvcache_reference import ReferenceKVCache
 
 BS = 4
 
@@ -138,3 +144,122 @@ def test_a_block_computed_twice_at_once_is_swapped_for_the_cached_copy():
     cache.free_seq("x")
     cache.free_seq("y")
     assert cache.free_blocks == 8 and cache.match(hashes)[0] == 2
+
+
+def random_ops(seed: int, n: int = 3_000):
+    """A random mix of the scheduler's calls on prompts sharing prefixes (some computed twice at
+    once), with partial commits, growth, failed allocations and frees."""
+    rng = random.Random(seed)
+    roots = [prompt(*range(r * 1_000, r * 1_000 + 30)) for r in range(5)]
+    ops, live, made = [], [], 0
+    for _ in range(n):
+        r = rng.random()
+        if r < 0.3 or not live:
+            root = rng.choice(roots)
+            tail = [9_000_000 + made * 100 + k for k in range(rng.randint(0, 20 * BS))]
+            tokens = root[: rng.randint(1, len(root))] + tail
+            hashes = block_hashes(tokens, BS)
+            ops.append(("allocate", made, hashes, rng.randint(1, len(tokens) + 1), rng.choice([0, len(tokens)])))
+            live.append((made, hashes))
+            made += 1
+        elif r < 0.55:
+            seq, hashes = rng.choice(live)
+            ops.append(("commit", seq, hashes[: rng.randint(0, len(hashes))]))
+        elif r < 0.65:
+            seq, hashes = rng.choice(live)
+            ops.append(("grow", seq, rng.randint(1, 80 * BS)))
+        else:
+            seq, _ = live.pop(rng.randrange(len(live)))
+            ops.append(("free", seq))
+    return ops
+
+
+def state(cache):
+    return (cache.counters, cache.cached, list(cache.free), cache.ref.tolist(), list(cache.cpu),
+            {s: (a.blocks, a.gpu_hit_blocks, a.cpu_hit_blocks, a.committed) for s, a in cache.seqs.items()})
+
+
+@pytest.mark.parametrize("num_blocks,cpu_blocks", [(40, 0), (120, 0), (60, 90), (200, 30)])
+def test_the_cache_equals_the_per_block_reference(num_blocks, cpu_blocks):
+    """Block ids, hits, evictions, counters, free-list order and usage after every call match
+    the per-block implementation agentx used before (tests/engine/kvcache_reference.py)."""
+    new, ref = KVCache(num_blocks, BS, cpu_blocks), ReferenceKVCache(num_blocks, BS, cpu_blocks)
+    held, results, swaps = set(), [], 0
+    for op, seq, *args in random_ops(num_blocks + cpu_blocks):
+        if op == "allocate":
+            hashes, tokens, prompt_tokens = args
+            assert new.match(hashes) == ref.match(hashes)
+            assert new.can_allocate(hashes, tokens) == ref.can_allocate(hashes, tokens)
+            a, b = new.allocate(seq, hashes, tokens, prompt_tokens), ref.allocate(seq, hashes, tokens, prompt_tokens)
+            assert (a is None) == (b is None)
+            if a:
+                held.add(seq)
+                results.append((a.gpu_hit_blocks, a.cpu_hit_blocks))
+                assert (a.blocks, a.gpu_hit_blocks, a.cpu_hit_blocks) == (b.blocks, b.gpu_hit_blocks, b.cpu_hit_blocks)
+        elif seq not in held:
+            continue
+        elif op == "commit":
+            before = list(new.seqs[seq].blocks)
+            new.commit(seq, args[0])
+            ref.commit(seq, args[0])
+            swaps += new.seqs[seq].blocks != before
+        elif op == "grow":
+            assert new.grow(seq, args[0]) == ref.grow(seq, args[0])
+        else:
+            held.discard(seq)
+            new.free_seq(seq)
+            ref.free_seq(seq)
+        assert new.usage == ref.usage and new.free_blocks == ref.free_blocks
+        assert state(new) == state(ref)
+    c = new.counters
+    assert c.evictions > 1_000 and sum(g for g, _ in results) > 1_000 and swaps > 0  # the cases were exercised
+    if cpu_blocks:
+        assert c.load_blocks > 0 and c.offload_blocks > 0
+
+
+@pytest.mark.parametrize("kw", [dict(num_gpu_blocks_override=700, max_model_len=8_192, max_num_seqs=16,
+                                     max_num_batched_tokens=1_024),
+                                dict(num_gpu_blocks_override=700, max_model_len=8_192, max_num_seqs=16,
+                                     max_num_batched_tokens=1_024, cpu_offload_gb=10.0)])
+def test_the_engine_runs_the_same_on_the_reference_cache(kw):
+    """The scheduler over both caches (shared prefixes, preemption, swaps at commit): same times,
+    hits and counters."""
+    from agentx.engine.config import EngineConfig
+    from agentx.engine.core import EngineCore
+
+    runs = []
+    for cache in (KVCache, ReferenceKVCache):
+        rng = random.Random(7)
+        core = EngineCore(EngineConfig(**kw))
+        core.kv = cache(core.kv.num_blocks, core.kv.block_size, core.kv.cpu_blocks)
+        roots = [list(range(r * 100_000, r * 100_000 + 4_000)) for r in range(4)]
+        seqs = []
+        for i in range(300):
+            root = rng.choice(roots)
+            p = root[: rng.randint(16, 4_000)] + [7_000_000 + i * 1_000 + k for k in range(rng.randint(0, 600))]
+            seqs.append(core.new_sequence(str(i), p, rng.randint(1, 40), ignore_eos=True))
+            core.add(seqs[-1])
+            for _ in range(rng.randint(0, 20)):
+                core.step()
+        while core.step():
+            pass
+        runs.append(([(s.cached_tokens, s.first_token_at, s.finished_at, s.preemptions) for s in seqs],
+                     core.now, core.kv.counters, core.kv.cached, list(core.kv.free)))
+    assert runs[0] == runs[1]
+    counters = runs[0][2]
+    assert counters.evictions > 0 and counters.gpu_hits > 0
+    if "cpu_offload_gb" in kw:
+        assert counters.external_hits > 0
+    else:
+        assert sum(p for *_, p in runs[0][0]) > 0  # preemptions
+
+
+def test_a_hash_twice_in_one_prompt_is_handled_as_the_reference_does():
+    caches = KVCache(10, BS), ReferenceKVCache(10, BS)
+    for cache in caches:
+        cache.allocate("a", [], 16)
+        cache.commit("a", [1, 2, 1])  # the third block is swapped for the first's
+    assert state(caches[0]) == state(caches[1])
+    for cache in caches:
+        cache.free_seq("a")
+    assert state(caches[0]) == state(caches[1])
