@@ -1,8 +1,9 @@
-"""One self-contained HTML file for a run folder or a sweep folder: plotly.js inlined from the
-installed `plotly` package, the figures as JSON, drawn by a little plain JavaScript. No network."""
+"""One self-contained HTML file for a run folder or a sweep folder: plotly.js inlined (the package's
+partial bundle, static/), the figures as JSON, drawn by a little plain JavaScript. No network."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from datetime import datetime, timezone
@@ -26,12 +27,20 @@ FLAME_TREES = 60  # flamegraphs embedded per point (the trees with the most requ
 
 @cache
 def plotly_js() -> str:
-    """plotly.min.js as the installed `plotly` package ships it."""
-    return files("plotly").joinpath("package_data", "plotly.min.js").read_text(encoding="utf-8")
+    """plotly.js with only the trace types agentx draws (static/README.md says which build; the full
+    plotly.min.js takes a browser about 3x longer to evaluate, SPEC §9)."""
+    return files("agentx.report").joinpath("static", "plotly-agentx.min.js").read_text(encoding="utf-8")
 
 
+@cache
+def plotly_digest() -> str:
+    """A short hash of plotly_js(): the served file's URL changes with it, so it can be cached for good."""
+    return hashlib.sha256(plotly_js().encode()).hexdigest()[:12]
+
+
+@cache
 def templates() -> jinja2.Environment:
-    """The package's Jinja2 templates (autoescaped)."""
+    """The package's Jinja2 templates (autoescaped; compiled once per process)."""
     return jinja2.Environment(loader=jinja2.PackageLoader("agentx.report", "templates"),
                               autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
 
@@ -40,22 +49,37 @@ def flame_trees(timeline: dict, limit: int = FLAME_TREES) -> list[list]:
     """[tree, label] of the `limit` trees with the most requests in a stored timeline."""
     sizes = Counter(timeline["tree"])
     session = {t: timeline["sessions"][s] for t, s in zip(timeline["tree"], timeline["session"])}
-    trees = sorted(sizes, key=lambda t: (-sizes[t], t))[:limit]
-    return [[t, f"tree {t}: {session[t]} ({sizes[t]} requests)"] for t in trees]
+    trees = sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+    return [[t, f"tree {t}: {session[t]} ({n} requests)"] for t, n in trees]
+
+
+LAZY_PARTS = ("timeline", "timeline_lane", "flame_trees")  # what a served point page fetches after it is drawn
+
+
+def point_part(part: str, blobs: dict[str, dict]) -> dict | list:
+    """One of a point's LAZY_PARTS from its stored chart data: the request timeline by conversation or
+    by lane, or the conversations whose flamegraphs the page offers."""
+    if part == "timeline_lane":
+        return request_timeline(blobs["timeline_lane"])
+    if part == "timeline":
+        return request_timeline(blobs["timeline_conversation"])
+    return flame_trees(blobs["timeline_conversation"])
 
 
 def point_view(name: str, result: dict, command: str, blobs: dict[str, dict], flames: dict | None = None,
-               flame_url: str = "") -> dict:
+               flame_url: str = "", parts_url: str = "") -> dict:
     """One point of a page: its summary and everything the page draws, from the point's stored chart
     data (SPEC §8; `chart_blobs` of a run folder). Flamegraphs are embedded (`flames`, by tree) or
-    fetched from `flame_url` + tree on demand."""
+    fetched from `flame_url` + tree on demand. With `parts_url` the page fetches the LAZY_PARTS
+    (parts_url + part) while it draws the first screen, and `blobs` need only `series` and
+    `histograms`: a 100k-request point's timelines are megabytes the first screen does not show."""
     page = {"name": name, "deployment": deployment(result), "summary": summary_rows(result),
             "identity": result["identity"], "command": command}
     figures = {"isl": token_histogram(blobs["histograms"], "isl"), "osl": token_histogram(blobs["histograms"], "osl"),
-               **over_time(blobs["series"]), "timeline": request_timeline(blobs["timeline_conversation"])}
-    payload = {"name": name, "figures": figures, "timeline_lane": request_timeline(blobs["timeline_lane"]),
-               "flames": {str(t): f for t, f in (flames or {}).items()}, "flame_url": flame_url,
-               "flame_trees": flame_trees(blobs["timeline_conversation"])}
+               **over_time(blobs["series"])}
+    payload = {"name": name, "figures": figures, "flames": {str(t): f for t, f in (flames or {}).items()},
+               "flame_url": flame_url, "parts_url": parts_url,
+               **({} if parts_url else {part: point_part(part, blobs) for part in LAZY_PARTS})}
     return {"page": page, "payload": payload}
 
 

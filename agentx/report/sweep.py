@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from collections import defaultdict
 from pathlib import Path
 
 from agentx.report.figures import empty, figure
@@ -44,6 +45,9 @@ def frontier_rows(results: list[tuple[str, dict]]) -> list[dict]:
              **deployment_labels(r["identity"]), **metric_columns(r)} for name, r in results]
 
 
+LABELLED_POINTS = 100  # past it a frontier's concurrency labels are in the hover only (laying them out is slow)
+
+
 def frontier_chart(rows: list[dict], x: str, y: str) -> dict:
     """Every point of `rows` against (x, y), a curve per (model, hardware, engine) through the
     points on its frontier (SPEC §5's canonical-winner policy, agentx/results/frontier.py), an
@@ -54,9 +58,14 @@ def frontier_chart(rows: list[dict], x: str, y: str) -> dict:
     if not usable:
         return empty(title, "no point has these figures (set --gpus and --hardware for per-GPU, cost and power)")
     data, off = [], []
-    for curve in fr.frontier(usable, x, y):
+    curves = fr.frontier(usable, x, y)
+    labelled = sum(len(c.points) for c in curves) <= LABELLED_POINTS
+    by_curve = defaultdict(list)
+    for r in usable:
+        by_curve[tuple(r[k] for k in fr.CURVE)].append(r)
+    for curve in curves:
         key = tuple(curve.key[k] for k in fr.CURVE)
-        members = [r for r in usable if tuple(r[k] for k in fr.CURVE) == key]
+        members = by_curve[key]
         on = {r["id"] for r in curve.points}
         legend = ", ".join(str(v) for v in (key[1], key[2], key[0]) if v)
         front = sorted(curve.points, key=lambda r: r[x])
@@ -66,7 +75,7 @@ def frontier_chart(rows: list[dict], x: str, y: str) -> dict:
                 continue
             off += [] if is_front else [len(data)]
             data.append({"type": "scattergl" if len(pts) > 200 else "scatter",
-                         "mode": "lines+markers+text" if is_front and len(pts) <= 60 else
+                         "mode": "lines+markers+text" if is_front and labelled else
                          ("lines+markers" if is_front else "markers"),
                          "x": [r[x] for r in pts], "y": [r[y] for r in pts],
                          "text": [f"c{r['concurrency']}" for r in pts], "customdata": [r["id"] for r in pts],
