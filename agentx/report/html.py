@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter
 from datetime import datetime, timezone
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
 
 import jinja2
+import numpy as np
 
 from agentx.report.flame import flamegraph
 from agentx.report.overtime import over_time
@@ -47,10 +47,13 @@ def templates() -> jinja2.Environment:
 
 def flame_trees(timeline: dict, limit: int = FLAME_TREES) -> list[list]:
     """[tree, label] of the `limit` trees with the most requests in a stored timeline."""
-    sizes = Counter(timeline["tree"])
-    session = {t: timeline["sessions"][s] for t, s in zip(timeline["tree"], timeline["session"])}
-    trees = sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
-    return [[t, f"tree {t}: {session[t]} ({n} requests)"] for t, n in trees]
+    trees, first, sizes = np.unique(np.asarray(timeline["tree"], dtype=np.int64), return_index=True,
+                                    return_counts=True)
+    out = []
+    for i in np.lexsort((trees, -sizes))[:limit].tolist():
+        tree, session = int(trees[i]), timeline["sessions"][timeline["session"][first[i]]]
+        out.append([tree, f"tree {tree}: {session} ({sizes[i]} requests)"])
+    return out
 
 
 LAZY_PARTS = ("timeline", "timeline_lane", "flame_trees")  # what a served point page fetches after it is drawn
