@@ -7,12 +7,13 @@ its hash, cached by the browser for good."""
 
 from __future__ import annotations
 
+import gzip
 import json
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from urllib.parse import urlencode
 
-from fastapi import FastAPI, HTTPException, Query
+from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -33,6 +34,11 @@ PLOTLY = f"/static/plotly-{plotly_digest()}.min.js"  # a new bundle gets a new U
 TABLE_PAGE = 100  # rows of the frontier page's table
 
 
+@cache
+def plotly_gzip() -> bytes:
+    return gzip.compress(plotly_js().encode(), mtime=0)
+
+
 @lru_cache(maxsize=2)
 def read_run_cached(run_dir: str) -> RunData:
     """A run folder's records, kept for the next flamegraph of the same point."""
@@ -49,9 +55,11 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
             return list(conn.execute(q))
 
     @app.get(PLOTLY, include_in_schema=False)
-    def plotly() -> Response:
-        return Response(plotly_js(), media_type="text/javascript",
-                        headers={"Cache-Control": "public, max-age=31536000, immutable"})
+    def plotly(request: Request) -> Response:
+        headers = {"Cache-Control": "public, max-age=31536000, immutable", "Vary": "Accept-Encoding"}
+        if "gzip" in request.headers.get("accept-encoding", ""):  # compressed once, not per request
+            return Response(plotly_gzip(), media_type="text/javascript", headers={**headers, "Content-Encoding": "gzip"})
+        return Response(plotly_js(), media_type="text/javascript", headers=headers)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def frontier_page(model: str | None = None, hardware: str | None = None,

@@ -2,6 +2,7 @@
 headless Chromium: the frontier draws the stored points, a click opens the point's page, every
 chart there has data, its siblings are linked, a filter with no match says so, no console error."""
 
+import gzip
 import json
 import subprocess
 import sys
@@ -133,9 +134,12 @@ def test_plotly_is_served_for_good_and_timelines_on_demand(dashboard):
     frontier = urllib.request.urlopen(dashboard + "/", timeout=10).read().decode()
     src = f"/static/plotly-{plotly_digest()}.min.js"
     assert f'<script src="{src}">' in frontier
-    with urllib.request.urlopen(dashboard + src, timeout=10) as r:
-        assert r.headers["Cache-Control"] == "public, max-age=31536000, immutable"
-        assert r.read().decode() == plotly_js()
+    for encoding in ("identity", "gzip"):
+        with urllib.request.urlopen(urllib.request.Request(dashboard + src, headers={"Accept-Encoding": encoding}),
+                                    timeout=10) as r:
+            assert r.headers["Cache-Control"] == "public, max-age=31536000, immutable"
+            body = gzip.decompress(r.read()) if encoding == "gzip" else r.read()
+            assert r.headers.get("Content-Encoding", "identity") == encoding and body.decode() == plotly_js()
     point = json.loads(urllib.request.urlopen(dashboard + "/api/v1/points", timeout=10).read())[0]["id"]
     page = urllib.request.urlopen(f"{dashboard}/points/{point}", timeout=10).read().decode()
     data = json.loads(page.split('<script type="application/json" id="data">')[1].split("</script>")[0])
