@@ -107,7 +107,8 @@ def script_json(data) -> str:
 def render(title: str, views: list[dict], frontiers: dict[str, dict] | None = None, view: str = "",
            table: list[dict] | None = None, plotly_src: str | None = None, links: dict[str, str] | None = None,
            nav: list[tuple[str, str]] | None = None, empty_hint: str = "", csv: str | None = None,
-           table_links: list[str] | None = None, filters: dict | None = None, pages: list | None = None) -> str:
+           table_links: list[str] | None = None, filters: dict | None = None, pages: list | None = None,
+           preload: list[str] | None = None) -> str:
     """The page: the frontier charts in `frontiers` ("x|y" -> figure; `view` the one shown first;
     views not embedded are served: a change of view reloads the page with x and y in its URL) and
     the `table` when given, then the point `views` (point_view). plotly.js is inlined unless
@@ -115,7 +116,8 @@ def render(title: str, views: list[dict], frontiers: dict[str, dict] | None = No
     instead of a point of the page; `nav` lists (label, URL) of related pages; an empty `table`
     says there are no points, followed by `empty_hint`; `csv` names the table's CSV beside the
     file; `filters` (name -> (value, choices)) draws the served frontier's filter form, `pages`
-    its table's page links."""
+    its table's page links; `preload` lists URLs the page will fetch, asked for before plotly.js
+    loads so that the server builds them meanwhile."""
     frontiers = frontiers or {}
     data = {"points": [v["payload"] for v in views], "links": links or {}, "frontiers": frontiers,
             "view": view or next(iter(frontiers), "")}
@@ -123,7 +125,7 @@ def render(title: str, views: list[dict], frontiers: dict[str, dict] | None = No
         title=title, points=[v["page"] for v in views], sweep_rows=table, has_frontier=bool(frontiers),
         nav=nav or [], x_labels=X_LABELS, y_labels=Y_LABELS, view=data["view"].split("|") if frontiers else ["", ""],
         empty_hint=empty_hint, csv=csv, links=bool(links), table_links=table_links, filters=filters, pages=pages,
-        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), plotly_src=plotly_src,
+        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), plotly_src=plotly_src, preload=preload or [],
         plotly_js=None if plotly_src else plotly_js(), data_json=script_json(data))
 
 

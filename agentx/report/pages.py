@@ -117,9 +117,10 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
                         .where(points.c.status == "ok").order_by(points.c.concurrency, points.c.id))
         nav = [("frontier", "/")] + [(f"c{c} (point {i})", f"/points/{i}") for i, c in siblings if i != point_id]
         result = json.loads(result)
-        view = point_view(str(point_id), result, "", blobs, flame_url=f"/points/{point_id}/flames/",
-                          parts_url=f"/points/{point_id}/parts/")
-        return render(f"agentx point {point_id}: {Path(run_dir or '').name}", [view], plotly_src=PLOTLY, nav=nav)
+        parts = f"/points/{point_id}/parts/"
+        view = point_view(str(point_id), result, "", blobs, flame_url=f"/points/{point_id}/flames/", parts_url=parts)
+        return render(f"agentx point {point_id}: {Path(run_dir or '').name}", [view], plotly_src=PLOTLY, nav=nav,
+                      preload=[parts + "timeline"])
 
     @app.get("/points/{point_id}/parts/{part}", include_in_schema=False)
     def point_page_part(point_id: int, part: str) -> Response:
