@@ -56,7 +56,7 @@ def flame_trees(timeline: dict, limit: int = FLAME_TREES) -> list[list]:
     return out
 
 
-LAZY_PARTS = ("timeline", "timeline_lane", "flame_trees")  # what a served point page fetches after it is drawn
+LAZY_PARTS = ("timeline", "timeline_lane", "flame_trees")  # what a served point page fetches beside its HTML
 
 
 def point_part(part: str, blobs: dict[str, dict]) -> dict | list:

@@ -124,7 +124,7 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
 
     @app.get("/points/{point_id}/parts/{part}", include_in_schema=False)
     def point_page_part(point_id: int, part: str) -> Response:
-        """What the point page fetches once its first screen is drawing: a request timeline or the
+        """What a point page fetches beside its HTML (point_view): a request timeline or the
         list of its conversations' flamegraphs."""
         if part not in LAZY_PARTS:
             raise HTTPException(404, f"no part {part!r} (one of {', '.join(LAZY_PARTS)})")
