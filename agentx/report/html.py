@@ -1,16 +1,17 @@
-"""One self-contained HTML file for a run folder or a sweep folder: plotly.js inlined from the
-installed `plotly` package, the figures as JSON, drawn by a little plain JavaScript. No network."""
+"""One self-contained HTML file for a run folder or a sweep folder: plotly.js inlined (the package's
+partial bundle, static/), the figures as JSON, drawn by a little plain JavaScript. No network."""
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections import Counter
 from datetime import datetime, timezone
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
 
 import jinja2
+import numpy as np
 
 from agentx.report.flame import flamegraph
 from agentx.report.overtime import over_time
@@ -26,36 +27,62 @@ FLAME_TREES = 60  # flamegraphs embedded per point (the trees with the most requ
 
 @cache
 def plotly_js() -> str:
-    """plotly.min.js as the installed `plotly` package ships it."""
-    return files("plotly").joinpath("package_data", "plotly.min.js").read_text(encoding="utf-8")
+    """plotly.js with only the trace types agentx draws (static/README.md says which build; the full
+    plotly.min.js takes a browser about 3x longer to evaluate, SPEC §9)."""
+    return files("agentx.report").joinpath("static", "plotly-agentx.min.js").read_text(encoding="utf-8")
 
 
+@cache
+def plotly_digest() -> str:
+    """A short hash of plotly_js(): the served file's URL changes with it, so it can be cached for good."""
+    return hashlib.sha256(plotly_js().encode()).hexdigest()[:12]
+
+
+@cache
 def templates() -> jinja2.Environment:
-    """The package's Jinja2 templates (autoescaped)."""
+    """The package's Jinja2 templates (autoescaped; compiled once per process)."""
     return jinja2.Environment(loader=jinja2.PackageLoader("agentx.report", "templates"),
                               autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
 
 
 def flame_trees(timeline: dict, limit: int = FLAME_TREES) -> list[list]:
     """[tree, label] of the `limit` trees with the most requests in a stored timeline."""
-    sizes = Counter(timeline["tree"])
-    session = {t: timeline["sessions"][s] for t, s in zip(timeline["tree"], timeline["session"])}
-    trees = sorted(sizes, key=lambda t: (-sizes[t], t))[:limit]
-    return [[t, f"tree {t}: {session[t]} ({sizes[t]} requests)"] for t in trees]
+    trees, first, sizes = np.unique(np.asarray(timeline["tree"], dtype=np.int64), return_index=True,
+                                    return_counts=True)
+    out = []
+    for i in np.lexsort((trees, -sizes))[:limit].tolist():
+        tree, session = int(trees[i]), timeline["sessions"][timeline["session"][first[i]]]
+        out.append([tree, f"tree {tree}: {session} ({sizes[i]} requests)"])
+    return out
+
+
+LAZY_PARTS = ("timeline", "timeline_lane", "flame_trees")  # what a served point page fetches beside its HTML
+
+
+def point_part(part: str, blobs: dict[str, dict]) -> dict | list:
+    """One of a point's LAZY_PARTS from its stored chart data: the request timeline by conversation or
+    by lane, or the conversations whose flamegraphs the page offers."""
+    if part == "timeline_lane":
+        return request_timeline(blobs["timeline_lane"])
+    if part == "timeline":
+        return request_timeline(blobs["timeline_conversation"])
+    return flame_trees(blobs["timeline_conversation"])
 
 
 def point_view(name: str, result: dict, command: str, blobs: dict[str, dict], flames: dict | None = None,
-               flame_url: str = "") -> dict:
+               flame_url: str = "", parts_url: str = "") -> dict:
     """One point of a page: its summary and everything the page draws, from the point's stored chart
     data (SPEC §8; `chart_blobs` of a run folder). Flamegraphs are embedded (`flames`, by tree) or
-    fetched from `flame_url` + tree on demand."""
+    fetched from `flame_url` + tree on demand. With `parts_url` the page fetches the LAZY_PARTS
+    (parts_url + part) while it draws the first screen, and `blobs` need only `series` and
+    `histograms`: a 100k-request point's timelines are megabytes the first screen does not show."""
     page = {"name": name, "deployment": deployment(result), "summary": summary_rows(result),
             "identity": result["identity"], "command": command}
     figures = {"isl": token_histogram(blobs["histograms"], "isl"), "osl": token_histogram(blobs["histograms"], "osl"),
-               **over_time(blobs["series"]), "timeline": request_timeline(blobs["timeline_conversation"])}
-    payload = {"name": name, "figures": figures, "timeline_lane": request_timeline(blobs["timeline_lane"]),
-               "flames": {str(t): f for t, f in (flames or {}).items()}, "flame_url": flame_url,
-               "flame_trees": flame_trees(blobs["timeline_conversation"])}
+               **over_time(blobs["series"])}
+    payload = {"name": name, "figures": figures, "flames": {str(t): f for t, f in (flames or {}).items()},
+               "flame_url": flame_url, "parts_url": parts_url,
+               **({} if parts_url else {part: point_part(part, blobs) for part in LAZY_PARTS})}
     return {"page": page, "payload": payload}
 
 
@@ -80,7 +107,8 @@ def script_json(data) -> str:
 def render(title: str, views: list[dict], frontiers: dict[str, dict] | None = None, view: str = "",
            table: list[dict] | None = None, plotly_src: str | None = None, links: dict[str, str] | None = None,
            nav: list[tuple[str, str]] | None = None, empty_hint: str = "", csv: str | None = None,
-           table_links: list[str] | None = None, filters: dict | None = None, pages: list | None = None) -> str:
+           table_links: list[str] | None = None, filters: dict | None = None, pages: list | None = None,
+           preload: list[str] | None = None) -> str:
     """The page: the frontier charts in `frontiers` ("x|y" -> figure; `view` the one shown first;
     views not embedded are served: a change of view reloads the page with x and y in its URL) and
     the `table` when given, then the point `views` (point_view). plotly.js is inlined unless
@@ -88,7 +116,8 @@ def render(title: str, views: list[dict], frontiers: dict[str, dict] | None = No
     instead of a point of the page; `nav` lists (label, URL) of related pages; an empty `table`
     says there are no points, followed by `empty_hint`; `csv` names the table's CSV beside the
     file; `filters` (name -> (value, choices)) draws the served frontier's filter form, `pages`
-    its table's page links."""
+    its table's page links; `preload` lists URLs the page will fetch, asked for before plotly.js
+    loads so that the server builds them meanwhile."""
     frontiers = frontiers or {}
     data = {"points": [v["payload"] for v in views], "links": links or {}, "frontiers": frontiers,
             "view": view or next(iter(frontiers), "")}
@@ -96,7 +125,7 @@ def render(title: str, views: list[dict], frontiers: dict[str, dict] | None = No
         title=title, points=[v["page"] for v in views], sweep_rows=table, has_frontier=bool(frontiers),
         nav=nav or [], x_labels=X_LABELS, y_labels=Y_LABELS, view=data["view"].split("|") if frontiers else ["", ""],
         empty_hint=empty_hint, csv=csv, links=bool(links), table_links=table_links, filters=filters, pages=pages,
-        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), plotly_src=plotly_src,
+        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), plotly_src=plotly_src, preload=preload or [],
         plotly_js=None if plotly_src else plotly_js(), data_json=script_json(data))
 
 

@@ -2,16 +2,18 @@
 stored points (filters in the URL, a click opens the point), a point's detail (summary, charts
 over time, request timeline, conversation flamegraphs, its sibling points one click away), and
 the dataset explorer (charts over its conversations, their list, a conversation's flamegraph),
-drawn by the report's chart builders. plotly.js is served from the installed package."""
+drawn by the report's chart builders. plotly.js (the package's bundle) is served at a URL holding
+its hash, cached by the browser for good."""
 
 from __future__ import annotations
 
+import gzip
 import json
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from urllib.parse import urlencode
 
-from fastapi import FastAPI, HTTPException, Query
+from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -19,7 +21,8 @@ from sqlalchemy.engine import Engine
 from agentx.errors import AgentxError
 from agentx.report.dataset import conversation_flamegraph, dataset_charts, digest_charts
 from agentx.report.flame import flamegraph
-from agentx.report.html import plotly_js, point_view, render, script_json, templates
+from agentx.report.html import (LAZY_PARTS, plotly_digest, plotly_js, point_part, point_view, render, script_json,
+                                templates)
 from agentx.report.rundata import RunData, read_run
 from agentx.report.sweep import X_LABELS, Y_LABELS, deployment_label, frontier_chart
 from agentx.results import frontier as fr
@@ -29,8 +32,13 @@ from agentx.results.store import unpack
 from agentx.traces.digest import digest_stats
 from agentx.traces.report import STATS_COLUMNS, stats_rows
 
-PLOTLY = "/static/plotly.min.js"
+PLOTLY = f"/static/plotly-{plotly_digest()}.min.js"  # a new bundle gets a new URL
 TABLE_PAGE = 100  # rows of the frontier page's table
+
+
+@cache
+def plotly_gzip() -> bytes:
+    return gzip.compress(plotly_js().encode(), mtime=0)
 
 
 @lru_cache(maxsize=2)
@@ -49,8 +57,11 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
             return list(conn.execute(q))
 
     @app.get(PLOTLY, include_in_schema=False)
-    def plotly() -> Response:
-        return Response(plotly_js(), media_type="text/javascript", headers={"Cache-Control": "public, max-age=86400"})
+    def plotly(request: Request) -> Response:
+        headers = {"Cache-Control": "public, max-age=31536000, immutable", "Vary": "Accept-Encoding"}
+        if "gzip" in request.headers.get("accept-encoding", ""):  # compressed once, not per request
+            return Response(plotly_gzip(), media_type="text/javascript", headers={**headers, "Content-Encoding": "gzip"})
+        return Response(plotly_js(), media_type="text/javascript", headers=headers)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def frontier_page(model: str | None = None, hardware: str | None = None,
@@ -89,22 +100,38 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
                 "engine": (f.engine, labels["engine"]), "dataset": (f.dataset, names), "since": (f.since, None),
                 "until": (f.until, None)}
 
+    def blobs_of(point_id: int, kinds: set[str]) -> dict[str, dict]:
+        """The point's stored chart data of these kinds (404 when a kind is missing)."""
+        found = {kind: unpack(data) for kind, data in rows(select(point_blobs.c.kind, point_blobs.c.data).where(
+            point_blobs.c.point_id == point_id).where(point_blobs.c.kind.in_(kinds)))}
+        if set(found) != kinds:
+            raise HTTPException(404, f"point {point_id} has no chart data (import it again)")
+        return found
+
     @app.get("/points/{point_id}", response_class=HTMLResponse, include_in_schema=False)
     def point_page(point_id: int) -> str:
         found = rows(select(points.c.deployment_id, points.c.result, points.c.run_dir).where(points.c.id == point_id))
         if not found:
             raise HTTPException(404, f"point {point_id} not found")
         deployment, result, run_dir = found[0]
-        blobs = {kind: unpack(data) for kind, data in
-                 rows(select(point_blobs.c.kind, point_blobs.c.data).where(point_blobs.c.point_id == point_id))}
-        if not {"series", "histograms", "timeline_conversation", "timeline_lane"} <= set(blobs):
-            raise HTTPException(404, f"point {point_id} has no chart data (import it again)")
+        blobs = blobs_of(point_id, {"series", "histograms"})
         siblings = rows(select(points.c.id, points.c.concurrency).where(points.c.deployment_id == deployment)
                         .where(points.c.status == "ok").order_by(points.c.concurrency, points.c.id))
         nav = [("frontier", "/")] + [(f"c{c} (point {i})", f"/points/{i}") for i, c in siblings if i != point_id]
         result = json.loads(result)
-        view = point_view(str(point_id), result, "", blobs, flame_url=f"/points/{point_id}/flames/")
-        return render(f"agentx point {point_id}: {Path(run_dir or '').name}", [view], plotly_src=PLOTLY, nav=nav)
+        parts = f"/points/{point_id}/parts/"
+        view = point_view(str(point_id), result, "", blobs, flame_url=f"/points/{point_id}/flames/", parts_url=parts)
+        return render(f"agentx point {point_id}: {Path(run_dir or '').name}", [view], plotly_src=PLOTLY, nav=nav,
+                      preload=[parts + "timeline"])
+
+    @app.get("/points/{point_id}/parts/{part}", include_in_schema=False)
+    def point_page_part(point_id: int, part: str) -> Response:
+        """What a point page fetches beside its HTML (point_view): a request timeline or the
+        list of its conversations' flamegraphs."""
+        if part not in LAZY_PARTS:
+            raise HTTPException(404, f"no part {part!r} (one of {', '.join(LAZY_PARTS)})")
+        kind = "timeline_lane" if part == "timeline_lane" else "timeline_conversation"
+        return Response(script_json(point_part(part, blobs_of(point_id, {kind}))), media_type="application/json")
 
     @app.get("/points/{point_id}/flames/{tree}", include_in_schema=False)
     def point_flame(point_id: int, tree: int) -> Response:

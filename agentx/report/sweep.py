@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from collections import defaultdict
 from pathlib import Path
 
 from agentx.report.figures import empty, figure
@@ -44,6 +45,13 @@ def frontier_rows(results: list[tuple[str, dict]]) -> list[dict]:
              **deployment_labels(r["identity"]), **metric_columns(r)} for name, r in results]
 
 
+# Past these a frontier's concurrency labels, and its legend, are in each point's hover only: laying
+# them out is slow (1,000 points in 40 curves: ~0.3 s of a 1 s budget), and past 10 curves
+# plotly's colours repeat, so such a legend would not tell the curves apart anyway.
+LABELLED_POINTS = 100
+LEGEND_CURVES = 10
+
+
 def frontier_chart(rows: list[dict], x: str, y: str) -> dict:
     """Every point of `rows` against (x, y), a curve per (model, hardware, engine) through the
     points on its frontier (SPEC §5's canonical-winner policy, agentx/results/frontier.py), an
@@ -54,9 +62,14 @@ def frontier_chart(rows: list[dict], x: str, y: str) -> dict:
     if not usable:
         return empty(title, "no point has these figures (set --gpus and --hardware for per-GPU, cost and power)")
     data, off = [], []
-    for curve in fr.frontier(usable, x, y):
+    curves = fr.frontier(usable, x, y)
+    labelled = sum(len(c.points) for c in curves) <= LABELLED_POINTS
+    by_curve = defaultdict(list)
+    for r in usable:
+        by_curve[tuple(r[k] for k in fr.CURVE)].append(r)
+    for curve in curves:
         key = tuple(curve.key[k] for k in fr.CURVE)
-        members = [r for r in usable if tuple(r[k] for k in fr.CURVE) == key]
+        members = by_curve[key]
         on = {r["id"] for r in curve.points}
         legend = ", ".join(str(v) for v in (key[1], key[2], key[0]) if v)
         front = sorted(curve.points, key=lambda r: r[x])
@@ -66,7 +79,7 @@ def frontier_chart(rows: list[dict], x: str, y: str) -> dict:
                 continue
             off += [] if is_front else [len(data)]
             data.append({"type": "scattergl" if len(pts) > 200 else "scatter",
-                         "mode": "lines+markers+text" if is_front and len(pts) <= 60 else
+                         "mode": "lines+markers+text" if is_front and labelled else
                          ("lines+markers" if is_front else "markers"),
                          "x": [r[x] for r in pts], "y": [r[y] for r in pts],
                          "text": [f"c{r['concurrency']}" for r in pts], "customdata": [r["id"] for r in pts],
@@ -82,8 +95,11 @@ def frontier_chart(rows: list[dict], x: str, y: str) -> dict:
               {"label": "optimal only", "method": "restyle", "args": [{"visible": False}, off]}]
     menus = [{"type": "buttons", "buttons": toggle, "direction": "right", "x": 1, "xanchor": "right", "y": 1.02,
               "yanchor": "bottom", "font": {"size": 10}}] if off else []
+    legend = {} if len(curves) <= LEGEND_CURVES else {"showlegend": False}
+    if legend:
+        title += f" ({len(curves)} deployments: hover a point for its own)"
     return figure(data, title, X_LABELS[x], Y_LABELS[y], updatemenus=menus, height=480, margin={"t": 70},
-                  meta={"x": x, "y": y})
+                  meta={"x": x, "y": y}, **legend)
 
 
 def table_rows(results: list[tuple[str, dict]]) -> list[dict]:

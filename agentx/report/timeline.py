@@ -25,8 +25,10 @@ def _columns(blob: dict) -> dict:
     """The stored timeline's arrays as numpy (null times as NaN)."""
     f = lambda k: np.array(blob[k], dtype=float)  # noqa: E731
     c = {k: f(k) for k in ("start", "first_token", "end", "row", "tree", "node", "isl", "osl", "cached")}
-    c["failed"] = np.array([blob["errors"][e] is not None for e in blob["error"]], dtype=bool)
-    c["warmup"] = np.array([blob["phases"][p] == "warmup" for p in blob["phase"]], dtype=bool)
+    failed = np.array([e is not None for e in blob["errors"]], dtype=bool)  # per distinct error, then per request
+    c["failed"] = failed[np.asarray(blob["error"], dtype=np.int64)]
+    warmup = np.array([p == "warmup" for p in blob["phases"]], dtype=bool)
+    c["warmup"] = warmup[np.asarray(blob["phase"], dtype=np.int64)]
     return c
 
 
@@ -94,10 +96,11 @@ def _binned(c: dict, n_labels: int, title: str) -> dict:
     first = np.clip(np.nan_to_num(c["start"] // step), 0, TIME_BINS - 1).astype(np.int64)
     last = np.clip(np.nan_to_num(c["end"] // step, nan=-1), -1, TIME_BINS - 1).astype(np.int64)
     last = np.maximum(last, first)
-    diff = np.zeros((n_rows, TIME_BINS + 1))
-    np.add.at(diff, (rows, first), 1)
-    np.add.at(diff, (rows, last + 1), -1)
-    z = np.cumsum(diff[:, :-1], axis=1)
+    width = TIME_BINS + 1
+    cells = n_rows * width
+    diff = (np.bincount(rows * width + first, minlength=cells)
+            - np.bincount(rows * width + last + 1, minlength=cells)).reshape(n_rows, width)
+    z = np.cumsum(diff[:, :-1], axis=1, dtype=float)
     z[z == 0] = np.nan  # empty cells stay white
     tree_of_group = np.full(n_rows, -1)
     order = np.argsort(y, kind="stable")

@@ -9,9 +9,10 @@ import pytest
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
-# every Plotly graph div: its id, and per trace the number of points it draws
+# every Plotly graph div: its id, and per trace the number of points it draws (a heatmap's: cells with a value)
 GRAPHS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => ({
-    id: gd.id, points: gd._fullData.map(t => Array.from(t.x || []).filter(v => v !== null && !Number.isNaN(v)).length),
+    id: gd.id, points: gd._fullData.map(t => (t.type === 'heatmap' ? Array.from(t.z).flatMap(r => Array.from(r))
+        : Array.from(t.x || [])).filter(v => v !== null && !Number.isNaN(v)).length),
     hidden: gd._fullData.map(t => t.visible !== true)}))"""
 
 POINT_GRAPHS = {"fig-isl", "fig-osl", "fig-latency", "fig-queue", "fig-kv", "fig-inflight", "fig-hit_rate",

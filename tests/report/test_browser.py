@@ -4,7 +4,12 @@ flamegraph at that turn, and the console stays free of errors. Screenshots go to
 
 import pytest
 
-from agentx.report.html import write_report
+from agentx.report.html import plotly_js, run_view, script_json, write_report
+from agentx.report.rundata import read_run, sweep_folders
+from agentx.report.sweep import frontier_chart, frontier_rows
+from agentx.report.timeline import request_timeline
+from agentx.results import frontier as fr
+from agentx.results.importer import chart_blobs
 from tests.report.browser import POINT_GRAPHS, assert_every_graph_has_points, chromium_page
 
 
@@ -89,4 +94,40 @@ def test_replica_run_report_in_chromium(replica_run, tmp_path):
         assert page.page.evaluate("document.getElementById('fig-inflight').data.length") == 2
         page.page.locator("#fig-kv").screenshot(path=tmp_path / "kv.png")
         page.page.locator("#fig-inflight").screenshot(path=tmp_path / "inflight.png")
+        assert page.errors == []
+
+
+def _trace_types(node) -> set[str]:
+    """The trace types of every figure in a page's payload (a figure: a dict with `data` and `layout`)."""
+    if isinstance(node, list):
+        return set().union(set(), *(_trace_types(v) for v in node))
+    if not isinstance(node, dict):
+        return set()
+    found = {t["type"] for t in node["data"]} if "data" in node and "layout" in node else set()
+    return found.union(*(_trace_types(v) for v in node.values()))
+
+
+def test_bundle_draws_every_trace_type_the_charts_use(sweep, tmp_path):
+    """The vendored plotly.js (static/) registers every trace type the report's builders emit, a
+    binned timeline (a heatmap) included, and draws them without a console error."""
+    view = run_view(read_run(sweep / "c6"))["payload"]
+    binned = request_timeline(chart_blobs(read_run(sweep / "c6"))["timeline_conversation"], detail_limit=10)
+    rows = frontier_rows([(p.name, read_run(p).result) for p in sweep_folders(sweep)])
+    frontier = frontier_chart(rows, *fr.CANONICAL)
+    used = _trace_types([view, binned, frontier])
+    assert {"scatter", "scattergl", "bar", "heatmap"} <= used
+    figures = {"binned": binned, "frontier": frontier, **view["figures"], "timeline": view["timeline"]}
+    page_path = tmp_path / "bundle.html"
+    page_path.write_text(f"<html><head><script>{plotly_js()}</script></head><body>"
+                         + "".join(f'<div id="{k}"></div>' for k in figures)
+                         + f"<script>const F = {script_json(figures)};"
+                         "Promise.all(Object.entries(F).map(([k, f]) => Plotly.newPlot(k, f.data, f.layout)))"
+                         ".then(() => { window.drawn = true; });</script></body></html>")
+    with chromium_page() as page:
+        page.page.goto(page_path.as_uri())
+        page.page.wait_for_function("window.drawn === true")
+        registered = set(page.page.evaluate("Object.keys(Plotly.PlotSchema.get().traces)"))
+        assert used <= registered
+        assert_every_graph_has_points(page, set(figures))
+        page.page.locator("#binned").screenshot(path=tmp_path / "binned-timeline.png")
         assert page.errors == []

@@ -14,7 +14,8 @@ from agentx.report.html import run_view, write_report
 from agentx.report.overtime import over_time
 from agentx.report.point import summary_rows, token_histogram
 from agentx.report.rundata import read_run, sweep_folders
-from agentx.report.sweep import TABLE_COLUMNS, frontier_chart, frontier_rows, table_rows
+from agentx.report.sweep import (LABELLED_POINTS, LEGEND_CURVES, TABLE_COLUMNS, frontier_chart, frontier_rows,
+                                 table_rows)
 from agentx.report.timeline import TIME_BINS, request_timeline
 from agentx.results import frontier as fr
 from agentx.results.importer import chart_blobs
@@ -164,3 +165,23 @@ def test_bad_folders_are_one_line_errors(tmp_path):
     (tmp_path / "run.json").write_text("{}")
     with pytest.raises(AgentxError, match="no result.json"):
         write_report(tmp_path)
+
+
+def test_a_crowded_frontier_moves_labels_and_legend_to_the_hover(sweep):
+    """Up to LABELLED_POINTS points on curves are labelled by concurrency and up to LEGEND_CURVES
+    curves have a legend; past them both are in each point's hover only (SPEC §9)."""
+    base = frontier_rows([(p.name, read_run(p).result) for p in sweep_folders(sweep)])
+
+    def fig(deployments: int, levels: int) -> dict:
+        rows = [{**r, "id": f"{d}-{k}-{r['id']}", "hardware": f"hw{d}", "concurrency": k,
+                 "tput_per_gpu": r["tput_per_gpu"] / k, "p90_e2e_norm_intvty": r["p90_e2e_norm_intvty"] * k}
+                for d in range(deployments) for k in range(1, levels + 1) for r in base[:1]]
+        return frontier_chart(rows, "p90_e2e_norm_intvty", "tput_per_gpu")
+
+    few = fig(LEGEND_CURVES, LABELLED_POINTS // LEGEND_CURVES)  # every point on its curve's frontier
+    assert all(t["mode"] == "lines+markers+text" for t in few["data"]) and "showlegend" not in few["layout"]
+    crowded = fig(LEGEND_CURVES + 1, LABELLED_POINTS // LEGEND_CURVES)
+    assert len(crowded["data"]) == LEGEND_CURVES + 1 and crowded["layout"]["showlegend"] is False
+    assert all("text" not in t["mode"] and "%{hovertext}" in t["hovertemplate"] for t in crowded["data"])
+    shown = [{h.split(" x ")[1].split(",")[0] for h in t["hovertext"]} for t in crowded["data"]]  # its deployment
+    assert sorted(h for hw in shown for h in hw) == sorted(f"hw{d}" for d in range(LEGEND_CURVES + 1))

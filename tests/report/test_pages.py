@@ -2,6 +2,8 @@
 headless Chromium: the frontier draws the stored points, a click opens the point's page, every
 chart there has data, its siblings are linked, a filter with no match says so, no console error."""
 
+import gzip
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +12,7 @@ import urllib.request
 
 import pytest
 
+from agentx.report.html import plotly_digest, plotly_js
 from tests.report.browser import POINT_GRAPHS, assert_every_graph_has_points, chromium_page
 from tests.conftest import WEKA
 from tests.results.conftest import free_port
@@ -146,3 +149,31 @@ def test_dataset_explorer_to_conversation_flamegraph(dashboard, tmp_path):
         assert session in page.page.inner_text("h1")
         page.page.screenshot(path=tmp_path / "conversation.png", full_page=True)
         assert page.errors == []
+
+
+def test_plotly_is_served_for_good_and_timelines_on_demand(dashboard):
+    """The page names plotly.js by a URL holding its hash, cached for good; a point page holds its
+    summary and charts over time, and its timelines and flamegraph list come from its parts."""
+    frontier = urllib.request.urlopen(dashboard + "/", timeout=10).read().decode()
+    src = f"/static/plotly-{plotly_digest()}.min.js"
+    assert f'<script src="{src}">' in frontier
+    for encoding in ("identity", "gzip"):
+        with urllib.request.urlopen(urllib.request.Request(dashboard + src, headers={"Accept-Encoding": encoding}),
+                                    timeout=10) as r:
+            assert r.headers["Cache-Control"] == "public, max-age=31536000, immutable"
+            body = gzip.decompress(r.read()) if encoding == "gzip" else r.read()
+            assert r.headers.get("Content-Encoding", "identity") == encoding and body.decode() == plotly_js()
+    point = json.loads(urllib.request.urlopen(dashboard + "/api/v1/points", timeout=10).read())[0]["id"]
+    page = urllib.request.urlopen(f"{dashboard}/points/{point}", timeout=10).read().decode()
+    data = json.loads(page.split('<script type="application/json" id="data">')[1].split("</script>")[0])
+    assert data["points"][0]["parts_url"] == f"/points/{point}/parts/"
+    assert not {"timeline", "timeline_lane", "flame_trees"} & set(data["points"][0])
+    parts = {part: json.loads(urllib.request.urlopen(f"{dashboard}/points/{point}/parts/{part}", timeout=10).read())
+             for part in ("timeline", "timeline_lane", "flame_trees")}
+    assert "by conversation" in parts["timeline"]["layout"]["title"]["text"]
+    assert "by lane" in parts["timeline_lane"]["layout"]["title"]["text"]
+    assert parts["flame_trees"] and all(label.startswith(f"tree {t}:") for t, label in parts["flame_trees"])
+    for bad in (f"/points/{point}/parts/summary", "/points/999/parts/timeline"):
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(dashboard + bad, timeout=5)
+        assert e.value.code == 404
