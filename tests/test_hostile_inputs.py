@@ -274,3 +274,12 @@ def test_corrupted_records_through_the_command(tmp_path_factory, monkeypatch, ca
         if code == 2:
             lines = err.strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith(f"error: {path}"), err
+
+
+def test_a_block_size_that_cannot_be_converted_names_the_file(tmp_path, monkeypatch, capsys):
+    """Found by the leg above: a WEKA file of 3-token blocks converted to Mooncake's 512."""
+    path = tmp_path / "odd_blocks.json"
+    path.write_text(json.dumps({**WEKA_DOC, "block_size": 3}))
+    code, err, _, _ = run_main(monkeypatch, capsys, "trace", "convert", path, "--to", "mooncake", "--out", tmp_path / "o.jsonl")
+    assert code == 2 and err.strip() == (f"error: {path}: session trace_0291 block_size: 3-token blocks cannot be "
+                                         "converted to 512-token blocks (neither divides the other)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from agentx.errors import AgentxError
+from agentx.errors import TraceError
 from agentx.traces.model import Request, Session
 
 FRESH_BASE = 1 << 48  # fresh tail ids live far above any recorded id
@@ -27,7 +27,8 @@ class Reblocker:
         """New id lists keyed by `id(request)`."""
         src, dst = session.block_size, self.block_size
         if src % dst and dst % src:
-            raise AgentxError(f"session {session.id}: cannot convert {src}-token blocks to {dst}-token blocks")
+            raise TraceError(session.source or "(traces)", f"session {session.id} block_size",
+                             f"{src}-token blocks cannot be converted to {dst}-token blocks (neither divides the other)")
         shift = 0
         if session.hash_id_scope == "local":
             top = max((int(r.hash_ids.max()) for r in session.requests() if len(r.hash_ids)), default=-1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterable, Literal
 
@@ -85,7 +86,7 @@ def detect_format(path: Path) -> Format:
 
 def load_file(path: Path, fmt: Format | None = None, warn: Callable[[str], None] | None = None) -> list[Session]:
     fmt = fmt or detect_format(path)
-    return _READERS[fmt](path, warn=warn)
+    return [replace(s, source=str(path)) for s in _READERS[fmt](path, warn=warn)]
 
 
 def load_sessions(

@@ -151,6 +151,7 @@ class Session:
     stream that spawned them. `start` places the session on a corpus timeline (schedule mode).
     `partial_block_ids` is true for formats that give the last partial block an id too.
     `provider` names the agent that produced it where the format says (TraceLab: claude, codex).
+    `source` is the file it was read from (for errors found after loading, e.g. by a conversion).
     """
 
     id: str
@@ -163,6 +164,7 @@ class Session:
     start: float = 0.0
     partial_block_ids: bool = False
     provider: str | None = None
+    source: str = field(default="", compare=False)
 
     @property
     def main(self) -> Stream:
