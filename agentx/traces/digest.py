@@ -41,9 +41,11 @@ def prefix_order(graph: SessionGraph) -> dict:
     min(lcp[rank a .. rank b - 1]) blocks, so the union of any requests' prefixes is the sum of
     their lengths minus what neighbours in rank order share (SPEC §9, in-flight unique tokens)."""
     ids = [node.request.hash_ids for node in graph.nodes]
-    seqs = [a.tolist() for a in ids]
-    order = sorted(range(len(seqs)), key=seqs.__getitem__)
-    rank = [0] * len(seqs)
+    # big-endian bytes of one width sort as the id sequences do (a prefix first), in C
+    width = ">u8" if any(a.dtype.itemsize > 4 for a in ids) else ">u4"
+    keys = [a.astype(width).tobytes() for a in ids]
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    rank = [0] * len(keys)
     for r, i in enumerate(order):
         rank[i] = r
     lcp = []
