@@ -266,7 +266,10 @@ class KVCache:
         cut = len(blocks) - known  # the blocks without content (taken first) come before the cut
         self.empty += held[:cut][zero[:cut]].tolist()
         cached = zero[cut:]
-        self.lru.append(held[cut:][cached], list(compress(alloc.hashes[::-1], cached.tolist())))
+        if cached.all():  # nobody else holds them (the common case): no mask to apply
+            self.lru.append(held[cut:], alloc.hashes[::-1])
+        else:
+            self.lru.append(held[cut:][cached], list(compress(alloc.hashes[::-1], cached.tolist())))
 
     # ---------------------------------------------------------------- internals
 
