@@ -21,7 +21,10 @@ Counters follow vLLM's: queries and hits in tokens, for the GPU tier and the ext
 Cost: a request's blocks are taken, registered and freed in bulk, never one Python step per
 block: refcounts and the LRU of free cached blocks are numpy arrays (the blocks one sequence
 frees enter the LRU as one run and leave it in slices), the hash index is updated by C-level
-dict calls over the new blocks only. The free list is the blocks without content (taken first),
+dict calls over the new blocks only. Eviction does not touch the index: an entry counts while
+its block's `owner` is still its hash, and stale entries are dropped in bulk when they
+outnumber the blocks 4 to 1 (a dict deletion per evicted block cost ~350 ns, mostly cache
+misses, as much as registering it). The free list is the blocks without content (taken first),
 then the cached ones, least recently used first: the order a per-block LRU list would have.
 """
 
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from itertools import compress, islice, takewhile
+from itertools import islice, takewhile
 
 import numpy as np
 
@@ -60,7 +63,7 @@ class FreeCached:
     leaving from the middle (a prefix hit) is only marked; its run's entry goes stale."""
 
     def __init__(self, num_blocks: int):
-        self.runs: deque[list] = deque()  # [blocks (array), their hashes, first unread position, stamp]
+        self.runs: deque[list] = deque()  # [blocks (array), first unread position, stamp]
         self.stamp = np.full(num_blocks, -1, dtype=np.int64)  # the run a free cached block is in, or -1
         self.count = 0  # live entries
         self.entries = 0  # entries of all runs from their first unread position, stale ones included
@@ -71,16 +74,16 @@ class FreeCached:
         return self.count
 
     def __iter__(self):
-        for blocks, _, pos, st in self.runs:
+        for blocks, pos, st in self.runs:
             rest = blocks[pos:]
             yield from rest[self.stamp[rest] == st].tolist()
 
-    def append(self, blocks: np.ndarray, hashes: list[int]) -> None:
-        """Blocks (and their hashes) become the most recently used, in this order."""
+    def append(self, blocks: np.ndarray) -> None:
+        """Blocks become the most recently used, in this order."""
         if not len(blocks):
             return
         self.stamp[blocks] = self.next_stamp
-        self.runs.append([blocks, hashes, 0, self.next_stamp])
+        self.runs.append([blocks, 0, self.next_stamp])
         self.next_stamp += 1
         self.count += len(blocks)
         self.entries += len(blocks)
@@ -92,40 +95,31 @@ class FreeCached:
         self.stamp[blocks] = -1
         self.count -= len(blocks)
 
-    def pop(self, n: int) -> tuple[np.ndarray, list[int]]:
-        """The `n` (<= len) least recently used blocks and their hashes, removed."""
-        taken, hashes, stamp = [], [], self.stamp
+    def pop(self, n: int) -> np.ndarray:
+        """The `n` (<= len) least recently used blocks, removed."""
+        taken, stamp = [], self.stamp
         while n:
             run = self.runs[0]
-            blocks, run_hashes, pos, st = run
+            blocks, pos, st = run
             window = blocks[pos : pos + n]
             live = stamp[window] == st
-            if live.all():
-                taken.append(window)
-                hashes += run_hashes[pos : pos + len(window)]
-            else:
-                taken.append(window[live])
-                hashes += compress(run_hashes[pos : pos + len(window)], live.tolist())
+            taken.append(window if live.all() else window[live])
             n -= len(taken[-1])
-            run[2] = pos + len(window)
+            run[1] = pos + len(window)
             self.entries -= len(window)
-            if run[2] == len(blocks):
+            if run[1] == len(blocks):
                 self.runs.popleft()
         out = np.concatenate(taken)
         stamp[out] = -1
         self.count -= len(out)
-        return out, hashes
+        return out
 
     def _compact(self) -> None:
         """One run of the live entries, in order."""
-        blocks, hashes = [], []
-        for run_blocks, run_hashes, pos, st in self.runs:
-            live = self.stamp[run_blocks[pos:]] == st
-            blocks.append(run_blocks[pos:][live])
-            hashes += compress(run_hashes[pos:], live.tolist())
+        blocks = [run_blocks[pos:][self.stamp[run_blocks[pos:]] == st] for run_blocks, pos, st in self.runs]
         self.runs.clear()
         self.entries = self.count = 0
-        self.append(np.concatenate(blocks), hashes)
+        self.append(np.concatenate(blocks))
 
 
 @dataclass
@@ -136,7 +130,7 @@ class Allocation:
     gpu_hit_blocks: int = 0
     cpu_hit_blocks: int = 0
     committed: int = 0  # leading blocks already passed to `commit`
-    hashes: list[int] = field(default_factory=list)  # of the leading blocks whose content is known
+    known: int = 0  # leading blocks whose content is known (registered)
 
 
 class KVCache:
@@ -145,7 +139,11 @@ class KVCache:
             raise ValueError("num_blocks and block_size must be positive")
         self.num_blocks, self.block_size, self.cpu_blocks = num_blocks, block_size, cpu_blocks
         self.ref = np.zeros(num_blocks, dtype=np.int32)  # holders per block (numpy: bulk updates)
-        self.cached: dict[int, int] = {}  # hash -> GPU block
+        # hash -> GPU block, stale entries included: an entry counts only while its block still
+        # holds that hash (`owner`); evicting a block just clears its owner (no dict operation)
+        self.index: dict[int, int] = {}
+        self.owner = np.empty(num_blocks, dtype=object)  # the hash each block holds, or None
+        self.index_limit = 4 * num_blocks + 1024  # more entries than this: drop the stale ones
         # the free list: blocks without content (taken first, from the end), then cached ones
         self.empty: list[int] = list(range(num_blocks - 1, -1, -1))
         self.lru = FreeCached(num_blocks)
@@ -165,19 +163,36 @@ class KVCache:
         return self.empty[::-1] + list(self.lru)
 
     @property
+    def cached(self) -> dict[int, int]:
+        """{hash: GPU block} of the cached blocks (for inspection; O(entries))."""
+        owner = self.owner
+        return {h: b for h, b in self.index.items() if owner[b] == h}
+
+    def _gpu_prefix(self, hashes: list[int]) -> int:
+        """How many leading hashes are cached on the GPU: the first miss, found by binary search
+        (cached hashes are prefix-closed)."""
+        block_of, lo, hi = self._block_of, 0, len(hashes)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if block_of(hashes[mid]) >= 0:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def _block_of(self, h: int) -> int:
+        """The GPU block caching hash `h`, or -1."""
+        b = self.index.get(h)
+        return b if b is not None and self.owner[b] == h else -1
+
+    @property
     def usage(self) -> float:
         """Fraction of GPU blocks referenced by running sequences (vLLM's kv_cache_usage_perc)."""
         return 1.0 - self.free_blocks / self.num_blocks
 
     def match(self, hashes: list[int]) -> tuple[int, int]:
         """(GPU prefix hit blocks, CPU hit blocks continuing it), without side effects."""
-        cached, lo, hi = self.cached, 0, len(hashes)
-        while lo < hi:  # the first miss (cached hashes are prefix-closed)
-            mid = (lo + hi) // 2
-            if hashes[mid] in cached:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = self._gpu_prefix(hashes)
         if not self.cpu:
             return lo, 0
         return lo, sum(1 for _ in takewhile(self.cpu.__contains__, islice(hashes, lo, None)))
@@ -197,7 +212,7 @@ class KVCache:
         c = min(c, need - g)
         if not self._fits(hashes, g, need):
             return None
-        blocks = list(map(self.cached.__getitem__, islice(hashes, g)))
+        blocks = list(map(self.index.__getitem__, islice(hashes, g)))  # (cached: their entries hold)
         if g:
             hit = np.array(blocks)
             self.lru.remove(hit[self.ref[hit] == 0])  # cached but unused: leave the free list
@@ -205,9 +220,9 @@ class KVCache:
         fresh = self._take(need - g)
         if c:  # loaded from DRAM: their content is known
             loaded = hashes[g : g + c]
-            self.cached.update(zip(loaded, fresh))
+            self._register(loaded, fresh[:c])
             deque(map(self.cpu.move_to_end, loaded), maxlen=0)
-        alloc = Allocation(blocks + fresh, g, c, hashes=hashes[: g + c])
+        alloc = Allocation(blocks + fresh, g, c, known=g + c)
         self.counters.gpu_queries += prompt_tokens
         self.counters.gpu_hits += min(prompt_tokens, g * self.block_size)
         if self.cpu_blocks:
@@ -227,7 +242,7 @@ class KVCache:
         free = self.free_blocks
         if need - g > free:
             return False
-        hit = np.fromiter(map(self.cached.__getitem__, islice(hashes, g)), dtype=np.int64, count=g)
+        hit = np.fromiter(map(self.index.__getitem__, islice(hashes, g)), dtype=np.int64, count=g)
         return need - g <= free - int(np.count_nonzero(self.ref[hit] == 0))
 
     def grow(self, seq, num_tokens: int) -> bool:
@@ -243,13 +258,24 @@ class KVCache:
         """Register the computed full blocks of a sequence (prefix-cacheable from now on),
         writing them through to the CPU tier."""
         alloc = self.seqs[seq]
-        start, end = len(alloc.hashes), min(len(hashes), len(alloc.blocks))  # from `start` on: no content yet
+        start, end = alloc.known, min(len(hashes), len(alloc.blocks))  # from `start` on: no content yet
         if end > start:
             new, own = hashes[start:end], alloc.blocks[start:end]
-            cached_in = list(map(self.cached.setdefault, new, own))  # the block each hash is cached in now
-            if cached_in != own:
+            if len(set(new)) == len(new):
+                # cached meanwhile by another sequence: a prefix of `new` (cached hashes are prefix-closed)
+                shared = self._gpu_prefix(new)
+                if shared:
+                    self._swap(alloc, start, own[:shared], list(map(self.index.__getitem__, new[:shared])))
+                self._register(new[shared:], own[shared:])
+            else:  # a hash twice in the prompt: block by block, the later copy swapped for the first
+                cached_in = []
+                for h, b in zip(new, own):
+                    other = self._block_of(h)
+                    if other < 0:
+                        self._register([h], [b])
+                    cached_in.append(b if other < 0 else other)
                 self._swap(alloc, start, own, cached_in)
-            alloc.hashes += new
+            alloc.known = end
         if self.cpu_blocks and end > alloc.committed:
             self._offload(hashes[alloc.committed : end])
         alloc.committed = max(alloc.committed, end)
@@ -257,7 +283,7 @@ class KVCache:
     def free_seq(self, seq) -> None:
         """Release a sequence's blocks; cached ones stay reusable until evicted (LRU)."""
         alloc = self.seqs.pop(seq)
-        blocks, known = alloc.blocks, len(alloc.hashes)
+        blocks, known = alloc.blocks, alloc.known
         if not blocks:
             return
         held = np.array(blocks)[::-1]  # the tail is least likely reused: it enters the LRU first
@@ -265,8 +291,7 @@ class KVCache:
         zero = self.ref[held] == 0
         cut = len(blocks) - known  # the blocks without content (taken first) come before the cut
         self.empty += held[:cut][zero[:cut]].tolist()
-        cached = zero[cut:]
-        self.lru.append(held[cut:][cached], list(compress(alloc.hashes[::-1], cached.tolist())))
+        self.lru.append(held[cut:][zero[cut:]])
 
     # ---------------------------------------------------------------- internals
 
@@ -279,12 +304,22 @@ class KVCache:
         if out:
             self.ref[out] = 1
         if n > k:  # evict the least recently used cached blocks
-            victims, hashes = self.lru.pop(n - k)
-            deque(map(self.cached.__delitem__, hashes), maxlen=0)
+            victims = self.lru.pop(n - k)
+            self.owner[victims] = None  # their index entries go stale
             self.counters.evictions += n - k
             self.ref[victims] = 1
             out += victims.tolist()
         return out
+
+    def _register(self, hashes: list[int], blocks: list[int]) -> None:
+        """Blocks now cache these (distinct, uncached) hashes."""
+        if not hashes:
+            return
+        self.index.update(zip(hashes, blocks))
+        self.owner[np.array(blocks, dtype=np.int64)] = hashes
+        if len(self.index) > self.index_limit:
+            live = np.flatnonzero(self.owner != None)  # noqa: E711 (elementwise)
+            self.index = dict(zip(self.owner[live].tolist(), live.tolist()))
 
     def _swap(self, alloc: Allocation, start: int, own: list[int], cached_in: list[int]) -> None:
         """Blocks whose content another sequence cached meanwhile (or this one, earlier in the

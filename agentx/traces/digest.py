@@ -40,8 +40,10 @@ def prefix_order(graph: SessionGraph) -> dict:
     `lcp`, the blocks each shares as a prefix with the next in that order. Two requests share
     min(lcp[rank a .. rank b - 1]) blocks, so the union of any requests' prefixes is the sum of
     their lengths minus what neighbours in rank order share (SPEC §9, in-flight unique tokens)."""
-    ids = [np.asarray(node.request.hash_ids, dtype=">u8") for node in graph.nodes]
-    keys = [a.tobytes() for a in ids]  # big-endian bytes sort as the id sequences do (6x faster than lists)
+    ids = [node.request.hash_ids for node in graph.nodes]
+    # big-endian bytes of one width sort as the id sequences do (a prefix first), in C
+    width = ">u8" if any(a.dtype.itemsize > 4 for a in ids) else ">u4"
+    keys = [a.astype(width).tobytes() for a in ids]
     order = sorted(range(len(keys)), key=keys.__getitem__)
     rank = [0] * len(keys)
     for r, i in enumerate(order):

@@ -97,7 +97,7 @@ def session_hit_tokens(session: Session) -> tuple[int, int]:
             offset += len(ids)
         isl = session.replay_isl(r)
         if len(ids):
-            hits += min(isl, int(seen[ids].sum()) * session.block_size)
+            hits += min(isl, int(np.count_nonzero(seen[ids])) * session.block_size)
             seen[ids] = True
         total += isl
     return hits, total

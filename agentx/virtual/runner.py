@@ -256,8 +256,21 @@ class VirtualRun:
             itl.clear()
         phase = self.plan.phase
         phase = "warmup" if phase in ("warmup1", "warmup2") or (phase == PROFILE and t < self.plan.profile_start) else phase
-        row = {"t": t, "phase": phase, "samples": samples(self.replicas, self.stats, self.s.target.model)}
-        self.series.write(json.dumps(row).encode() + b"\n")
+        self.series.write(_series_line(t, phase, samples(self.replicas, self.stats, self.s.target.model)))
+
+
+_KEY_TEXT: dict[str, str] = {}  # sample name -> its JSON text and separator (the same names every second)
+
+
+def _series_line(t: float, phase: str, values: dict[str, float]) -> bytes:
+    """`json.dumps({"t": t, "phase": phase, "samples": values})` and a newline, byte for byte,
+    with each sample name encoded once per run instead of once per modeled second."""
+    keys = _KEY_TEXT
+    parts = []
+    for name, value in values.items():
+        key = keys.get(name) or keys.setdefault(name, json.dumps(name) + ": ")
+        parts.append(key + (repr(value) if math.isfinite(value) else json.dumps(value)))
+    return f'{{"t": {json.dumps(t)}, "phase": {json.dumps(phase)}, "samples": {{{", ".join(parts)}}}}}\n'.encode()
 
 
 def sim_bench(settings: BenchSettings, sessions: list, sim: SimDeployment, command: str = "", on_tick=None) -> dict:

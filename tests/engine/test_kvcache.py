@@ -96,8 +96,8 @@ def test_usage_and_grow():
 
 
 def linear_gpu_match(cache, hashes):
-    g = 0
-    while g < len(hashes) and hashes[g] in cache.cached:
+    g, cached = 0, cache.cached  # (a property that builds the dict)
+    while g < len(hashes) and hashes[g] in cached:
         g += 1
     return g
 
