@@ -34,11 +34,15 @@ def check_preset(name: str) -> str:
     return name
 
 
+def stream_session_id(tree_id: str, k: int) -> str:
+    """Stream k's session id: the main stream is the tree's id, stream k > 0 is `TREE.k`."""
+    return tree_id if k == 0 else f"{tree_id}.{k}"
+
+
 def stream_session_ids(tree_id: str, parents: tuple[int, ...]) -> tuple[list[str], list[str | None]]:
-    """(session id, parent session id) per stream of a session graph: the main stream is the
-    tree's id, stream k > 0 is `TREE.k`; a subagent's parent is the stream that spawned it, an aux
-    chain's the main stream."""
-    ids = [tree_id if k == 0 else f"{tree_id}.{k}" for k in range(len(parents))]
+    """(session id, parent session id) per stream of a session graph (`stream_session_id`); a
+    subagent's parent is the stream that spawned it, an aux chain's the main stream."""
+    ids = [stream_session_id(tree_id, k) for k in range(len(parents))]
     return ids, [None if k == 0 else ids[p if p >= 0 else 0] for k, p in enumerate(parents)]
 
 

@@ -39,7 +39,7 @@ from agentx.records import Record, RecordWriter
 from agentx.replay.folder import RunFolder, report
 from agentx.replay.plan import DONE, PROFILE, Dispatch, ReplayPlan
 from agentx.replay.render import Renderer
-from agentx.replay.session_ids import stream_session_ids
+from agentx.replay.session_ids import stream_session_id
 from agentx.replay.settings import BenchSettings
 from agentx.traces.digest import write_digest
 from agentx.traces.graph import build_graph
@@ -208,7 +208,7 @@ class VirtualRun:
             if core.idle and core.now < now:
                 core.now = now  # an idle engine starts its next iteration when work arrives
         # the stream's session id as bench sends it (`TREE`, `TREE.k`) less bench's random run id
-        self.replicas.add(seq, now, stream_session_ids(str(d.tree), d.graph.parents)[0][stream[1]])
+        self.replicas.add(seq, now, stream_session_id(str(d.tree), stream[1]))
         self.inflight[seq] = (d, isl, osl, theo)
 
     def _finish(self, seq) -> None:
