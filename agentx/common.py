@@ -46,6 +46,19 @@ def percentiles(values: np.ndarray, qs) -> list[float] | None:
     return [float(p) for p in np.percentile(values, qs)]
 
 
+def log_bins(values, bins: int = 40) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(the positive values, `bins` + 1 log-spaced edges from their min to their max, counts per
+    bin); None when no value is positive. The one binning of every stored log histogram."""
+    v = np.asarray(values, dtype=float)
+    pos = v[v > 0]
+    if pos.size == 0:
+        return None
+    lo, hi = float(pos.min()), float(pos.max())
+    edges = np.geomspace(lo, hi if hi > lo else lo + 1, bins + 1)
+    counts, _ = np.histogram(pos, edges)
+    return pos, edges, counts
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident memory. VmHWM where Linux has it: `ru_maxrss` carries a parent's
     peak over fork and exec, so a child of a large process would report the parent's size."""

@@ -41,10 +41,11 @@ def _mean(samples: dict, name: str) -> float | None:
 
 
 def label_value(key: str, label: str) -> str | None:
-    marker = f'{label}="'
-    if marker not in key:
-        return None
-    return key.split(marker, 1)[1].split('"', 1)[0]
+    """A label's value in a sample key `name{a="x",b="y"}` (scrape.parse_samples' form), or None."""
+    for marker in (f'{{{label}="', f',{label}="'):  # the whole label name, not one ending in it
+        if marker in key:
+            return key.split(marker, 1)[1].split('"', 1)[0]
+    return None
 
 
 def detect_engine(series: list[dict]) -> str:

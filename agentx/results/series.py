@@ -5,14 +5,13 @@ seconds of the run's (modeled) clock."""
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 
-from agentx.metrics.server import COUNTERS, GAUGES
+from agentx.common import log_bins
+from agentx.metrics.server import BY_SOURCE, COUNTERS, GAUGES, label_value, metric_name
 
 SERIES_VERSION = 3
-BY_SOURCE = "vllm:prompt_tokens_by_source_total"
 CPU_KV_USAGE = ["vllm:cpu_cache_usage_perc", "vllm:cpu_kv_cache_usage_perc"]
 FRACTIONS = set(GAUGES["kv_usage"] + CPU_KV_USAGE)  # per engine: their mean is the server's
 HIT_WINDOW = 2  # the prefix hit rate at a grid step is the ratio of sums over steps i-2 .. i+2
@@ -145,7 +144,7 @@ def _totals(samples: dict) -> dict[str, float]:
     out: dict[str, float] = {}
     sets: dict[str, int] = {}
     for key, value in samples.items():
-        name = key.split("{", 1)[0]
+        name = metric_name(key)
         out[name] = out.get(name, 0.0) + value
         sets[name] = sets.get(name, 0) + 1
     for name in FRACTIONS & set(out):
@@ -156,15 +155,15 @@ def _totals(samples: dict) -> dict[str, float]:
 def _engine(key: str) -> str:
     """The engine a sample belongs to: its `replica` label, else its `engine` label."""
     for name in ("replica", "engine"):
-        found = re.search(rf'[{{,]{name}="([^"]*)"', key)
-        if found:
-            return f"{name} {found.group(1)}"
+        value = label_value(key, name)
+        if value is not None:
+            return f"{name} {value}"
     return "engine"
 
 
 def _by_engine(scrapes: list[dict], name: str, b: np.ndarray, n: int) -> dict | None:
     """A gauge per engine (replica) on the grid, when the server exposes it for more than one."""
-    rows = [{_engine(k): v for k, v in s["samples"].items() if k.split("{", 1)[0] == name} for s in scrapes]
+    rows = [{_engine(k): v for k, v in s["samples"].items() if metric_name(k) == name} for s in scrapes]
     engines = sorted(set().union(*rows), key=lambda e: (len(e), e))
     if len(engines) < 2:
         return None
@@ -251,8 +250,8 @@ def _by_source(scrapes: list[dict], b: np.ndarray, n: int) -> dict | None:
     for s in scrapes:
         row: dict[str, float] = {}
         for key, value in s["samples"].items():
-            if key.startswith(BY_SOURCE + "{") and 'source="' in key:
-                src = key.split('source="', 1)[1].split('"', 1)[0]
+            src = label_value(key, "source") if metric_name(key) == BY_SOURCE else None
+            if src is not None:
                 row[src] = row.get(src, 0.0) + value
         rows.append(row)
     sources = sorted(set().union(*rows))
@@ -283,12 +282,10 @@ def _phases(scrapes: list[dict], b: np.ndarray, n: int) -> list:
 
 def histogram(values: np.ndarray, bins: int = 40) -> dict | None:
     """Log-spaced histogram of positive token counts with a log-normal fit (mu, sigma of ln x)."""
-    v = values[values > 0].astype(float)
-    if v.size == 0:
+    binned = log_bins(values, bins)
+    if binned is None:
         return None
-    lo, hi = float(v.min()), float(v.max())
-    edges = np.geomspace(lo, hi if hi > lo else lo + 1, bins + 1)
-    counts, _ = np.histogram(v, edges)
+    v, edges, counts = binned
     logs = np.log(v)
     return {"edges": _r(edges, 2), "counts": counts.tolist(), "n": int(v.size),
             "lognormal": {"mu": float(logs.mean()), "sigma": float(logs.std())}}

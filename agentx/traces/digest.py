@@ -12,6 +12,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
+from agentx.common import log_bins
 from agentx.errors import AgentxError
 from agentx.traces.graph import SessionGraph, build_graph
 from agentx.traces.model import Session
@@ -24,15 +25,12 @@ DIGEST_FILE = "dataset.json"
 def log_histogram(values, bins: int = 40) -> dict | None:
     """Log-spaced histogram of the positive values (`edges`, `counts`, `n`); `zeros` counts the
     values <= 0 it leaves out."""
-    v = np.asarray(values, dtype=float)
-    pos = v[v > 0]
-    if pos.size == 0:
+    binned = log_bins(values, bins)
+    if binned is None:
         return None
-    lo, hi = float(pos.min()), float(pos.max())
-    edges = np.geomspace(lo, hi if hi > lo else lo + 1, bins + 1)
-    counts, _ = np.histogram(pos, edges)
+    pos, edges, counts = binned
     return {"edges": [round(e, 4) for e in edges.tolist()], "counts": counts.tolist(), "n": int(pos.size),
-            "zeros": int(v.size - pos.size)}
+            "zeros": len(values) - int(pos.size)}
 
 
 def prefix_order(graph: SessionGraph) -> dict:
