@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -82,24 +83,55 @@ FIRST_SCREEN = """() => { const c = [...document.querySelectorAll('.chart')].fil
 # the request timeline, scrolled to as soon as the page has it (a user going straight to it)
 TIMELINE = """() => { const d = document.getElementById('fig-timeline'); if (!d) return false; d.scrollIntoView();
     return !!(d._fullLayout && d.data && d.data.length); }"""
+# scroll every chart into view, a frame apart (a frame not painted within 10 s fails the step:
+# a requestAnimationFrame never called back once hung the benchmark for 14 minutes)
 SCROLL_THROUGH = """async () => { for (const d of document.querySelectorAll('.chart')) { d.scrollIntoView();
-    await new Promise(r => requestAnimationFrame(() => setTimeout(r, 0))); } }"""
+    await new Promise((ok, fail) => { const t = setTimeout(() => fail(new Error('no frame painted within 10 s')), 10000);
+        requestAnimationFrame(() => setTimeout(() => { clearTimeout(t); ok(); }, 0)); }); } }"""
+WAIT_S = 120  # the longest any browser step may take (a 100k-request page needs seconds)
+
+
+def step(what: str, action):
+    """action(), a browser step, failing with a message naming `what` when it fails or takes over
+    WAIT_S: Playwright's waits time out, but page.evaluate never does (hence the alarm)."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    def hung(*_):
+        raise SystemExit(f"dashboard benchmark: {what}: no result within {WAIT_S} s")
+
+    signal.signal(signal.SIGALRM, hung)
+    signal.alarm(WAIT_S + 5)  # after Playwright's own timeout, whose message says more
+    try:
+        return action()
+    except PlaywrightError as e:
+        raise SystemExit(f"dashboard benchmark: {what}: {e.message.splitlines()[0]}") from None
+    finally:
+        signal.alarm(0)
+
+
+def load(page, url: str, ready: str, what: str) -> float:
+    """Open `url`; until(ready)."""
+    step(f"{what}: loading", lambda: page.goto(url, wait_until="commit", timeout=WAIT_S * 1000))
+    return until(page, ready, what)
+
+
+def until(page, ready: str, what: str) -> float:
+    """Seconds from navigation until the JavaScript `ready` holds."""
+    step(f"{what}: waiting until drawn", lambda: page.wait_for_function(ready, polling=20, timeout=WAIT_S * 1000))
+    return step(f"{what}: reading the clock", lambda: page.evaluate("performance.now()")) / 1000
 
 
 def timed(page, url: str, charts: int, target: str = FIRST_SCREEN) -> tuple[float, float, float, float]:
     """Seconds from navigation until: the HTML has arrived, plotly.js is evaluated, the page is
     interactive (`target`: the charts of the first screen drawn, or TIMELINE), and (scrolling
     through the page at once) all `charts` are drawn."""
-    page.goto(url, wait_until="commit")
-    page.wait_for_function(target, polling=20, timeout=120_000)
-    first = page.evaluate("performance.now()") / 1000
-    page.evaluate(SCROLL_THROUGH)
-    page.wait_for_function(f"""() => {{ const g = document.querySelectorAll('.js-plotly-plot');
-        return g.length >= {charts} && [...g].every(d => d._fullLayout && d.data.length); }}""", polling=20,
-                           timeout=120_000)
-    every = page.evaluate("performance.now()") / 1000
-    html, plotly = page.evaluate("""() => [performance.getEntriesByType('navigation')[0].responseEnd,
-        performance.getEntriesByName('plotly.js evaluated')[0].startTime]""")
+    first = load(page, url, target, url + (": the first screen" if target == FIRST_SCREEN else ": the timeline"))
+    step(f"{url}: scrolling through", lambda: page.evaluate(SCROLL_THROUGH))
+    every = until(page, f"""() => {{ const g = document.querySelectorAll('.js-plotly-plot');
+        return g.length >= {charts} && [...g].every(d => d._fullLayout && d.data.length); }}""", f"{url}: all charts")
+    html, plotly = step(f"{url}: reading its timings", lambda: page.evaluate(
+        """() => [performance.getEntriesByType('navigation')[0].responseEnd,
+        performance.getEntriesByName('plotly.js evaluated')[0].startTime]"""))
     return html / 1000, plotly / 1000, first, every
 
 
@@ -111,16 +143,15 @@ def browser_times(path: Path, baseline: Path) -> tuple[tuple, tuple, float, floa
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         new_page = lambda: browser.new_context(offline=True, viewport={"width": 1400, "height": 900}).new_page()  # noqa: E731
-        page = new_page()
-        page.goto(baseline.as_uri(), wait_until="commit")
-        page.wait_for_function("(document.getElementById('g') || {})._fullLayout !== undefined", polling=20, timeout=120_000)
-        alone = page.evaluate("performance.now()") / 1000
+        alone = load(new_page(), baseline.as_uri(), "(document.getElementById('g') || {})._fullLayout !== undefined",
+                     "the page of plotly.js alone")
         page = new_page()
         report = timed(page, path.as_uri(), 11)
         timeline = timed(new_page(), path.as_uri(), 11, TIMELINE)
-        zoom = page.evaluate("""async () => { const gd = document.getElementById('fig-timeline'), t0 = performance.now();
-            const r = gd._fullLayout.xaxis.range; await Plotly.relayout(gd, {'xaxis.range': [r[0], (r[0] + r[1]) / 2]});
-            return (performance.now() - t0) / 1000; }""")
+        zoom = step("zooming the report's timeline", lambda: page.evaluate("""async () => {
+            const gd = document.getElementById('fig-timeline'), t0 = performance.now(), r = gd._fullLayout.xaxis.range;
+            await Plotly.relayout(gd, {'xaxis.range': [r[0], (r[0] + r[1]) / 2]});
+            return (performance.now() - t0) / 1000; }"""))
         browser.close()
     return report, timeline, alone, zoom
 
@@ -144,11 +175,14 @@ def served_times(run: Path, points: int, db: Path) -> list[tuple[str, list]]:
     server = subprocess.Popen([sys.executable, "-m", "agentx.cli", "serve", "--db", str(db), "--port", str(port),
                                "--read-only"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(300):
+        started = time.monotonic()
+        while True:
             try:
                 urllib.request.urlopen(url + "/api/v1/deployments", timeout=1).close()
                 break
-            except OSError:
+            except OSError as e:
+                if server.poll() is not None or time.monotonic() - started > 30:
+                    raise SystemExit(f"dashboard benchmark: `agentx serve` did not answer at {url} within 30 s ({e})")
                 time.sleep(0.1)
         requests = f"{len(read_records(run)):,} requests"
         pages = [(f"frontier, {points + 1:,} points", url + "/", 1, FIRST_SCREEN),
@@ -168,7 +202,11 @@ def served_times(run: Path, points: int, db: Path) -> list[tuple[str, list]]:
         return out
     finally:
         server.terminate()
-        server.wait(10)
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(10)
 
 
 def main() -> None:
