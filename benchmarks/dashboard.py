@@ -6,7 +6,8 @@ A real short run on the simulated engine is tiled (its records and scrapes repea
 time, trees renumbered) into a point of --requests requests: chart cost depends on the number of
 requests and grid seconds, not on their values. Prints the time to build the HTML report, its
 size, the time a page holding only the inlined plotly.js needs to draw one tiny chart (the floor
-of any page drawing with plotly.js: compiling the package's 1.6 MB bundle, SPEC §9), and the time
+of any page drawing with plotly.js: compiling the package's bundle, SPEC §9; the full one and the
+one without WebGL that the frontier loads), and the time
 of a zoom on the timeline. Past 20k requests the timeline is binned (agentx/report/timeline.py).
 Then the same point and --points more (benchmarks/results.py's fill) go into a database served by
 `agentx serve`. For the report and the dashboard's frontier, point page and the point page's
@@ -23,6 +24,7 @@ every chart is drawn when the page is scrolled through at once.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import signal
 import socket
@@ -40,7 +42,7 @@ from agentx.replay.driver import bench
 from agentx.replay.folder import report
 from agentx.replay.settings import BenchSettings
 from agentx.records import read_records, write_parquet
-from agentx.report.html import plotly_js, write_report
+from agentx.report.html import BUNDLES, plotly_js, write_report
 from agentx.traces.load import load_sessions
 
 SPEED = 50
@@ -135,16 +137,16 @@ def timed(page, url: str, charts: int, target: str = FIRST_SCREEN) -> tuple[floa
     return html / 1000, plotly / 1000, first, every
 
 
-def browser_times(path: Path, baseline: Path) -> tuple[tuple, tuple, float, float]:
-    """timed() of the report (first screen, then the timeline), seconds until a page holding only the
-    inlined plotly.js has drawn one tiny chart, and of a zoom on the timeline."""
+def browser_times(path: Path, baselines: list[Path]) -> tuple[tuple, tuple, list[float], float]:
+    """timed() of the report (first screen, then the timeline), seconds until a page holding only an
+    inlined plotly.js bundle has drawn one tiny chart (per baseline page), and of a zoom on the timeline."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         new_page = lambda: browser.new_context(offline=True, viewport={"width": 1400, "height": 900}).new_page()  # noqa: E731
-        alone = load(new_page(), baseline.as_uri(), "(document.getElementById('g') || {})._fullLayout !== undefined",
-                     "the page of plotly.js alone")
+        alone = [load(new_page(), b.as_uri(), "(document.getElementById('g') || {})._fullLayout !== undefined",
+                      f"the page of plotly.js alone ({b.name})") for b in baselines]
         page = new_page()
         report = timed(page, path.as_uri(), 11)
         timeline = timed(new_page(), path.as_uri(), 11, TIMELINE)
@@ -214,6 +216,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=100_000)
     parser.add_argument("--points", type=int, default=1000)
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         base, big = Path(tmp) / "real", Path(tmp) / "tiled"
         real_run(base)
@@ -221,12 +224,17 @@ def main() -> None:
         t0 = time.perf_counter()
         html = write_report(big)
         build = time.perf_counter() - t0
-        baseline = Path(tmp) / "plotly_only.html"
-        baseline.write_text(f"<html><head><script>{plotly_js()}</script></head><body><div id=g></div>"
-                            "<script>Plotly.newPlot('g', [{x: [1, 2], y: [1, 2]}])</script></body></html>")
-        report, timeline, alone, zoom = browser_times(html, baseline)
-        print(f"{'requests':>10} {'build HTML s':>13} {'HTML MB':>8} {'plotly.js alone s':>18} {'timeline zoom s':>16}")
-        print(f"{n:>10,} {build:>13.2f} {html.stat().st_size / 1e6:>8.1f} {alone:>18.2f} {zoom:>16.2f}")
+        baselines = []
+        for bundle in BUNDLES:
+            baselines.append(Path(tmp) / f"{bundle}.html")
+            baselines[-1].write_text(f"<html><head><script>{plotly_js(bundle)}</script></head><body><div id=g></div>"
+                                     "<script>Plotly.newPlot('g', [{x: [1, 2], y: [1, 2]}])</script></body></html>")
+        report, timeline, alone, zoom = browser_times(html, baselines)
+        heads = [f"{b.removesuffix('.min.js')} alone s" for b in BUNDLES]
+        print(f"{'requests':>10} {'build HTML s':>13} {'HTML MB':>8} " + " ".join(f"{h:>30}" for h in heads)
+              + f" {'timeline zoom s':>16}")
+        print(f"{n:>10,} {build:>13.2f} {html.stat().st_size / 1e6:>8.1f} " + " ".join(f"{a:>30.2f}" for a in alone)
+              + f" {zoom:>16.2f}")
         rows = [("HTML report (plotly.js inline)", "first", report), ("HTML report: request timeline", "first", timeline)]
         served = served_times(big, args.points, Path(tmp) / "results.db")
         rows += [(name, visit, t) for name, visits in served for visit, t in visits]
@@ -234,6 +242,8 @@ def main() -> None:
               f"{'interactive s':>14} {'all drawn (scrolled) s':>23}\n{'  or the timeline, scrolled to)':<38}")
         for name, visit, (html_s, plotly_s, first_s, all_s) in rows:
             print(f"{name:<38} {visit:<16} {html_s:>10.2f} {plotly_s:>16.2f} {first_s:>14.2f} {all_s:>23.2f}")
+    print(f"\nload average (1 min) {load_before:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; "
+          f"{os.cpu_count()} CPUs (timings are wall-clock: a busy machine slows them)")
 
 
 if __name__ == "__main__":
