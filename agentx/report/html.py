@@ -7,9 +7,9 @@ import hashlib
 import json
 from datetime import datetime, timezone
 from functools import cache
-from typing import Callable
 from importlib.resources import files
 from pathlib import Path
+from typing import Callable
 
 import jinja2
 import numpy as np
@@ -131,19 +131,19 @@ def script_json(data) -> str:
 
 def render(title: str, views: list[dict], frontiers: dict[str, dict] | None = None, view: str = "",
            table: list[dict] | None = None, plotly_src: Callable[[str], str] | None = None,
-           links: dict[str, str] | None = None,
-           nav: list[tuple[str, str]] | None = None, empty_hint: str = "", csv: str | None = None,
-           table_links: list[str] | None = None, filters: dict | None = None, pages: list | None = None,
-           preload: list[str] | None = None) -> str:
+           links: dict[str, str] | None = None, nav: list[tuple[str, str]] | None = None, empty_hint: str = "",
+           csv: str | None = None, table_links: list[str] | None = None, filters: dict | None = None,
+           pages: list | None = None, preload: list[str] | None = None) -> str:
     """The page: the frontier charts in `frontiers` ("x|y" -> figure; `view` the one shown first;
     views not embedded are served: a change of view reloads the page with x and y in its URL) and
     the `table` when given, then the point `views` (point_view). The smallest plotly.js bundle
-    drawing them is inlined, or loaded from `plotly_src(bundle)` (a URL) when given; `links` (point id -> URL) makes a frontier click open that URL
-    instead of a point of the page; `nav` lists (label, URL) of related pages; an empty `table`
-    says there are no points, followed by `empty_hint`; `csv` names the table's CSV beside the
-    file; `filters` (name -> (value, choices)) draws the served frontier's filter form, `pages`
-    its table's page links; `preload` lists URLs the page will fetch, asked for before plotly.js
-    loads so that the server builds them meanwhile."""
+    drawing them is inlined, or loaded from the URL `plotly_src(bundle)` when given; `links`
+    (point id -> URL) makes a frontier click open that URL instead of a point of the page; `nav`
+    lists (label, URL) of related pages; an empty `table` says there are no points, followed by
+    `empty_hint`; `csv` names the table's CSV beside the file; `filters` (name -> (value,
+    choices)) draws the served frontier's filter form, `pages` its table's page links; `preload`
+    lists URLs the page will fetch, asked for before plotly.js loads so that the server builds
+    them meanwhile."""
     frontiers = frontiers or {}
     data = {"points": [v["payload"] for v in views], "links": links or {}, "frontiers": frontiers,
             "view": view or next(iter(frontiers), "")}
