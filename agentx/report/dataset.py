@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from agentx.report.figures import COLORS, empty, figure
+from agentx.report.figures import COLORS, empty, figure, log_bars
 
 
 def _histogram(values: list[float], title: str, x_title: str, log: bool = True) -> dict:
@@ -37,15 +37,10 @@ def _stored_histogram(h: dict | None, title: str, x_title: str, why: str) -> dic
     """A digest's log-spaced histogram (`agentx.traces.digest.log_histogram`) as bars on a log axis."""
     if not h:
         return empty(title, why)
-    edges, counts = h["edges"], h["counts"]
-    x = [(np.log10(a) + np.log10(b)) / 2 for a, b in zip(edges[:-1], edges[1:])]
-    text = [f"{a:,.4g}-{b:,.4g}" for a, b in zip(edges[:-1], edges[1:])]
-    ticks = list(range(int(np.floor(np.log10(edges[0]))), int(np.ceil(np.log10(edges[-1]))) + 1))
+    bars, axis = log_bars(h["edges"], h["counts"], title)
     zeros = f", {h['zeros']:,} at 0 not drawn" if h.get("zeros") else ""
-    data = [{"type": "bar", "x": x, "y": counts, "text": text, "textposition": "none",
-             "hovertemplate": "%{text}: %{y}<extra></extra>", "marker": {"color": COLORS["cached"]}, "name": title}]
-    return figure(data, f"{title} (n {h['n'] + h.get('zeros', 0):,}{zeros})", x_title, "count", bargap=0.05,
-                  xaxis={"tickvals": ticks, "ticktext": [f"{10.0 ** t:,g}" for t in ticks]})
+    return figure([bars], f"{title} (n {h['n'] + h.get('zeros', 0):,}{zeros})", x_title, "count", bargap=0.05,
+                  xaxis=axis)
 
 
 def _counts(values: list[int], title: str, x_title: str) -> dict:

@@ -41,3 +41,15 @@ def empty(title: str, why: str) -> dict:
     return figure([], title, annotations=[{"text": why, "showarrow": False, "xref": "paper", "yref": "paper",
                                            "x": 0.5, "y": 0.5, "font": {"size": 13}}],
                   xaxis={"visible": False}, yaxis={"visible": False}, height=160)
+
+
+def log_bars(edges: list[float], counts: list, name: str, number: str = ",.4g", unit: str = "") -> tuple[dict, dict]:
+    """Counts over log-spaced bin `edges` as bars on log10(x) (each bin its range in the hover,
+    `number` formatting its ends), and the x axis that ticks it at powers of ten in plain numbers."""
+    logs = [math.log10(e) for e in edges]
+    bars = {"type": "bar", "x": [(a + b) / 2 for a, b in zip(logs[:-1], logs[1:])], "y": counts,
+            "width": [b - a for a, b in zip(logs[:-1], logs[1:])], "name": name, "textposition": "none",
+            "text": [f"{a:{number}}-{b:{number}}{unit}" for a, b in zip(edges[:-1], edges[1:])],
+            "hovertemplate": "%{text}: %{y}<extra></extra>", "marker": {"color": COLORS["cached"]}}
+    ticks = list(range(math.floor(logs[0]), math.ceil(logs[-1]) + 1))
+    return bars, {"tickvals": ticks, "ticktext": [f"{10 ** t:,}" for t in ticks]}

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
+from typing import Callable
 
 import jinja2
 import numpy as np
@@ -18,24 +19,47 @@ from agentx.report.overtime import over_time
 from agentx.report.point import summary_rows, token_histogram
 from agentx.report.rundata import RunData, is_run_folder, read_run, sweep_folders
 from agentx.report.sweep import X_LABELS, Y_LABELS, deployment, frontier_chart, frontier_rows, table_rows, write_csv
-from agentx.report.timeline import request_timeline
+from agentx.report.timeline import TIMELINE_TYPES, request_timeline
 from agentx.results import frontier as fr
 from agentx.results.importer import chart_blobs
 
 FLAME_TREES = 60  # flamegraphs embedded per point (the trees with the most requests)
 
 
-@cache
-def plotly_js() -> str:
-    """plotly.js with only the trace types agentx draws (static/README.md says which build; the full
-    plotly.min.js takes a browser about 3x longer to evaluate, SPEC §9)."""
-    return files("agentx.report").joinpath("static", "plotly-agentx.min.js").read_text(encoding="utf-8")
+# The vendored plotly.js bundles (static/README.md), smallest first, and the trace types each
+# registers. A page loads the smallest holding its charts' types: the WebGL and heatmap code is a
+# fifth of the file, which a frontier or dataset page would fetch and compile for nothing.
+BUNDLES = {"plotly-agentx-svg.min.js": frozenset({"scatter", "bar"}),
+           "plotly-agentx.min.js": frozenset({"scatter", "bar", "heatmap", "scattergl"})}
+FULL = "plotly-agentx.min.js"
 
 
 @cache
-def plotly_digest() -> str:
-    """A short hash of plotly_js(): the served file's URL changes with it, so it can be cached for good."""
-    return hashlib.sha256(plotly_js().encode()).hexdigest()[:12]
+def plotly_js(bundle: str = FULL) -> str:
+    """A plotly.js bundle with only the trace types agentx draws (the full plotly.min.js takes a
+    browser about 3x longer to evaluate, SPEC §9)."""
+    return files("agentx.report").joinpath("static", bundle).read_text(encoding="utf-8")
+
+
+@cache
+def plotly_digest(bundle: str = FULL) -> str:
+    """A short hash of the bundle: its served URL changes with it, so it can be cached for good."""
+    return hashlib.sha256(plotly_js(bundle).encode()).hexdigest()[:12]
+
+
+def trace_types(node) -> set[str]:
+    """The trace types of every figure (a dict with `data` and `layout`) anywhere in `node`."""
+    if isinstance(node, list):
+        return set().union(*(trace_types(v) for v in node))
+    if not isinstance(node, dict):
+        return set()
+    found = {t.get("type", "scatter") for t in node["data"]} if "data" in node and "layout" in node else set()
+    return found.union(*(trace_types(v) for v in node.values()))
+
+
+def bundle_for(types: set[str]) -> str:
+    """The smallest bundle registering every trace type in `types`."""
+    return next((name for name, has in BUNDLES.items() if types <= has), FULL)
 
 
 @cache
@@ -57,6 +81,7 @@ def flame_trees(timeline: dict, limit: int = FLAME_TREES) -> list[list]:
 
 
 LAZY_PARTS = ("timeline", "timeline_lane", "flame_trees")  # what a served point page fetches beside its HTML
+LAZY_TYPES = TIMELINE_TYPES | {"bar"}  # the trace types of its timelines and flamegraphs
 
 
 def point_part(part: str, blobs: dict[str, dict]) -> dict | list:
@@ -105,28 +130,32 @@ def script_json(data) -> str:
 
 
 def render(title: str, views: list[dict], frontiers: dict[str, dict] | None = None, view: str = "",
-           table: list[dict] | None = None, plotly_src: str | None = None, links: dict[str, str] | None = None,
-           nav: list[tuple[str, str]] | None = None, empty_hint: str = "", csv: str | None = None,
-           table_links: list[str] | None = None, filters: dict | None = None, pages: list | None = None,
-           preload: list[str] | None = None) -> str:
+           table: list[dict] | None = None, plotly_src: Callable[[str], str] | None = None,
+           links: dict[str, str] | None = None, nav: list[tuple[str, str]] | None = None, empty_hint: str = "",
+           csv: str | None = None, table_links: list[str] | None = None, filters: dict | None = None,
+           pages: list | None = None, preload: list[str] | None = None) -> str:
     """The page: the frontier charts in `frontiers` ("x|y" -> figure; `view` the one shown first;
     views not embedded are served: a change of view reloads the page with x and y in its URL) and
-    the `table` when given, then the point `views` (point_view). plotly.js is inlined unless
-    `plotly_src` (a URL) is given; `links` (point id -> URL) makes a frontier click open that URL
-    instead of a point of the page; `nav` lists (label, URL) of related pages; an empty `table`
-    says there are no points, followed by `empty_hint`; `csv` names the table's CSV beside the
-    file; `filters` (name -> (value, choices)) draws the served frontier's filter form, `pages`
-    its table's page links; `preload` lists URLs the page will fetch, asked for before plotly.js
-    loads so that the server builds them meanwhile."""
+    the `table` when given, then the point `views` (point_view). The smallest plotly.js bundle
+    drawing them is inlined, or loaded from the URL `plotly_src(bundle)` when given; `links`
+    (point id -> URL) makes a frontier click open that URL instead of a point of the page; `nav`
+    lists (label, URL) of related pages; an empty `table` says there are no points, followed by
+    `empty_hint`; `csv` names the table's CSV beside the file; `filters` (name -> (value,
+    choices)) draws the served frontier's filter form, `pages` its table's page links; `preload`
+    lists URLs the page will fetch, asked for before plotly.js loads so that the server builds
+    them meanwhile."""
     frontiers = frontiers or {}
     data = {"points": [v["payload"] for v in views], "links": links or {}, "frontiers": frontiers,
             "view": view or next(iter(frontiers), "")}
+    lazy = any(p["parts_url"] for p in data["points"])  # timelines and flamegraphs (bars) fetched later
+    bundle = bundle_for(trace_types(data) | (LAZY_TYPES if lazy else set()))
     return templates().get_template("report.html.j2").render(
         title=title, points=[v["page"] for v in views], sweep_rows=table, has_frontier=bool(frontiers),
         nav=nav or [], x_labels=X_LABELS, y_labels=Y_LABELS, view=data["view"].split("|") if frontiers else ["", ""],
         empty_hint=empty_hint, csv=csv, links=bool(links), table_links=table_links, filters=filters, pages=pages,
-        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), plotly_src=plotly_src, preload=preload or [],
-        plotly_js=None if plotly_src else plotly_js(), data_json=script_json(data))
+        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        plotly_src=plotly_src(bundle) if plotly_src else None, preload=preload or [],
+        plotly_js=None if plotly_src else plotly_js(bundle), data_json=script_json(data))
 
 
 def write_report(path: Path, out: Path | None = None) -> Path:

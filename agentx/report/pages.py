@@ -21,8 +21,8 @@ from sqlalchemy.engine import Engine
 from agentx.errors import AgentxError
 from agentx.report.dataset import conversation_flamegraph, dataset_charts, digest_charts
 from agentx.report.flame import flamegraph
-from agentx.report.html import (LAZY_PARTS, plotly_digest, plotly_js, point_part, point_view, render, script_json,
-                                templates)
+from agentx.report.html import (BUNDLES, LAZY_PARTS, bundle_for, plotly_digest, plotly_js, point_part, point_view,
+                                render, script_json, templates, trace_types)
 from agentx.report.rundata import RunData, read_run
 from agentx.report.sweep import X_LABELS, Y_LABELS, deployment_label, frontier_chart
 from agentx.results import frontier as fr
@@ -32,13 +32,17 @@ from agentx.results.store import unpack
 from agentx.traces.digest import digest_stats
 from agentx.traces.report import STATS_COLUMNS, stats_rows
 
-PLOTLY = f"/static/plotly-{plotly_digest()}.min.js"  # a new bundle gets a new URL
 TABLE_PAGE = 100  # rows of the frontier page's table
 
 
+def plotly_url(bundle: str) -> str:
+    """Where a plotly.js bundle is served: its hash in the URL, so a new build gets a new one."""
+    return f"/static/plotly-{plotly_digest(bundle)}.min.js"
+
+
 @cache
-def plotly_gzip() -> bytes:
-    return gzip.compress(plotly_js().encode(), mtime=0)
+def plotly_gzip(bundle: str) -> bytes:
+    return gzip.compress(plotly_js(bundle).encode(), mtime=0)
 
 
 @lru_cache(maxsize=2)
@@ -52,16 +56,27 @@ def _round(v: float | None) -> float | None:
 
 
 def add_pages(app: FastAPI, engine: Engine) -> None:
+    # done now, not on the first visit (~0.1 s of it: compressing plotly.js, compiling the templates)
+    by_digest = {plotly_digest(bundle): bundle for bundle in BUNDLES}
+    for bundle in BUNDLES:
+        plotly_gzip(bundle)
+    for name in ("report.html.j2", "charts.html.j2"):
+        templates().get_template(name)
+
     def rows(q) -> list:
         with engine.connect() as conn:
             return list(conn.execute(q))
 
-    @app.get(PLOTLY, include_in_schema=False)
-    def plotly(request: Request) -> Response:
+    @app.get("/static/plotly-{digest}.min.js", include_in_schema=False)
+    def plotly(digest: str, request: Request) -> Response:
+        if digest not in by_digest:
+            raise HTTPException(404, f"no plotly.js bundle {digest} (this server has {', '.join(by_digest)})")
+        bundle = by_digest[digest]
         headers = {"Cache-Control": "public, max-age=31536000, immutable", "Vary": "Accept-Encoding"}
         if "gzip" in request.headers.get("accept-encoding", ""):  # compressed once, not per request
-            return Response(plotly_gzip(), media_type="text/javascript", headers={**headers, "Content-Encoding": "gzip"})
-        return Response(plotly_js(), media_type="text/javascript", headers=headers)
+            return Response(plotly_gzip(bundle), media_type="text/javascript",
+                            headers={**headers, "Content-Encoding": "gzip"})
+        return Response(plotly_js(bundle), media_type="text/javascript", headers=headers)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def frontier_page(model: str | None = None, hardware: str | None = None,
@@ -86,7 +101,7 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
         sets = rows(select(datasets.c.id, datasets.c.name, datasets.c.conversations).order_by(datasets.c.id))
         frontiers = {f"{x}|{y}": frontier_chart(found, x, y)} if found else {}
         return render("agentx dashboard: frontier", [], frontiers, f"{x}|{y}", table,
-                      PLOTLY, links={r["id"]: f"/points/{r['id']}" for r in found},
+                      plotly_url, links={r["id"]: f"/points/{r['id']}" for r in found},
                       nav=[(f"dataset {d.name} ({d.conversations} conversations)", f"/datasets/{d.id}") for d in sets],
                       empty_hint=" (import runs with `agentx db import RUN_DIR`, or change the filters)",
                       table_links=[f"/points/{r['id']}" for r in shown], filters=filter_choices(f), pages=pages)
@@ -121,7 +136,7 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
         result = json.loads(result)
         parts = f"/points/{point_id}/parts/"
         view = point_view(str(point_id), result, "", blobs, flame_url=f"/points/{point_id}/flames/", parts_url=parts)
-        return render(f"agentx point {point_id}: {Path(run_dir or '').name}", [view], plotly_src=PLOTLY, nav=nav,
+        return render(f"agentx point {point_id}: {Path(run_dir or '').name}", [view], plotly_src=plotly_url, nav=nav,
                       preload=[parts + "timeline"])
 
     @app.get("/points/{point_id}/parts/{part}", include_in_schema=False)
@@ -150,7 +165,7 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
                     stats: dict | None = None) -> str:
         return templates().get_template("charts.html.j2").render(
             title=title, nav=nav, figure_ids=list(figures), table=table, table_title=table_title, stats=stats,
-            plotly_src=PLOTLY, data_json=script_json({"figures": figures}))
+            plotly_src=plotly_url(bundle_for(trace_types(figures))), data_json=script_json({"figures": figures}))
 
     @app.get("/datasets/{dataset_id}", response_class=HTMLResponse, include_in_schema=False)
     def dataset_page(dataset_id: int) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from agentx.errors import AgentxError
 from agentx.report.figures import figure
-from agentx.report.html import plotly_js, script_json, templates
+from agentx.report.html import bundle_for, plotly_js, script_json, templates, trace_types
 from agentx.results.frontier import pareto
 from agentx.virtual.report import answer_rows
 
@@ -150,10 +150,11 @@ def write_plan_report(path: Path, out: Path | None = None) -> Path:
     plan = read_plan(path)
     out = out or path / "report.html"
     slo = plan["slo"]
+    figures = plan_figures(plan)
     page = templates().get_template("plan.html.j2").render(
         title=f"agentx capacity plan: {path.resolve().name}", settings=plan.get("plan") or {}, slo=slo,
         rows=answer_rows(plan["answers"]), configs=[a["config"] for a in plan["answers"]],
-        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), plotly_js=plotly_js(),
-        data_json=script_json(plan_figures(plan)))
+        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        plotly_js=plotly_js(bundle_for(trace_types(figures))), data_json=script_json(figures))
     out.write_text(page, encoding="utf-8")
     return out

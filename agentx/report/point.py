@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from agentx.report.figures import COLORS, empty, figure
+from agentx.report.figures import empty, figure, log_bars
 
 # (label, section, key, scale, format, definition); SPEC §3 is the source of every definition
 REQUEST_ROWS = [
@@ -83,17 +83,10 @@ def token_histogram(histograms: dict, which: str) -> dict:
     title = f"{which.upper()} distribution (profiling requests)"
     if not h:
         return empty(title, "no successful profiling request")
-    edges, counts = h["edges"], h["counts"]
-    logs = [math.log10(e) for e in edges]  # drawn on log10 tokens, ticked in tokens
-    centers = [(a + b) / 2 for a, b in zip(logs[:-1], logs[1:])]
-    hover = [f"{a:,.0f}-{b:,.0f} tokens" for a, b in zip(edges[:-1], edges[1:])]
-    fit = _lognormal_counts(h["n"], h["lognormal"]["mu"], h["lognormal"]["sigma"], edges)
-    data = [{"type": "bar", "x": centers, "y": counts, "width": [b - a for a, b in zip(logs[:-1], logs[1:])],
-             "name": "requests", "text": hover, "textposition": "none", "hovertemplate": "%{text}: %{y}<extra></extra>",
-             "marker": {"color": COLORS["cached"]}},
-            {"type": "scatter", "mode": "lines", "x": centers, "y": fit, "name": "log-normal fit",
-             "line": {"color": "#333", "width": 2}, "hovertemplate": "fit: %{y:.1f}<extra></extra>"}]
+    bars, axis = log_bars(h["edges"], h["counts"], "requests", ",.0f", " tokens")
+    fit = _lognormal_counts(h["n"], h["lognormal"]["mu"], h["lognormal"]["sigma"], h["edges"])
+    data = [bars, {"type": "scatter", "mode": "lines", "x": bars["x"], "y": fit, "name": "log-normal fit",
+                   "line": {"color": "#333", "width": 2}, "hovertemplate": "fit: %{y:.1f}<extra></extra>"}]
     median = math.exp(h["lognormal"]["mu"])
-    ticks = list(range(math.floor(logs[0]), math.ceil(logs[-1]) + 1))
     return figure(data, f"{title}: n {h['n']:,}, geometric mean {median:,.0f}", "tokens (log scale)", "requests",
-                  xaxis={"tickvals": ticks, "ticktext": [f"{10 ** t:,}" for t in ticks]}, bargap=0.05)
+                  xaxis=axis, bargap=0.05)

@@ -17,6 +17,7 @@ from agentx.report.figures import COLORS, empty, figure, typed
 MAX_LABELLED_ROWS = 80
 DETAIL_LIMIT = 20_000
 ROW_BINS, TIME_BINS = 400, 800
+TIMELINE_TYPES = frozenset({"scattergl", "heatmap"})  # the trace types it draws (a served page loads them first)
 HOVER = ("tree %{customdata[0]} turn %{customdata[1]}<br>ISL %{customdata[2]:,} (cached %{customdata[3]:,})"
          "<br>OSL %{customdata[4]:,}<br>TTFT %{customdata[5]:,} ms<br>")
 

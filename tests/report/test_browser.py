@@ -4,7 +4,8 @@ flamegraph at that turn, and the console stays free of errors. Screenshots go to
 
 import pytest
 
-from agentx.report.html import plotly_js, run_view, script_json, write_report
+from agentx.report.html import (BUNDLES, FULL, LAZY_TYPES, bundle_for, plotly_js, run_view, script_json,
+                                trace_types, write_report)
 from agentx.report.rundata import read_run, sweep_folders
 from agentx.report.sweep import frontier_chart, frontier_rows
 from agentx.report.timeline import request_timeline
@@ -97,37 +98,36 @@ def test_replica_run_report_in_chromium(replica_run, tmp_path):
         assert page.errors == []
 
 
-def _trace_types(node) -> set[str]:
-    """The trace types of every figure in a page's payload (a figure: a dict with `data` and `layout`)."""
-    if isinstance(node, list):
-        return set().union(set(), *(_trace_types(v) for v in node))
-    if not isinstance(node, dict):
-        return set()
-    found = {t["type"] for t in node["data"]} if "data" in node and "layout" in node else set()
-    return found.union(*(_trace_types(v) for v in node.values()))
-
-
-def test_bundle_draws_every_trace_type_the_charts_use(sweep, tmp_path):
-    """The vendored plotly.js (static/) registers every trace type the report's builders emit, a
-    binned timeline (a heatmap) included, and draws them without a console error."""
-    view = run_view(read_run(sweep / "c6"))["payload"]
-    binned = request_timeline(chart_blobs(read_run(sweep / "c6"))["timeline_conversation"], detail_limit=10)
+def test_each_bundle_draws_the_charts_of_the_pages_that_load_it(sweep, tmp_path):
+    """Each vendored plotly.js bundle registers the trace types BUNDLES says, and draws without a
+    console error every chart of the pages that pick it (bundle_for): a small frontier the one
+    without WebGL, a frontier with a 300-point curve and a point page (embedded or fetched
+    timelines, binned ones included) the full one. test_pages draws the served pages."""
+    run = read_run(sweep / "c6")
+    view = run_view(run)["payload"]
+    binned = request_timeline(chart_blobs(run)["timeline_conversation"], detail_limit=10)
     rows = frontier_rows([(p.name, read_run(p).result) for p in sweep_folders(sweep)])
-    frontier = frontier_chart(rows, *fr.CANONICAL)
-    used = _trace_types([view, binned, frontier])
-    assert {"scatter", "scattergl", "bar", "heatmap"} <= used
-    figures = {"binned": binned, "frontier": frontier, **view["figures"], "timeline": view["timeline"]}
-    page_path = tmp_path / "bundle.html"
-    page_path.write_text(f"<html><head><script>{plotly_js()}</script></head><body>"
-                         + "".join(f'<div id="{k}"></div>' for k in figures)
-                         + f"<script>const F = {script_json(figures)};"
-                         "Promise.all(Object.entries(F).map(([k, f]) => Plotly.newPlot(k, f.data, f.layout)))"
-                         ".then(() => { window.drawn = true; });</script></body></html>")
+    many = [{**rows[0], "id": f"p{i}", "tput_per_gpu": rows[0]["tput_per_gpu"] * (1 - i / 400)} for i in range(300)]
+    pages = {"frontier": {"frontier": frontier_chart(rows, *fr.CANONICAL)},
+             "frontier, 300 points": {"frontier": frontier_chart(many, *fr.CANONICAL)},
+             "point": {**view["figures"], "timeline": view["timeline"], "binned": binned,
+                       "flame": next(iter(view["flames"].values()))}}
+    assert trace_types(pages["point"]) == set(BUNDLES[FULL]) and trace_types(binned) <= LAZY_TYPES
+    assert {name: bundle_for(trace_types(figures)) for name, figures in pages.items()} == {
+        "frontier": "plotly-agentx-svg.min.js", "frontier, 300 points": FULL, "point": FULL}
     with chromium_page() as page:
-        page.page.goto(page_path.as_uri())
-        page.page.wait_for_function("window.drawn === true")
-        registered = set(page.page.evaluate("Object.keys(Plotly.PlotSchema.get().traces)"))
-        assert used <= registered
-        assert_every_graph_has_points(page, set(figures))
+        for name, figures in pages.items():
+            bundle = bundle_for(trace_types(figures))
+            page_path = tmp_path / f"{name}.html"
+            page_path.write_text(f"<html><head><script>{plotly_js(bundle)}</script></head><body>"
+                                 + "".join(f'<div id="{k}"></div>' for k in figures)
+                                 + f"<script>const F = {script_json(figures)};"
+                                 "Promise.all(Object.entries(F).map(([k, f]) => Plotly.newPlot(k, f.data, f.layout)))"
+                                 ".then(() => { window.drawn = true; });</script></body></html>")
+            page.page.goto(page_path.as_uri())
+            page.page.wait_for_function("window.drawn === true")
+            assert set(page.page.evaluate("Object.keys(Plotly.PlotSchema.get().traces)")) == BUNDLES[bundle]
+            assert_every_graph_has_points(page, set(figures))
+            page.page.screenshot(path=tmp_path / f"bundle-{name}.png", full_page=True)
         page.page.locator("#binned").screenshot(path=tmp_path / "binned-timeline.png")
         assert page.errors == []

@@ -2,6 +2,7 @@
 
 import base64
 import json
+import math
 from collections import Counter
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 from agentx.errors import AgentxError
 from agentx.records import read_records
 from agentx.report.flame import flamegraph
+from agentx.report.figures import log_bars
 from agentx.report.html import run_view, write_report
 from agentx.report.overtime import over_time
 from agentx.report.point import summary_rows, token_histogram
@@ -29,6 +31,16 @@ def test_histograms_count_every_successful_profiling_request(sweep):
         assert sum(bars["y"]) == len(ok)
         assert sum(fit["y"]) == pytest.approx(len(ok), rel=0.1)  # the fit's mass over the binned range
     assert run.result["request_metrics"]["isl"]["n"] == len(ok)
+
+
+def test_log_bars_draw_log_bins_on_a_log10_axis():
+    """The one builder of the point's ISL / OSL and the dataset explorer's histograms: a bar per
+    log-spaced bin spanning it on log10(x), its range in the hover, ticks at powers of ten."""
+    bars, axis = log_bars([0.5, 5, 50, 5000], [3, 0, 7], "gaps", ",.4g", " s")
+    assert bars["x"] == pytest.approx([math.log10(1.581), math.log10(15.81), math.log10(500)], abs=1e-3)
+    assert bars["width"] == pytest.approx([1, 1, 2]) and bars["y"] == [3, 0, 7]
+    assert bars["text"] == ["0.5-5 s", "5-50 s", "50-5,000 s"]
+    assert axis == {"tickvals": [-1, 0, 1, 2, 3, 4], "ticktext": ["0.1", "1", "10", "100", "1,000", "10,000"]}
 
 
 def test_over_time_charts_have_data_and_shade_the_warmup(sweep):

@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from agentx.report.html import plotly_digest, plotly_js
+from agentx.report.html import FULL, plotly_digest, plotly_js
 from tests.report.browser import POINT_GRAPHS, assert_every_graph_has_points, chromium_page
 from tests.conftest import WEKA
 from tests.results.conftest import free_port
@@ -152,18 +152,28 @@ def test_dataset_explorer_to_conversation_flamegraph(dashboard, tmp_path):
 
 
 def test_plotly_is_served_for_good_and_timelines_on_demand(dashboard):
-    """The page names plotly.js by a URL holding its hash, cached for good; a point page holds its
-    summary and charts over time, and its timelines and flamegraph list come from its parts."""
-    frontier = urllib.request.urlopen(dashboard + "/", timeout=10).read().decode()
-    src = f"/static/plotly-{plotly_digest()}.min.js"
-    assert f'<script src="{src}">' in frontier
-    for encoding in ("identity", "gzip"):
-        with urllib.request.urlopen(urllib.request.Request(dashboard + src, headers={"Accept-Encoding": encoding}),
-                                    timeout=10) as r:
-            assert r.headers["Cache-Control"] == "public, max-age=31536000, immutable"
-            body = gzip.decompress(r.read()) if encoding == "gzip" else r.read()
-            assert r.headers.get("Content-Encoding", "identity") == encoding and body.decode() == plotly_js()
+    """Each page names the smallest plotly.js bundle drawing its charts by a URL holding its hash,
+    cached for good (the frontier and the dataset explorer the one without WebGL, a point page the
+    full one: its timelines come later); a point page holds its summary and charts over time, and
+    its timelines and flamegraph list come from its parts."""
+    def script_src(path: str) -> str:
+        page = urllib.request.urlopen(dashboard + path, timeout=10).read().decode()
+        return page.split('<script src="')[1].split('"')[0]
+
     point = json.loads(urllib.request.urlopen(dashboard + "/api/v1/points", timeout=10).read())[0]["id"]
+    svg, full = (f"/static/plotly-{plotly_digest(b)}.min.js" for b in ("plotly-agentx-svg.min.js", FULL))
+    assert script_src("/") == script_src("/datasets/1") == script_src("/conversations/1") == svg != full
+    assert script_src(f"/points/{point}") == full
+    for bundle, src in (("plotly-agentx-svg.min.js", svg), (FULL, full)):
+        for encoding in ("identity", "gzip"):
+            with urllib.request.urlopen(urllib.request.Request(dashboard + src, headers={"Accept-Encoding": encoding}),
+                                        timeout=10) as r:
+                assert r.headers["Cache-Control"] == "public, max-age=31536000, immutable"
+                body = gzip.decompress(r.read()) if encoding == "gzip" else r.read()
+                assert r.headers.get("Content-Encoding", "identity") == encoding and body.decode() == plotly_js(bundle)
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(dashboard + "/static/plotly-000000000000.min.js", timeout=5)
+    assert e.value.code == 404
     page = urllib.request.urlopen(f"{dashboard}/points/{point}", timeout=10).read().decode()
     data = json.loads(page.split('<script type="application/json" id="data">')[1].split("</script>")[0])
     assert data["points"][0]["parts_url"] == f"/points/{point}/parts/"
