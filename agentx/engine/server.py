@@ -38,7 +38,7 @@ JSON = "application/json"
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 RESYNC_S = 1.0  # behind the modeled schedule by more than this (wall): restart it from now
 SLICE_S = 0.01  # while behind, run iterations back to back for this long between deliveries
-ORDER_WAIT_S = 0.1  # a request waits at most this long (wall, from its head) for those that arrived before it
+ORDER_WAIT_S = 1.0  # a request waits at most this long (wall, from its head) for those that arrived before it
 # session headers routers read (agentx's --session-headers presets): logged as sent, for checking a replay
 ROUTER_SESSION_HEADERS = ("X-Dynamo-Session-ID", "X-Dynamo-Parent-Session-ID", "X-Dynamo-Session-Final",
                           "X-SMG-Routing-Key", "Cookie")

@@ -32,7 +32,7 @@ from agentx.replay.stream import Result, openai_event
 
 EVENTS_PER_TURN = 128  # payload pieces framed plus SSE events parsed per loop turn, all connections
 WRITE_TURN = 256 << 10  # body bytes written per loop turn over all connections (after FIRST_WRITE)
-ORDER_WAIT_S = 0.1  # a request on a new connection waits at most this long for earlier ones' heads
+ORDER_WAIT_S = 1.0  # a request on a new connection waits at most this long for earlier ones' heads
 
 
 @dataclass

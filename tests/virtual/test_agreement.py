@@ -4,12 +4,15 @@ The same traces, settings and seed go through both paths: the plan and the engin
 same things, so the figures differ only by what HTTP adds (CPU delays of the server and client,
 in milliseconds of wall time, times `SPEED` in modeled time).
 
-Two server defects made this test fail at random before (issue #16): requests sent at the same
-instant joined the engine in the order their bodies finished parsing (a shorter prompt overtook
-a longer one, so a burst's prefill order, and with it the ITL tail, changed from run to run),
-and a server loop held off the CPU for over 50 ms restarted its modeled schedule (the stall
-became modeled time in every running request). The sim now queues requests in the order their
-heads arrived and catches up after a stall (SPEC section 6).
+Three defects made this test fail at random before (issue #16). Requests sent at the same
+instant reached the engine in another order than they were sent: the client wrote the heads of
+requests on new connections in the order the connections completed, and the sim queued
+requests in the order their bodies finished parsing (a shorter prompt overtook a longer one);
+with FCFS admission a burst's prefill order, and with it the ITL tail and TTFT p50, changed from
+run to run. And a sim loop held off the CPU for over 50 ms restarted its modeled schedule, so
+the stall became modeled time in every running request. Now the client writes heads in the
+order requests began, the sim queues them in the order their heads arrived, and it catches up
+after a stall (SPEC sections 2 and 6).
 
 What is left is wall-clock noise: a request whose first or last token falls in a stall of the
 server or client is observed late. The configuration keeps that small against the figures and
