@@ -3,7 +3,8 @@ timing model, with no I/O and no clock of its own.
 
 `EngineCore.step()` forms one iteration the way vLLM v1's scheduler does by default:
 - running sequences first (decodes and unfinished prefill chunks, in admission order), then
-  waiting ones FCFS, all within `max_num_batched_tokens` (chunked prefill) and `max_num_seqs`;
+  waiting ones FCFS, all within `max_num_batched_tokens` (chunked prefill) and `max_num_seqs`,
+  none before its arrival (a server loop catching up runs iterations whose start is past);
 - a sequence whose next token needs a block that cannot be had preempts the most recently
   admitted running sequence (recompute: its blocks are freed, it returns to the head of the
   queue and later re-prefills prompt plus output, prefix cache hits included); no new
@@ -294,6 +295,8 @@ class EngineCore:
         bs = self.cfg.block_size
         while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
             seq = self.waiting[0]
+            if seq.arrival > self.now:  # arrived after this iteration's start (a server loop catching up)
+                break
             total, cacheable, g, c, n = self._admission(seq, budget)
             hit = (g + c) * bs
             alloc = self.kv.allocate(seq, cacheable, hit + n, prompt_tokens=total)

@@ -4,12 +4,15 @@ One asyncio task runs the engine: it forms an iteration, sleeps until the iterat
 end (scaled by `speed`), then wakes the handlers of the sequences that got a token. Handlers
 write every token they find as its own SSE event, in one write per wake-up, so a slow event
 loop coalesces writes instead of falling behind. Arrivals during an iteration join the next
-one, as in a real engine.
+one, as in a real engine. Requests are queued in the order their heads arrived (their bodies
+are read and parsed concurrently), and a loop held off the CPU catches up with its modeled
+schedule instead of stretching it (SPEC section 6, "Time" and "Arrival order").
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import sys
@@ -33,8 +36,9 @@ from agentx.serving import json_errors, log_line, read_body, serve_app
 
 JSON = "application/json"
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-RESYNC_S = 0.05  # behind the modeled schedule by more than this: restart it from now
+RESYNC_S = 1.0  # behind the modeled schedule by more than this (wall): restart it from now
 SLICE_S = 0.01  # while behind, run iterations back to back for this long between deliveries
+ORDER_WAIT_S = 1.0  # a request waits at most this long (wall, from its head) for those that arrived before it
 # session headers routers read (agentx's --session-headers presets): logged as sent, for checking a replay
 ROUTER_SESSION_HEADERS = ("X-Dynamo-Session-ID", "X-Dynamo-Parent-Session-ID", "X-Dynamo-Session-Final",
                           "X-SMG-Routing-Key", "Cookie")
@@ -91,6 +95,8 @@ class SimServer:
         except OSError as e:
             raise AgentxError(f"{cfg.truth_log}: {e.strerror}", "truth_log") from None
         self._wakes: list[asyncio.Event] = []
+        self._last_arrival = asyncio.Event()  # set once the latest request to arrive is queued or refused
+        self._last_arrival.set()
         self._t0 = 0.0
 
     # ------------------------------------------------------------------ engine
@@ -101,12 +107,15 @@ class SimServer:
     async def engine_loop(self, core, wake: asyncio.Event) -> None:
         """Run iterations on the modeled schedule and deliver each one's tokens at its end.
 
-        Iteration k+1 starts when iteration k ends (modeled time), so timer lateness does not
-        accumulate; only when the loop falls more than RESYNC_S behind (CPU-bound) does the
-        schedule restart from now. While behind, iterations run back to back for up to
-        SLICE_S before their tokens are delivered together, so handlers wake once per slice.
+        Iteration k+1 starts when iteration k ends (modeled time), and an idle engine starts
+        when its first request arrived, however late the loop gets to it: a loop held off the
+        CPU for a while (a busy host) catches up, running iterations back to back for up to
+        SLICE_S before their tokens are delivered together, and the modeled schedule is what it
+        would have been. Only more than RESYNC_S behind (CPU-bound: it cannot catch up) does
+        the schedule restart from now. A request that arrived after an iteration's modeled
+        start waits for the next one (`EngineCore.step`), as it would on time.
         """
-        loop, speed = asyncio.get_running_loop(), self.cfg.speed
+        loop, speed, t0 = asyncio.get_running_loop(), self.cfg.speed, self._t0
         prev_end, emitted = loop.time(), {}
         while True:
             if core.idle:
@@ -114,9 +123,15 @@ class SimServer:
                 await wake.wait()
             now = slice_start = loop.time()
             while not core.idle:
-                # an engine that had nothing running starts now; a busy one keeps its schedule
-                start = prev_end if core.running and now - prev_end < RESYNC_S else now
-                core.now = (start - self._t0) * speed
+                if core.running:
+                    start = prev_end
+                    modeled = (start - t0) * speed
+                else:
+                    modeled = max((prev_end - t0) * speed, core.waiting[0].arrival)
+                    start = t0 + modeled / speed
+                if now - start > RESYNC_S:
+                    start, modeled = now, (now - t0) * speed
+                core.now = modeled
                 step = core.step()
                 prev_end = start + step.duration / speed
                 if step.decodes:
@@ -187,23 +202,31 @@ class SimServer:
 
     async def _serve(self, request: web.Request, style: str):
         """Serve one request; `style` is completion, chat (OpenAI) or messages (Anthropic)."""
-        arrival = time.time()
+        arrival, head = time.time(), asyncio.get_running_loop().time()
         anthropic = style == "messages"
-        body = await read_body(request, self.cfg.request_timeout_s)
-        try:
-            req, prompt, max_tokens, tool = self._prompt(body, style)
-        except BadRequest as e:
-            self._count_error("bad_request")
-            body = api.anthropic_error_body(str(e), e.status) if anthropic else e.body()
-            return web.Response(status=e.status, body=body, content_type=JSON)
-        fault = self.cfg.faults.fault_for(self.accepted)
-        self.accepted += 1
-        rid = f"{ID_PREFIX[style]}-{next(self.ids)}"
-        if fault in ("http500", "overflow"):
-            return self._fault_response(request, rid, fault, prompt, arrival, anthropic)
-        seq = self.core.new_sequence(rid, prompt, max_tokens, req.min_tokens, req.ignore_eos, fault == "corrupt")
-        seq.waiter = asyncio.Event()
-        self.core.add(seq, self.modeled_now(), request.headers.get("X-Session-ID"))
+        ahead, turn = self._last_arrival, asyncio.Event()
+        self._last_arrival = turn
+        try:  # read and parse (concurrently with other requests), then queue in the order the heads arrived
+            body = await read_body(request, self.cfg.request_timeout_s)
+            try:
+                req, prompt, max_tokens, tool = self._prompt(body, style)
+            except BadRequest as e:
+                self._count_error("bad_request")
+                body = api.anthropic_error_body(str(e), e.status) if anthropic else e.body()
+                return web.Response(status=e.status, body=body, content_type=JSON)
+            with contextlib.suppress(TimeoutError):  # one stalled body must not hold back the rest
+                async with asyncio.timeout_at(head + ORDER_WAIT_S):
+                    await ahead.wait()
+            fault = self.cfg.faults.fault_for(self.accepted)
+            self.accepted += 1
+            rid = f"{ID_PREFIX[style]}-{next(self.ids)}"
+            if fault in ("http500", "overflow"):
+                return self._fault_response(request, rid, fault, prompt, arrival, anthropic)
+            seq = self.core.new_sequence(rid, prompt, max_tokens, req.min_tokens, req.ignore_eos, fault == "corrupt")
+            seq.waiter = asyncio.Event()
+            self.core.add(seq, self.modeled_now(), request.headers.get("X-Session-ID"))
+        finally:
+            turn.set()
         self._wakes[seq.replica].set()
         if anthropic:
             shape = AnthropicShape(rid, self.model_name, tool)

@@ -19,6 +19,7 @@ HTTP/1.1 framing), `stream.py` the wire format (what an SSE event means, per API
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 import time
 from collections import deque
@@ -31,6 +32,7 @@ from agentx.replay.stream import Result, openai_event
 
 EVENTS_PER_TURN = 128  # payload pieces framed plus SSE events parsed per loop turn, all connections
 WRITE_TURN = 256 << 10  # body bytes written per loop turn over all connections (after FIRST_WRITE)
+ORDER_WAIT_S = 1.0  # a request on a new connection waits at most this long for earlier ones' heads
 
 
 @dataclass
@@ -43,6 +45,8 @@ class Exchange:
     res: Result
     conn: Connection | None = None
     done: asyncio.Future | None = None
+    ahead: asyncio.Event | None = None  # set once the request begun before it on a new connection has written its head
+    written: asyncio.Event | None = None  # set once this one has (or has failed)
 
 
 class Client:
@@ -65,6 +69,8 @@ class Client:
         self.parsing: deque[Connection] = deque()  # connections with events left to parse
         self.events_left = EVENTS_PER_TURN  # in this loop turn
         self.turn_pending = False
+        self.last_connecting = asyncio.Event()  # `written` of the last request begun without a pooled connection
+        self.last_connecting.set()
 
     async def __aenter__(self):
         return self
@@ -81,6 +87,9 @@ class Client:
         conn = self._idle()
         if conn is not None:
             self._start(conn, ex)
+        else:  # new connections complete in any order: heads go out in the order requests began
+            ex.ahead, ex.written = self.last_connecting, asyncio.Event()
+            self.last_connecting = ex.written
         return ex
 
     async def finish(self, ex: Exchange) -> Result:
@@ -108,7 +117,16 @@ class Client:
         try:
             if ex.conn is None:
                 left = res.start + self.timeout - time.perf_counter()
-                self._start(await asyncio.wait_for(self._connect(loop), max(0.0, left)), ex)
+                try:
+                    conn = await asyncio.wait_for(self._connect(loop), max(0.0, left))
+                    if ex.ahead is not None:
+                        with contextlib.suppress(TimeoutError):  # a slow connect holds back no one for long
+                            async with asyncio.timeout(ORDER_WAIT_S):
+                                await ex.ahead.wait()
+                    self._start(conn, ex)
+                finally:
+                    if ex.written is not None:
+                        ex.written.set()
             timer = loop.call_later(max(0.0, res.start + self.timeout - time.perf_counter()), ex.conn.time_out)
             try:
                 await ex.done

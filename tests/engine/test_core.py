@@ -134,3 +134,21 @@ def test_cpu_tier_turns_an_evicted_prefix_into_a_transfer():
 def test_kv_smaller_than_the_context_limit_is_refused():
     with pytest.raises(AgentxError, match="fewer than the maximum model length"):
         core(num_gpu_blocks_override=10)
+
+
+def test_a_request_joins_no_iteration_that_started_before_it_arrived():
+    """A server loop catching up computes iterations whose modeled start is past: a request that
+    arrived after that start waits for the next iteration, as it would have on time."""
+    c = core()
+    a = c.new_sequence("a", prompt(100), 500, ignore_eos=True)  # decodes for longer than the test looks
+    c.add(a, now=0.0)
+    c.step()  # a's prefill
+    late = c.new_sequence("late", prompt(100, start=5000), 4, ignore_eos=True)
+    c.add(late, now=c.now + 0.05)  # arrives ahead of the core's clock
+    steps = 0
+    while c.now < late.arrival:
+        c.step()
+        steps += 1
+        assert late.scheduled_at is None and steps < 100
+    c.step()
+    assert late.arrival <= late.scheduled_at < late.arrival + 0.1 and a.finish_reason is None

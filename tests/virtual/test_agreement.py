@@ -2,16 +2,29 @@
 
 The same traces, settings and seed go through both paths: the plan and the engine decide the
 same things, so the figures differ only by what HTTP adds (CPU delays of the server and client,
-in milliseconds of wall time) and by the order of near-simultaneous events.
+in milliseconds of wall time, times `SPEED` in modeled time).
 
-A closed-loop replay carries each late reply into the next requests' overlap, so the deployment
-is chosen for figures large next to those delays: Llama-3.1-70B on 4 x H100 (TTFT ~1 s, ITL ~30
-ms), 8 lanes, no warmup, 80 modeled seconds at --speed 2 (~25 profiled requests, ~1 min). With
-the default 8 x H200 Qwen3-235B (ITL ~10 ms) on a 2-core host at load 4-9 the HTTP figures came
-out up to 17 % off at 8 lanes, 4-5 % at the former 4 (ITL, E2E-normalized p50), as the server's
-iterations fell behind their modeled schedule; this one stays within 0.5 %. The test also raises
-its priority while the HTTP run lasts where the OS allows it, and names the client's lateness
-verdict in any failure."""
+Three defects made this test fail at random before (issue #16). Requests sent at the same
+instant reached the engine in another order than they were sent: the client wrote the heads of
+requests on new connections in the order the connections completed, and the sim queued
+requests in the order their bodies finished parsing (a shorter prompt overtook a longer one);
+with FCFS admission a burst's prefill order, and with it the ITL tail and TTFT p50, changed from
+run to run. And a sim loop held off the CPU for over 50 ms restarted its modeled schedule, so
+the stall became modeled time in every running request. Now the client writes heads in the
+order requests began, the sim queues them in the order their heads arrived, and it catches up
+after a stall (SPEC sections 2 and 6).
+
+What is left: requests sent within a millisecond of each other on different connections
+still reach the sim's queue in another order than sent now and then (its event loop takes
+sockets that became readable together in an order of its own): in 3 of 18 runs a burst
+request overtook several others, and with FCFS prefill that moved the ITL p90 by 14-18 % or
+the ITL p50 by 6-8 %. On a loaded host a late observation (a stall of the client or server during a
+first or last token) can do the same. So the test stays opt-in (`--agreement`). The
+configuration keeps wall-clock noise small against the figures and the percentiles away from
+sparse gaps: Llama-3.1-70B on 4 x H100 at 16 lanes (TTFT p50 ~5 s, ITL p50 ~30 ms, p90 ~0.12 s),
+no warmup, 50 modeled seconds at --speed 1.5 (28 profiled requests, ~1 min). The test also
+raises its priority while the HTTP run lasts where the OS allows it, and names the client's
+lateness verdict in any failure."""
 
 import os
 from contextlib import contextmanager
@@ -26,7 +39,7 @@ from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
 from agentx.virtual.runner import SimDeployment, sim_bench
 
-SPEED = 2.0  # a millisecond of CPU delay counts two modeled ones, still far below 3 % of these figures
+SPEED = 1.5  # a millisecond of wall-clock delay counts 1.5 modeled ones, far below 3 % of these figures
 ENGINE = dict(hardware="H100", gpus=4, model="llama-3.1-70b")
 
 
@@ -50,10 +63,11 @@ def raised_priority(steps: int = 10):
 
 def test_virtual_time_agrees_with_http_against_the_sim(tmp_path, request):
     if not request.config.getoption("--agreement"):
-        pytest.skip("opt-in (--agreement): on a quiet host the HTTP run's ITL p90 came out 0.059-0.066 s "
-                    "against the virtual 0.0545 s in 3 of 6 runs (issue #16)")
+        pytest.skip("opt-in (--agreement): passed 13 of 18 runs (issue #16); in 3 the 16 cold requests sent "
+                    "at the start reached the sim's FCFS queue in another order than sent, which moved the ITL "
+                    "p50 or p90 past 3 %")
     sessions = load_sessions([sample_traces()])
-    common = dict(concurrency=8, duration=80.0, seed=0, warmup=False)
+    common = dict(concurrency=16, duration=50.0, seed=0, warmup=False)
     virtual = sim_bench(BenchSettings.build(url="virtual", out=str(tmp_path / "virtual"), **common), sessions,
                         SimDeployment(EngineConfig(**ENGINE)))
     flags = [x for key, value in ENGINE.items() for x in (f"--{key}", str(value))]
