@@ -258,7 +258,7 @@ class KVCache:
         if not self._fits(blocks, need):
             return None
         if g:
-            hit = np.array(blocks)
+            hit = np.fromiter(blocks, np.int64, g)
             self.lru.remove(hit[self.ref[hit] == 0])  # cached but unused: leave the free list
             self.ref[hit] += 1  # (a sequence holds a block once)
         fresh = self._take(need - g)
@@ -287,7 +287,7 @@ class KVCache:
         free, g = self.free_blocks, len(hit)
         if need - g > free:
             return False
-        return need - g <= free - int(np.count_nonzero(self.ref[np.array(hit, dtype=np.int64)] == 0))
+        return need - g <= free - int(np.count_nonzero(self.ref[np.fromiter(hit, np.int64, g)] == 0))
 
     def grow(self, seq, num_tokens: int) -> bool:
         """Make room for `num_tokens` in total; False when no block can be had."""
@@ -336,7 +336,7 @@ class KVCache:
         blocks, known = alloc.blocks, alloc.known
         if not blocks:
             return
-        held = np.array(blocks)[::-1]  # the tail is least likely reused: it enters the LRU first
+        held = np.fromiter(reversed(blocks), np.int64, len(blocks))  # the tail is least likely reused: LRU first
         self.ref[held] -= 1
         zero = self.ref[held] == 0
         cut = len(blocks) - known  # the blocks without content (taken first) come before the cut
@@ -375,7 +375,7 @@ class KVCache:
             self.next_run += 1
             self.runs[rid] = (list(hashes), list(blocks))
             self.starts[hashes[0]] = rid  # (a run that started with it before owns no block now)
-        at = np.array(blocks, dtype=np.int64)
+        at = np.fromiter(blocks, np.int64, len(blocks))
         self.run_of[at] = rid
         self.offset[at] = np.arange(k, k + len(at))
         self.entries += len(at)
