@@ -9,6 +9,7 @@ import numpy as np
 
 from agentx.common import percentiles
 from agentx.traces.graph import chain_gap
+from agentx.traces.hashids import id_memory
 from agentx.traces.model import Session
 
 PERCENTILES = (50, 90, 95, 99)
@@ -82,11 +83,11 @@ def session_hit_tokens(session: Session) -> tuple[int, int]:
     reqs = sorted(session.requests(), key=lambda r: r.t)
     if not reqs:
         return 0, 0
-    # A stream's requests are views of one buffer (`hashids.StreamIdParser`), each extending the
-    # last: the leading ids of a piece of memory looked at once need not be looked at again, so
-    # the work is the unique blocks, not the sum of the contexts.
+    # A stream's requests are views of one buffer (`hashids.id_memory`), each extending the last:
+    # the leading ids of a piece of memory looked at once need not be looked at again, so the
+    # work is the unique blocks, not the sum of the contexts.
     arrays = [r.hash_ids for r in reqs]
-    memory = [(a.__array_interface__["data"][0], a.dtype.str, a.strides) for a in arrays]
+    memory = list(map(id_memory, arrays))
     longest = {m: a for m, a in sorted(zip(memory, arrays), key=lambda p: len(p[1]))}
     top = max((int(a.max()) for a in longest.values() if len(a)), default=0)
     remap = None
