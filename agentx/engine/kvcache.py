@@ -161,7 +161,7 @@ class KVCache:
         self.offset = np.zeros(num_blocks, dtype=np.int64)  # the block's position in that run
         self.next_run = 0
         self.entries = 0  # run entries, stale ones included
-        self.entries_limit = 4 * num_blocks + 1024  # more than this: trim the runs
+        self.entries_limit = 4 * num_blocks  # more than this: trim the runs
         # the free list: blocks without content (taken first, from the end), then cached ones
         self.empty: list[int] = list(range(num_blocks - 1, -1, -1))
         self.lru = FreeCached(num_blocks)
