@@ -102,9 +102,9 @@ def linear_gpu_match(cache, hashes):
     return g
 
 
-def test_binary_search_lookup_equals_a_walk_under_churn():
+def test_run_walk_lookup_equals_a_block_walk_under_churn():
     """Concurrent identical prefixes (computed twice at once), eviction and preemption keep the
-    cached hashes prefix-closed, so the O(log n) lookup finds what a block-by-block walk finds."""
+    cached hashes prefix-closed, so the lookup over runs finds what a block-by-block walk finds."""
     import random
 
     from agentx.engine.config import EngineConfig
