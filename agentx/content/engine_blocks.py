@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from agentx.content.tokens import MARKER_TOKENS, PromptBuilder, mix64
+from agentx.engine.kvcache import Chain
 
 _ID, _TAIL, _MARKER = 1, 2, 3  # tags of a piece: a hash block's tokens, the request's tail, the marker
 _M = (1 << 64) - 1
@@ -44,14 +45,14 @@ class EngineBlocks:
         self._powers = (np.ones(1, np.uint64), np.ones(1, np.uint64))  # P^t, P^-t
 
     def hashes(self, session, request, request_key: int, marker: int, prev: list[int] | None = None,
-               shared_ids: int = 0) -> list[int]:
+               shared_ids: int = 0) -> Chain:
         """Chained hashes of the full blocks of the request's prompt; `prev`: its stream's last
         request's, of which the blocks inside its first `shared_ids` hash blocks are reused."""
         p, bs = self.prompts, self.block_size
         isl, width = p.isl(session, request), p.block_tokens(session)
         full = isl // bs
         reuse = min(len(prev), shared_ids * width // bs, full) if prev else 0
-        out = prev[:reuse] if reuse else []
+        out = Chain(prev[:reuse] if reuse else ())
         if full > reuse:
             content = self._contents(session, request, request_key, marker, reuse, full, isl, width)
             out += self._chain(out[-1] if out else 0, content)

@@ -196,7 +196,7 @@ class EngineCore:
                 emit = n
             else:
                 if before < prompt_len:  # prefill progressed: its full blocks become cacheable
-                    self.kv.commit(seq, seq.hashes[: min(seq.computed, prompt_len) // bs])
+                    self.kv.commit(seq, seq.hashes, min(seq.computed, prompt_len) // bs)
                 emit = 1 if seq.computed == prompt_len + len(out) else 0
             if emit:
                 self._emit(seq, emit)

@@ -14,18 +14,25 @@ The GPU's cached hashes are prefix-closed: a cached block's parent is cached. Wh
 block holds its parents, and a freed sequence's tail enters the LRU before its head, so a parent
 is never evicted before its children; a block computed while another sequence cached the same
 content is swapped for the cached copy at commit (its own is freed), so no child is registered
-below a parent its holder does not hold. The GPU lookup is therefore a binary search over the
-prompt's hashes (O(log n) lookups, not one per block).
+below a parent its holder does not hold, and a hash is only registered while it is not cached.
 Counters follow vLLM's: queries and hits in tokens, for the GPU tier and the external tier.
+
+The index is one of runs, not of blocks: the blocks a sequence registers at consecutive
+positions form a run (its hashes and blocks, as lists), found by its first hash; a later commit
+of the same sequence extends it. A block belongs to the run that last registered it (`run_of`,
+-1 once evicted), at `offset`. Hashes are chained, so a prompt's cached prefix is found by a
+walk: from its first hash's run, as far as that run agrees with the prompt and still owns its
+blocks (a binary search: both hold for a prefix of the run), then from the run starting at the
+next hash, and so on. That is complete: a cached block's parent is owned by the same run unless
+the block starts one. Registering costs no dict insertion per block (27 million blocks in the
+393-session benchmark, ~300 ns each in a hash index, mostly cache misses), and eviction only
+clears `run_of`; runs that lost blocks are trimmed in bulk when the runs hold 4 entries per block.
 
 Cost: a request's blocks are taken, registered and freed in bulk, never one Python step per
 block: refcounts and the LRU of free cached blocks are numpy arrays (the blocks one sequence
-frees enter the LRU as one run and leave it in slices), the hash index is updated by C-level
-dict calls over the new blocks only. Eviction does not touch the index: an entry counts while
-its block's `owner` is still its hash, and stale entries are dropped in bulk when they
-outnumber the blocks 4 to 1 (a dict deletion per evicted block cost ~350 ns, mostly cache
-misses, as much as registering it). The free list is the blocks without content (taken first),
-then the cached ones, least recently used first: the order a per-block LRU list would have.
+frees enter the LRU as one run and leave it in slices). The free list is the blocks without
+content (taken first), then the cached ones, least recently used first: the order a per-block
+LRU list would have.
 """
 
 from __future__ import annotations
@@ -37,9 +44,17 @@ from itertools import islice, takewhile
 import numpy as np
 
 
-def block_hashes(token_ids, block_size: int) -> list[int]:
+class Chain(list):
+    """Block hashes that chain (each covers its parent's, as `block_hashes` and the virtual
+    runner's `EngineBlocks` make them): a hash can repeat in one only by a 64-bit collision, which
+    the cache already takes for equal content, so `commit` need not look for repeats in it (a set
+    over every committed block's hash cost ~1.5 s of the 393-session benchmark). Any other list
+    is checked, and a repeated hash handled as the per-block reference handles it."""
+
+
+def block_hashes(token_ids, block_size: int) -> Chain:
     """Chained hashes of the full blocks of a token sequence."""
-    out, parent = [], 0
+    out, parent = Chain(), 0
     for i in range(0, len(token_ids) - block_size + 1, block_size):
         parent = hash((parent, tuple(token_ids[i : i + block_size])))
         out.append(parent)
@@ -139,11 +154,14 @@ class KVCache:
             raise ValueError("num_blocks and block_size must be positive")
         self.num_blocks, self.block_size, self.cpu_blocks = num_blocks, block_size, cpu_blocks
         self.ref = np.zeros(num_blocks, dtype=np.int32)  # holders per block (numpy: bulk updates)
-        # hash -> GPU block, stale entries included: an entry counts only while its block still
-        # holds that hash (`owner`); evicting a block just clears its owner (no dict operation)
-        self.index: dict[int, int] = {}
-        self.owner = np.empty(num_blocks, dtype=object)  # the hash each block holds, or None
-        self.index_limit = 4 * num_blocks + 1024  # more entries than this: drop the stale ones
+        # the index of runs (see the module docstring): run id -> (hashes, blocks), first hash -> run id
+        self.runs: dict[int, tuple[list[int], list[int]]] = {}
+        self.starts: dict[int, int] = {}
+        self.run_of = np.full(num_blocks, -1, dtype=np.int64)  # the run owning each block's content, or -1
+        self.offset = np.zeros(num_blocks, dtype=np.int64)  # the block's position in that run
+        self.next_run = 0
+        self.entries = 0  # run entries, stale ones included
+        self.entries_limit = 4 * num_blocks  # more than this: trim the runs
         # the free list: blocks without content (taken first, from the end), then cached ones
         self.empty: list[int] = list(range(num_blocks - 1, -1, -1))
         self.lru = FreeCached(num_blocks)
@@ -165,25 +183,9 @@ class KVCache:
     @property
     def cached(self) -> dict[int, int]:
         """{hash: GPU block} of the cached blocks (for inspection; O(entries))."""
-        owner = self.owner
-        return {h: b for h, b in self.index.items() if owner[b] == h}
-
-    def _gpu_prefix(self, hashes: list[int]) -> int:
-        """How many leading hashes are cached on the GPU: the first miss, found by binary search
-        (cached hashes are prefix-closed)."""
-        block_of, lo, hi = self._block_of, 0, len(hashes)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if block_of(hashes[mid]) >= 0:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
-
-    def _block_of(self, h: int) -> int:
-        """The GPU block caching hash `h`, or -1."""
-        b = self.index.get(h)
-        return b if b is not None and self.owner[b] == h else -1
+        run_of = self.run_of
+        return {h: b for rid, (hashes, blocks) in self.runs.items() for h, b in zip(hashes, blocks)
+                if run_of[b] == rid}
 
     @property
     def usage(self) -> float:
@@ -192,10 +194,60 @@ class KVCache:
 
     def match(self, hashes: list[int]) -> tuple[int, int]:
         """(GPU prefix hit blocks, CPU hit blocks continuing it), without side effects."""
-        lo = self._gpu_prefix(hashes)
+        hit, c = self._match_blocks(hashes)
+        return len(hit), c
+
+    def _match_blocks(self, hashes: list[int]) -> tuple[list[int], int]:
+        """(the GPU blocks of the cached prefix, CPU hit blocks continuing it)."""
+        hit = self._cached_prefix(hashes, 0, -1)
         if not self.cpu:
-            return lo, 0
-        return lo, sum(1 for _ in takewhile(self.cpu.__contains__, islice(hashes, lo, None)))
+            return hit, 0
+        return hit, sum(1 for _ in takewhile(self.cpu.__contains__, islice(hashes, len(hit), None)))
+
+    def _cached_prefix(self, hashes: list[int], start: int, prev: int) -> list[int]:
+        """The GPU blocks caching `hashes[start:]`'s leading hashes, up to the first miss;
+        `prev`: the block caching `hashes[start - 1]` (-1 when start is 0)."""
+        runs, starts, q, n = self.runs, self.starts, start, len(hashes)
+        out: list[int] = []
+        rid, k = (int(self.run_of[prev]), int(self.offset[prev]) + 1) if prev >= 0 else (-1, 0)
+        fresh = False  # whether run `rid` starts at q (else it owns the block before q)
+        while q < n:
+            if rid >= 0:
+                m = self._agree(rid, k, hashes, q)
+                if fresh and not m:
+                    break
+                out += runs[rid][1][k : k + m]
+                q += m
+                if q == n:
+                    break
+            rid, k, fresh = starts.get(hashes[q], -1), 0, True  # where the run stops, one may start
+            if rid < 0:
+                break
+        return out
+
+    def _agree(self, rid: int, k: int, hashes: list[int], q: int) -> int:
+        """How many entries of run `rid` from `k` equal `hashes[q:]` and still own their block
+        (both hold for a prefix: binary search)."""
+        run_hashes, blocks = self.runs[rid]
+        run_of = self.run_of
+        lo, hi = 0, min(len(run_hashes) - k, len(hashes) - q)
+        while lo < hi:  # the answer is in [lo, hi]
+            mid = (lo + hi + 1) // 2
+            if run_hashes[k + mid - 1] == hashes[q + mid - 1] and run_of[blocks[k + mid - 1]] == rid:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _block_of(self, h: int) -> int:
+        """The GPU block caching `h` at any position, or -1: a scan of the runs, only for a
+        prompt with a repeated hash (not a chain; see `commit`)."""
+        run_of = self.run_of
+        for rid, (hashes, blocks) in self.runs.items():
+            for h2, b in zip(hashes, blocks):
+                if h2 == h and run_of[b] == rid:
+                    return b
+        return -1
 
     # --------------------------------------------------------------- lifecycle
 
@@ -207,20 +259,20 @@ class KVCache:
         """
         prompt_tokens = prompt_tokens or num_tokens
         need = -(-num_tokens // self.block_size)
-        g, c = self.match(hashes)
-        g = min(g, need)
+        blocks, c = self._match_blocks(hashes)
+        del blocks[need:]
+        g = len(blocks)
         c = min(c, need - g)
-        if not self._fits(hashes, g, need):
+        if not self._fits(blocks, need):
             return None
-        blocks = list(map(self.index.__getitem__, islice(hashes, g)))  # (cached: their entries hold)
         if g:
-            hit = np.array(blocks)
+            hit = np.fromiter(blocks, np.int64, g)
             self.lru.remove(hit[self.ref[hit] == 0])  # cached but unused: leave the free list
             self.ref[hit] += 1  # (a sequence holds a block once)
         fresh = self._take(need - g)
         if c:  # loaded from DRAM: their content is known
             loaded = hashes[g : g + c]
-            self._register(loaded, fresh[:c])
+            self._register(blocks[-1] if g else -1, loaded, fresh[:c])
             deque(map(self.cpu.move_to_end, loaded), maxlen=0)
         alloc = Allocation(blocks + fresh, g, c, known=g + c)
         self.counters.gpu_queries += prompt_tokens
@@ -235,15 +287,15 @@ class KVCache:
     def can_allocate(self, hashes: list[int], num_tokens: int) -> bool:
         """Whether `allocate(_, hashes, num_tokens)` would succeed (no side effects)."""
         need = -(-num_tokens // self.block_size)
-        return self._fits(hashes, min(self.match(hashes)[0], need), need)
+        return self._fits(self._cached_prefix(hashes, 0, -1)[:need], need)
 
-    def _fits(self, hashes: list[int], g: int, need: int) -> bool:
-        """Enough free blocks for `need` blocks of which the first `g` are GPU hits."""
-        free = self.free_blocks
+    def _fits(self, hit: list[int], need: int) -> bool:
+        """Enough free blocks for `need` blocks besides the GPU hits `hit` (which leave the free
+        list when unused)."""
+        free, g = self.free_blocks, len(hit)
         if need - g > free:
             return False
-        hit = np.fromiter(map(self.index.__getitem__, islice(hashes, g)), dtype=np.int64, count=g)
-        return need - g <= free - int(np.count_nonzero(self.ref[hit] == 0))
+        return need - g <= free - int(np.count_nonzero(self.ref[np.fromiter(hit, np.int64, g)] == 0))
 
     def grow(self, seq, num_tokens: int) -> bool:
         """Make room for `num_tokens` in total; False when no block can be had."""
@@ -254,25 +306,31 @@ class KVCache:
         alloc.blocks += self._take(min(missing, self.free_blocks))
         return len(alloc.blocks) * self.block_size >= num_tokens
 
-    def commit(self, seq, hashes: list[int]) -> None:
-        """Register the computed full blocks of a sequence (prefix-cacheable from now on),
-        writing them through to the CPU tier."""
+    def commit(self, seq, hashes: list[int], end: int | None = None) -> None:
+        """Register the computed full blocks of a sequence, `hashes[:end]` (prefix-cacheable
+        from now on), writing them through to the CPU tier."""
         alloc = self.seqs[seq]
-        start, end = alloc.known, min(len(hashes), len(alloc.blocks))  # from `start` on: no content yet
+        blocks = alloc.blocks
+        start = alloc.known  # from here on: no content yet
+        end = min(len(hashes), len(blocks), len(hashes) if end is None else end)
         if end > start:
-            new, own = hashes[start:end], alloc.blocks[start:end]
-            if len(set(new)) == len(new):
+            new, own = hashes[start:end], blocks[start:end]
+            prev = blocks[start - 1] if start else -1
+            if type(hashes) is Chain or len(set(new)) == len(new):
                 # cached meanwhile by another sequence: a prefix of `new` (cached hashes are prefix-closed)
-                shared = self._gpu_prefix(new)
+                cached_in = self._cached_prefix(new, 0, prev)
+                shared = len(cached_in)
                 if shared:
-                    self._swap(alloc, start, own[:shared], list(map(self.index.__getitem__, new[:shared])))
-                self._register(new[shared:], own[shared:])
-            else:  # a hash twice in the prompt: block by block, the later copy swapped for the first
+                    self._swap(alloc, start, own[:shared], cached_in)
+                    prev = cached_in[-1]
+                if shared < len(new):
+                    self._register(prev, new[shared:], own[shared:])
+            else:  # a hash twice in the prompt (not a chain): block by block, the later copy swapped for the first
                 cached_in = []
                 for h, b in zip(new, own):
                     other = self._block_of(h)
                     if other < 0:
-                        self._register([h], [b])
+                        self._register(-1, [h], [b])
                     cached_in.append(b if other < 0 else other)
                 self._swap(alloc, start, own, cached_in)
             alloc.known = end
@@ -286,7 +344,7 @@ class KVCache:
         blocks, known = alloc.blocks, alloc.known
         if not blocks:
             return
-        held = np.array(blocks)[::-1]  # the tail is least likely reused: it enters the LRU first
+        held = np.fromiter(reversed(blocks), np.int64, len(blocks))  # the tail is least likely reused: LRU first
         self.ref[held] -= 1
         zero = self.ref[held] == 0
         cut = len(blocks) - known  # the blocks without content (taken first) come before the cut
@@ -305,21 +363,44 @@ class KVCache:
             self.ref[out] = 1
         if n > k:  # evict the least recently used cached blocks
             victims = self.lru.pop(n - k)
-            self.owner[victims] = None  # their index entries go stale
+            self.run_of[victims] = -1  # their run entries go stale
             self.counters.evictions += n - k
             self.ref[victims] = 1
             out += victims.tolist()
         return out
 
-    def _register(self, hashes: list[int], blocks: list[int]) -> None:
-        """Blocks now cache these (distinct, uncached) hashes."""
-        if not hashes:
-            return
-        self.index.update(zip(hashes, blocks))
-        self.owner[np.array(blocks, dtype=np.int64)] = hashes
-        if len(self.index) > self.index_limit:
-            live = np.flatnonzero(self.owner != None)  # noqa: E711 (elementwise)
-            self.index = dict(zip(self.owner[live].tolist(), live.tolist()))
+    def _register(self, prev: int, hashes: list[int], blocks: list[int]) -> None:
+        """Blocks now cache these (distinct, uncached) hashes, which follow the block `prev`
+        (-1: none): the run that ends with `prev` is extended, else a run starts."""
+        rid = int(self.run_of[prev]) if prev >= 0 else -1
+        if rid >= 0 and int(self.offset[prev]) == len(self.runs[rid][0]) - 1:
+            run_hashes, run_blocks = self.runs[rid]
+            k = len(run_hashes)
+            run_hashes += hashes
+            run_blocks += blocks
+        else:
+            rid, k = self.next_run, 0
+            self.next_run += 1
+            self.runs[rid] = (list(hashes), list(blocks))
+            self.starts[hashes[0]] = rid  # (a run that started with it before owns no block now)
+        at = np.fromiter(blocks, np.int64, len(blocks))
+        self.run_of[at] = rid
+        self.offset[at] = np.arange(k, k + len(at))
+        self.entries += len(at)
+        if self.entries > self.entries_limit:
+            self._trim()
+
+    def _trim(self) -> None:
+        """Cut each run to the entries that still own their block (a prefix), and drop the
+        runs left empty."""
+        for rid, (hashes, blocks) in list(self.runs.items()):
+            live = self._agree(rid, 0, hashes, 0)
+            if not live:
+                del self.runs[rid]
+                if self.starts.get(hashes[0]) == rid:
+                    del self.starts[hashes[0]]
+            del hashes[live:], blocks[live:]
+        self.entries = sum(len(hashes) for hashes, _ in self.runs.values())
 
     def _swap(self, alloc: Allocation, start: int, own: list[int], cached_in: list[int]) -> None:
         """Blocks whose content another sequence cached meanwhile (or this one, earlier in the

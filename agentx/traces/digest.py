@@ -15,6 +15,7 @@ import numpy as np
 from agentx.common import log_bins
 from agentx.errors import AgentxError
 from agentx.traces.graph import SessionGraph, build_graph
+from agentx.traces.hashids import id_memory
 from agentx.traces.model import Session
 from agentx.traces.stats import TraceStats, stats_of, trace_values
 
@@ -39,9 +40,14 @@ def prefix_order(graph: SessionGraph) -> dict:
     min(lcp[rank a .. rank b - 1]) blocks, so the union of any requests' prefixes is the sum of
     their lengths minus what neighbours in rank order share (SPEC §9, in-flight unique tokens)."""
     ids = [node.request.hash_ids for node in graph.nodes]
-    # big-endian bytes of one width sort as the id sequences do (a prefix first), in C
+    # big-endian bytes of one width sort as the id sequences do (a prefix first), in C; the
+    # requests whose ids share memory (`id_memory`) are prefixes of the longest: one conversion
     width = ">u8" if any(a.dtype.itemsize > 4 for a in ids) else ">u4"
-    keys = [a.astype(width).tobytes() for a in ids]
+    size = np.dtype(width).itemsize
+    memory = list(map(id_memory, ids))
+    longest = {m: a for m, a in sorted(zip(memory, ids), key=lambda p: len(p[1]))}
+    text = {m: a.astype(width).tobytes() for m, a in longest.items()}
+    keys = [text[m][: len(a) * size] for m, a in zip(memory, ids)]
     order = sorted(range(len(keys)), key=keys.__getitem__)
     rank = [0] * len(keys)
     for r, i in enumerate(order):
@@ -49,8 +55,11 @@ def prefix_order(graph: SessionGraph) -> dict:
     lcp = []
     for a, b in zip(order, order[1:]):
         top = min(len(ids[a]), len(ids[b]))
-        differ = np.flatnonzero(ids[a][:top] != ids[b][:top])
-        lcp.append(int(differ[0]) if differ.size else top)
+        if top and memory[a] != memory[b]:
+            differ = ids[a][:top] != ids[b][:top]
+            first = int(differ.argmax())
+            top = first if differ[first] else top
+        lcp.append(top)
     return {"block_size": graph.session.block_size, "rank": rank, "lcp": lcp}
 
 

@@ -29,7 +29,15 @@ def decode_ids(raw: bytes, file: str, record: str) -> np.ndarray:
         raise TraceError(file, record, "JSON nested too deeply") from None
     if not values:
         return EMPTY_IDS
-    return np.array(values, dtype=np.uint64 if max(values) >= 2**32 else np.uint32)
+    ids = np.fromiter(values, np.uint64, len(values))  # (faster than np.array on a list of ints)
+    return ids if ids.max() >= 2**32 else ids.astype(np.uint32)
+
+
+def id_memory(ids: np.ndarray) -> tuple:
+    """Where an id array's elements lie (address, dtype, strides): arrays with the same key hold
+    the same ids as far as the shorter reaches (`StreamIdParser` hands a stream's requests out
+    as views of one buffer), so work over their common part can be done once."""
+    return ids.__array_interface__["data"][0], ids.dtype.str, ids.strides
 
 
 _SPACE = (b" ", b"\n", b"\t", b"\r")

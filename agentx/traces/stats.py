@@ -9,6 +9,7 @@ import numpy as np
 
 from agentx.common import percentiles
 from agentx.traces.graph import chain_gap
+from agentx.traces.hashids import id_memory
 from agentx.traces.model import Session
 
 PERCENTILES = (50, 90, 95, 99)
@@ -82,23 +83,34 @@ def session_hit_tokens(session: Session) -> tuple[int, int]:
     reqs = sorted(session.requests(), key=lambda r: r.t)
     if not reqs:
         return 0, 0
+    # A stream's requests are views of one buffer (`hashids.id_memory`), each extending the last:
+    # the leading ids of a piece of memory looked at once need not be looked at again, so the
+    # work is the unique blocks, not the sum of the contexts.
     arrays = [r.hash_ids for r in reqs]
-    top = max((int(a.max()) for a in arrays if len(a)), default=0)
+    memory = list(map(id_memory, arrays))
+    longest = {m: a for m, a in sorted(zip(memory, arrays), key=lambda p: len(p[1]))}
+    top = max((int(a.max()) for a in longest.values() if len(a)), default=0)
     remap = None
     if top >= 1 << 26:  # huge global ids: compact them before using a bitmap
         flat = np.concatenate(arrays)
         uniq, inverse = np.unique(flat, return_inverse=True)
         remap, top = inverse, len(uniq) - 1
     seen = np.zeros(top + 1, dtype=bool)
+    marked: dict[tuple, int] = {}  # memory -> its leading ids marked seen
     hits = total = offset = 0
-    for r, ids in zip(reqs, arrays):
+    for r, ids, mem in zip(reqs, arrays, memory):
+        n = len(ids)
+        before = marked.get(mem, 0)
+        done = min(before, n)
         if remap is not None:
-            ids = remap[offset : offset + len(ids)]
-            offset += len(ids)
+            ids = remap[offset : offset + n]
+            offset += n
         isl = session.replay_isl(r)
-        if len(ids):
-            hits += min(isl, int(np.count_nonzero(seen[ids])) * session.block_size)
-            seen[ids] = True
+        if n:
+            rest = ids[done:]
+            hits += min(isl, (done + int(np.count_nonzero(seen[rest]))) * session.block_size)
+            seen[rest] = True
+            marked[mem] = max(before, n)
         total += isl
     return hits, total
 

@@ -117,9 +117,10 @@ class ReferenceKVCache:
         alloc.blocks += self._take(min(missing, len(self.free)))
         return len(alloc.blocks) * self.block_size >= num_tokens
 
-    def commit(self, seq, hashes: list[int]) -> None:
-        """Register the computed full blocks of a sequence (prefix-cacheable from now on),
-        writing them through to the CPU tier."""
+    def commit(self, seq, hashes: list[int], end: int | None = None) -> None:
+        """Register the computed full blocks of a sequence, `hashes[:end]` (prefix-cacheable
+        from now on), writing them through to the CPU tier."""
+        hashes = hashes[:end]
         alloc = self.seqs[seq]
         blocks = alloc.blocks
         block_hash, cached = self.block_hash, self.cached

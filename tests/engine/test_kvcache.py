@@ -102,9 +102,9 @@ def linear_gpu_match(cache, hashes):
     return g
 
 
-def test_binary_search_lookup_equals_a_walk_under_churn():
+def test_run_walk_lookup_equals_a_block_walk_under_churn():
     """Concurrent identical prefixes (computed twice at once), eviction and preemption keep the
-    cached hashes prefix-closed, so the O(log n) lookup finds what a block-by-block walk finds."""
+    cached hashes prefix-closed, so the lookup over runs finds what a block-by-block walk finds."""
     import random
 
     from agentx.engine.config import EngineConfig
@@ -164,7 +164,8 @@ def random_ops(seed: int, n: int = 3_000):
             made += 1
         elif r < 0.55:
             seq, hashes = rng.choice(live)
-            ops.append(("commit", seq, hashes[: rng.randint(0, len(hashes))]))
+            end = rng.randint(0, len(hashes))
+            ops.append(("commit", seq, hashes[:end]) if rng.random() < 0.5 else ("commit", seq, hashes, end))
         elif r < 0.65:
             seq, hashes = rng.choice(live)
             ops.append(("grow", seq, rng.randint(1, 80 * BS)))
@@ -200,8 +201,8 @@ def test_the_cache_equals_the_per_block_reference(num_blocks, cpu_blocks):
             continue
         elif op == "commit":
             before = list(new.seqs[seq].blocks)
-            new.commit(seq, args[0])
-            ref.commit(seq, args[0])
+            new.commit(seq, *args)
+            ref.commit(seq, *args)
             swaps += new.seqs[seq].blocks != before
         elif op == "grow":
             assert new.grow(seq, args[0]) == ref.grow(seq, args[0])
