@@ -15,7 +15,7 @@ import numpy as np
 from agentx.common import log_bins
 from agentx.errors import AgentxError
 from agentx.traces.graph import SessionGraph, build_graph
-from agentx.traces.hashids import id_memory
+from agentx.traces.hashids import by_memory
 from agentx.traces.model import Session
 from agentx.traces.stats import TraceStats, stats_of, trace_values
 
@@ -44,8 +44,7 @@ def prefix_order(graph: SessionGraph) -> dict:
     # requests whose ids share memory (`id_memory`) are prefixes of the longest: one conversion
     width = ">u8" if any(a.dtype.itemsize > 4 for a in ids) else ">u4"
     size = np.dtype(width).itemsize
-    memory = list(map(id_memory, ids))
-    longest = {m: a for m, a in sorted(zip(memory, ids), key=lambda p: len(p[1]))}
+    memory, longest = by_memory(ids)
     text = {m: a.astype(width).tobytes() for m, a in longest.items()}
     keys = [text[m][: len(a) * size] for m, a in zip(memory, ids)]
     order = sorted(range(len(keys)), key=keys.__getitem__)

@@ -40,6 +40,13 @@ def id_memory(ids: np.ndarray) -> tuple:
     return ids.__array_interface__["data"][0], ids.dtype.str, ids.strides
 
 
+def by_memory(arrays: list[np.ndarray]) -> tuple[list[tuple], dict[tuple, np.ndarray]]:
+    """Each array's `id_memory` key, and per key the longest array with it (which holds the ids
+    of every other array with that key)."""
+    memory = list(map(id_memory, arrays))
+    return memory, {m: a for m, a in sorted(zip(memory, arrays), key=lambda p: len(p[1]))}
+
+
 _SPACE = (b" ", b"\n", b"\t", b"\r")
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from agentx.common import percentiles
 from agentx.traces.graph import chain_gap
-from agentx.traces.hashids import id_memory
+from agentx.traces.hashids import by_memory
 from agentx.traces.model import Session
 
 PERCENTILES = (50, 90, 95, 99)
@@ -87,8 +87,7 @@ def session_hit_tokens(session: Session) -> tuple[int, int]:
     # the leading ids of a piece of memory looked at once need not be looked at again, so the
     # work is the unique blocks, not the sum of the contexts.
     arrays = [r.hash_ids for r in reqs]
-    memory = list(map(id_memory, arrays))
-    longest = {m: a for m, a in sorted(zip(memory, arrays), key=lambda p: len(p[1]))}
+    memory, longest = by_memory(arrays)
     top = max((int(a.max()) for a in longest.values() if len(a)), default=0)
     remap = None
     if top >= 1 << 26:  # huge global ids: compact them before using a bitmap
