@@ -1,7 +1,7 @@
 """The `agentx` command: thin; it parses, calls, and prints. This module holds the root command,
 its entry point and what the command groups share; a module per group adds its commands:
 traces (`trace ...`), sim (`sim ...`), capture (`capture ...`), bench (`bench`, `report`, `demo`,
-`probe cache`) and agentx.results.cli (`db ...`, `frontier`, `serve`, `sweep`)."""
+`probe cache`) and agentx.cli.results (`db ...`, `frontier`, `serve`, `sweep`)."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def main() -> None:
 
 # The command tree. Help lists commands and groups each in the order they are added here.
 from agentx.cli import bench, capture, sim, traces  # noqa: E402  (they use the helpers above)
-from agentx.results.cli import register as register_results  # noqa: E402
+from agentx.cli.results import register as register_results  # noqa: E402
 
 app.add_typer(traces.trace_app, name="trace")
 app.add_typer(sim.sim_app, name="sim")

@@ -29,7 +29,7 @@ def _concurrencies(text: str) -> list[int]:
 
 
 def _print_result(result: dict, title: str, folder: Path) -> None:
-    from agentx.metrics.report import result_lines, result_table
+    from agentx.metrics.tables import result_lines, result_table
 
     console.print(result_table(result, title))
     for line in result_lines(result):
@@ -38,9 +38,9 @@ def _print_result(result: dict, title: str, folder: Path) -> None:
 
 
 def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str, run=None) -> list[dict]:
-    from agentx.metrics.report import sweep_table
+    from agentx.metrics.tables import sweep_table
     from agentx.replay.folder import command_line
-    from agentx.replay.sweep import sweep
+    from agentx.replay.concurrency_sweep import sweep
 
     def level(plan) -> str:  # schedule mode has no lanes: its concurrency is whatever the schedule makes it
         return f"schedule mode, time scale {plan.time_scale:g}" if plan.mode == "schedule" else \
@@ -200,7 +200,7 @@ def probe_cache_cmd(
     import json
 
     from agentx.content.tokens import ContentConfig, parse_token_range
-    from agentx.metrics.report import probe_line
+    from agentx.metrics.tables import probe_line
     from agentx.replay.driver import discover_model
     from agentx.replay.probe import ProbeConfig, probe_cache
 

@@ -12,7 +12,7 @@ from agentx.cli import (OPT_CONCURRENCY, OPT_FMT, OPT_GRACE, OPT_IDLE_CAP, OPT_M
                         PLAIN, REQUEST_TIMEOUT_HELP, CostBasis, Format, Scenario, _load, _value, console)
 from agentx.cli.bench import _concurrencies, _default_out, _sweep
 from agentx.errors import AgentxError
-from agentx.results.cli import DB_HELP
+from agentx.cli.results import DB_HELP
 
 sim_app = typer.Typer(help="The simulated inference engine.", **PLAIN)
 
@@ -149,8 +149,8 @@ def sim_plan_cmd(
     from agentx.report.html import write_report
     from agentx.results.db import connect
     from agentx.virtual.capacity import load_plan, run_plan
-    from agentx.virtual.report import plan_table
-    from agentx.virtual.store import store_plan
+    from agentx.virtual.answer_table import plan_table
+    from agentx.virtual.plan_points import store_plan
 
     plan = load_plan(plan_file)
     database = connect(db, lambda m: typer.echo(m, err=True))  # a bad URL fails before any run

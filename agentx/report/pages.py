@@ -21,16 +21,16 @@ from sqlalchemy.engine import Engine
 from agentx.errors import AgentxError
 from agentx.report.dataset import conversation_flamegraph, dataset_charts, digest_charts
 from agentx.report.flame import flamegraph
-from agentx.report.html import (BUNDLES, LAZY_PARTS, bundle_for, plotly_digest, plotly_js, point_part, point_view,
-                                render, script_json, templates, trace_types)
+from agentx.report.html import LAZY_PARTS, point_part, point_view, render
 from agentx.report.rundata import RunData, read_run
-from agentx.report.sweep import X_LABELS, Y_LABELS, deployment_label, frontier_chart
+from agentx.report.toolkit import BUNDLES, bundle_for, plotly_digest, plotly_js, script_json, templates, trace_types
+from agentx.report.frontier_chart import X_LABELS, Y_LABELS, deployment_label, frontier_chart
 from agentx.results import frontier as fr
 from agentx.results.query import Filters
 from agentx.results.schema import conversations, datasets, deployments, point_blobs, points
-from agentx.results.store import unpack
+from agentx.results.points import unpack
 from agentx.traces.digest import digest_stats
-from agentx.traces.report import STATS_COLUMNS, stats_rows
+from agentx.traces.stats_tables import STATS_COLUMNS, stats_rows
 
 TABLE_PAGE = 100  # rows of the frontier page's table
 

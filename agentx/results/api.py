@@ -29,7 +29,7 @@ from agentx.results.inferencex import export_row
 from agentx.results.query import Filters, filtered
 from agentx.results.schema import (DEPLOYMENT_LABELS, METRIC_COLUMNS, conversations, datasets, deployments,
                                    point_blobs, points, sweeps)
-from agentx.results.store import unpack
+from agentx.results.points import unpack
 
 PREFIX = "/api/v1"
 UPLOAD_FILES = ("run.json", "result.json", "records.jsonl", "records.parquet", "server_metrics.jsonl", "trees.jsonl",

@@ -28,7 +28,7 @@ interactivity >= X and p90 TTFT <= Y, valid run) and its throughput per GPU, per
 MW, plus the measured hit rate at every concurrency against the KV capacity. Points run in
 parallel on local processes, or as Ray tasks with `--ray ADDRESS`; a point's result depends only
 on its settings, so both give identical points. The command then stores every point in the
-results database (`virtual/store.py`) and draws the plan's HTML report (`report/plan.py`).
+results database (`virtual/plan_points.py`) and draws the plan's HTML report (`report/capacity.py`).
 """
 
 from __future__ import annotations

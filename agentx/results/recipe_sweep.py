@@ -23,7 +23,7 @@ from agentx.results.db import now
 from agentx.results.importer import import_run
 from agentx.results.recipe import Deployment, Recipe, load_recipe, point_fingerprint, recipe_fingerprint
 from agentx.results.schema import points, sweeps
-from agentx.results.store import deployment_labels, insert_point
+from agentx.results.points import deployment_labels, insert_point
 from agentx.results.targets import healthy, running
 
 
