@@ -8,7 +8,7 @@ import pytest
 
 from agentx.data import sample_traces
 from agentx.engine.config import EngineConfig
-from agentx.engine.replicas import ROUTERS
+from agentx.engine.routing import RouterName as ROUTERS
 from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
 from agentx.virtual.runner import SimDeployment, VirtualRun
