@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from agentx.common import key64
+from agentx.options import check_bounds, option
 from agentx.traces.graph import SessionGraph
 
 WARMUP1, WARMUP2, PROFILE, DONE = "warmup1", "warmup2", "profile", "done"
@@ -61,18 +62,25 @@ PENDING, READY, FLIGHT, ENDED = 0, 1, 2, 3
 
 @dataclass(frozen=True)
 class PlanConfig:
-    concurrency: int
-    duration: float
-    seed: int = 0
-    run_id: str = "run"
-    warmup: bool = True
-    warmup_requests_per_lane: int = 10
-    idle_cap: float = 300.0
-    system_idle_cap: float = 10.0
-    mode: PlanMode = PlanMode.LANES  # or SCHEDULE: every session starts at its recorded start / time_scale
-    time_scale: float = 1.0  # schedule mode
-    warmup_seconds: float = 0.0  # schedule mode: this prefix of the schedule is recorded as warmup
-    lead: float = 0.0  # between the warmup's drain (or the start) and profiling: the client renders ahead
+    """The replay plan's settings (`option`: each declared once, with its flag's help and bounds)."""
+
+    concurrency: int = option(8, "Lanes.", min=1, cli=False)  # (the CLI takes a list: a sweep)
+    duration: float = option(3600.0, "Profiling window in seconds.", gt=0)
+    seed: int = option(0, "Seed of the plan and the content.")
+    run_id: str = option("run", cli=False)  # set per run
+    warmup: bool = option(True, "Warm every lane up before profiling (--no-warmup: every lane starts at t = 0).")
+    warmup_requests_per_lane: int = option(10, "Warmup requests each lane sends before profiling.", min=0)
+    idle_cap: float = option(300.0, "Longest gap a session tree waits with nothing in flight.", min=0)
+    system_idle_cap: float = option(10.0, "Longest gap with nothing in flight anywhere.", min=0)
+    mode: str = option(PlanMode.LANES.value, "lanes (closed loop) or schedule (open loop at recorded start times).",
+                       choices=PlanMode)
+    time_scale: float = option(1.0, "Schedule mode: divide recorded session start times by this.", gt=0)
+    warmup_seconds: float = option(0.0, "Schedule mode: this prefix counts as warmup.", min=0)
+    lead: float = option(0.0, min=0, cli=False)  # between the warmup's drain (or the start) and profiling: the
+    # client renders ahead (set per run, `replay/run.py` LEAD_S)
+
+    def __post_init__(self):
+        check_bounds(self)
 
 
 @dataclass(frozen=True)

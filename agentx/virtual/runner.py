@@ -25,11 +25,10 @@ import itertools
 import json
 import math
 import time
-from dataclasses import dataclass, field
 
 from agentx.common import key64, peak_rss_mb
 from agentx.content.engine_blocks import EngineBlocks
-from agentx.engine.config import EngineConfig
+from agentx.engine.config import Deployment, EngineConfig
 from agentx.engine.metrics import ServerStats, samples
 from agentx.engine.replicas import Replicas
 from agentx.engine.window import decode_finish_bound
@@ -50,19 +49,10 @@ def engine_settings(e: EngineConfig) -> str:
     return ", ".join(parts)
 
 
-@dataclass(frozen=True)
-class SimDeployment:
-    """What `sim bench` simulates: one engine configuration, replicated behind a router."""
-
-    engine: EngineConfig = field(default_factory=EngineConfig)
-    replicas: int = 1
-    router: str = "round-robin"
-
-
 class VirtualRun(RunSkeleton):
     """One virtual replay of `sessions` into the run folder `settings.out`."""
 
-    def __init__(self, settings: BenchSettings, sessions: list, sim: SimDeployment, command: str = ""):
+    def __init__(self, settings: BenchSettings, sessions: list, sim: Deployment, command: str = ""):
         self.replicas = Replicas(sim.engine, sim.replicas, sim.router)
         roof = self.replicas.roofline
         settings = settings.replace(model=settings.target.model or roof.model.name, wire="tokens",
@@ -243,7 +233,7 @@ def _series_line(t: float, phase: str, values: dict[str, float]) -> bytes:
     return f'{{"t": {json.dumps(t)}, "phase": {json.dumps(phase)}, "samples": {{{", ".join(parts)}}}}}\n'.encode()
 
 
-def sim_bench(settings: BenchSettings, sessions: list, sim: SimDeployment, command: str = "", on_tick=None) -> dict:
+def sim_bench(settings: BenchSettings, sessions: list, sim: Deployment, command: str = "", on_tick=None) -> dict:
     """Replay `sessions` on the simulated deployment in modeled time; write the run folder;
     return the result point. (`on_tick` is accepted for `sweep`'s sake: a virtual run has no
     live display.)"""
