@@ -43,7 +43,7 @@ def app_of(seen: list) -> typer.Typer:
     app = typer.Typer(rich_markup_mode=None)
 
     @app.command()
-    @config_options(First, Second, help={"seed": "Seed of both."})
+    @config_options(First, (Second, ("seed", "limit")), help={"seed": "Seed of both."})
     def run(name: str = typer.Option("n", "--name"), options: dict = None):
         seen.append((name, First(**pick(First, options)), Second(**pick(Second, options))))
 

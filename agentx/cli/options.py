@@ -48,11 +48,13 @@ def _parameter(cfg_type, f, hints: dict, default, help_text: str | None) -> insp
                              annotation=Optional[base] if optional or default is None else base)
 
 
-def config_options(*configs, skip: tuple[str, ...] = (), only: tuple[str, ...] | None = None,
-                   help: dict[str, str] | None = None, defaults: dict | None = None):
-    """Add the declared fields of `configs` as flags to a command (less `skip`, or just `only`);
-    `help` and `defaults` override a field's help or default for this command. The command's
-    `options` parameter receives {field name: value} (choices as their plain string values)."""
+def config_options(*configs, skip: tuple[str, ...] = (), help: dict[str, str] | None = None,
+                   defaults: dict | None = None):
+    """Add the declared fields of `configs` as flags to a command: of a config type all its fields,
+    of a pair (type, names) those fields only; less `skip`. `help` and `defaults` override a
+    field's help or default for this command. The command's `options` parameter receives
+    {field name: value} (choices as their plain string values); the first config declaring a
+    name gives its flag."""
     help, defaults = help or {}, defaults or {}
 
     def wrap(command):
@@ -60,7 +62,8 @@ def config_options(*configs, skip: tuple[str, ...] = (), only: tuple[str, ...] |
         own = [p for p in sig.parameters.values() if p.name != "options"]
         taken = {p.name for p in own}
         added: list[inspect.Parameter] = []
-        for cfg_type in configs:
+        for item in configs:
+            cfg_type, only = item if isinstance(item, tuple) else (item, None)
             hints = typing.get_type_hints(cfg_type)
             for f in declared(cfg_type):
                 if f.name in taken or f.name in skip or (only is not None and f.name not in only):

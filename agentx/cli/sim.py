@@ -39,15 +39,14 @@ def sim_serve_cmd(
                          "faults": faults}))
 
 
-# the engine settings `sim bench` takes (the rest are `sim serve`'s tuning)
-SIM_BENCH_ENGINE = ("hardware", "gpus", "model", "precision", "gpu_memory_utilization", "cpu_offload_gb", "max_num_seqs",
-                    "max_num_batched_tokens", "max_model_len", "spec_decode", "draft_tokens", "acceptance_length")
+# what `sim bench` leaves to `sim serve` (the timing model's tuning) and to bench (schedule mode)
+SIM_BENCH_SKIPS = ("block_size", "num_gpu_blocks_override", "mfu", "mbu", "overhead_s", "host_link_efficiency",
+                   "host_links", "mode", "time_scale", "warmup_seconds")
 
 
 @sim_app.command("bench")
-@config_options(EngineConfig, Deployment, PlanConfig, ContentConfig, TargetConfig, Labels,  # (the engine's --model, --gpus, ...)
-                only=(*SIM_BENCH_ENGINE, "replicas", "router", "duration", "seed", "warmup", "warmup_requests_per_lane",
-                      "idle_cap", "system_idle_cap", "grace", "token_scale", "cost_basis"),
+@config_options(EngineConfig, Deployment, PlanConfig, ContentConfig, (TargetConfig, ("grace",)), (Labels, ("cost_basis",)),
+                skip=SIM_BENCH_SKIPS,
                 help={"duration": "Profiling window in (modeled) seconds.",
                       "seed": "Seed of the plan, the content and the engine."})
 def sim_bench_cmd(
