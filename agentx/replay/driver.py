@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import math
+import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -24,13 +25,15 @@ from agentx.errors import AgentxError
 from agentx.metrics.identity import discover
 from agentx.metrics.scrape import Scraper
 from agentx.records import Record, RecordWriter
-from agentx.replay.client import Client, Exchange
+from agentx.replay.client import Client
 from agentx.replay.folder import report
-from agentx.replay.session_ids import SessionIdentity, with_body_field
+from agentx.replay.session_ids import SessionIdentity
 from agentx.replay.plan import DONE, PROFILE, Dispatch
 from agentx.replay.probe import ANSWER_TOKENS, ProbeConfig, probe_cache
 from agentx.replay.run import RunSkeleton
 from agentx.replay.settings import BenchSettings
+from agentx.replay.sender import HttpSender
+from agentx.replay.workers import LocalLauncher, RemoteSender, WorkerPool
 from agentx.serving import run_async
 
 # `bench` is the entry point; its settings (settings.py) and `report` (folder.py) are named here too
@@ -62,7 +65,7 @@ def discover_model(url: str) -> str:
 class Opened:
     """What `Run.open` set up for the loop and `Run.close` takes down."""
 
-    client: Client
+    sender: object  # HttpSender (this process's client) or workers.RemoteSender
     writer: RecordWriter
     probe: ProbeConfig | None
     scraper: Scraper | None = None
@@ -115,7 +118,7 @@ class Run(RunSkeleton):
         gc.freeze()
         try:
             opened = await self.open(on_tick)
-            dispatcher = Dispatcher(self, opened.client, opened.writer, lambda: self._window_opens(opened))
+            dispatcher = Dispatcher(self, opened.sender, opened.writer, lambda: self._window_opens(opened))
             await dispatcher.loop()
             await self.close(opened, dispatcher)
         finally:
@@ -131,6 +134,7 @@ class Run(RunSkeleton):
         probe = self._probe_config(found)
         if probe:
             self.folder.info["cache_probe"] = {"before": await probe_cache(probe, self.sessions)}
+        pool = await self._start_workers()  # before the clock: every worker is ready (the start barrier)
         self.folder.write_info()
         t0, scale = time.perf_counter(), target.clock_scale
         self.t0 = t0
@@ -143,7 +147,12 @@ class Run(RunSkeleton):
                                            self._phase).__aenter__()
             opened.scrape_task = asyncio.create_task(opened.scraper.run())
         opened.cpu0, opened.waited0 = time.process_time(), _runqueue_wait_s()
-        opened.client = await Client(target.url, target.request_timeout, target.keep_chunks).__aenter__()
+        if pool is None:
+            client = await Client(target.url, target.request_timeout, target.keep_chunks).__aenter__()
+            opened.sender = HttpSender(self, client)
+        else:
+            pool.start_clock(t0)
+            opened.sender = RemoteSender(pool)
         opened.ticker = asyncio.create_task(self._tick(on_tick)) if on_tick else None
         return opened
 
@@ -156,7 +165,7 @@ class Run(RunSkeleton):
         cpu, cpu_wall = time.process_time() - opened.cpu0, clock() / scale
         waited = _runqueue_wait_s()
         await dispatcher.drain(self.s.target.grace)
-        await opened.client.__aexit__(None, None, None)
+        workers = await opened.sender.close()
         if opened.scraper is not None:
             await asyncio.gather(*opened.window)
             await opened.scraper.scrape_once("close")
@@ -175,7 +184,31 @@ class Run(RunSkeleton):
             "runqueue_wait_percent": 100.0 * (waited - waited0) / cpu_wall if cpu_wall and waited is not None else None,
             "peak_rss_mb": peak_rss_mb(),
             "wall_s": clock() / scale, "profile_wall_s": profile_wall,
+            **({"workers": workers} if workers else {}),
         })
+
+    async def _start_workers(self) -> WorkerPool | None:
+        """With --workers N > 1 or --ray: the worker processes (or actors), every one connected
+        and its clock offset measured; None: this process sends the requests itself."""
+        target = self.s.target
+        count = target.worker_count()
+        if target.ray:
+            from agentx.replay.ray_workers import RayLauncher
+
+            launcher = RayLauncher(target.ray, count)
+        elif count == 1:
+            return None
+        else:
+            launcher = LocalLauncher(count or len(os.sched_getaffinity(0)))
+        pool = WorkerPool(self, launcher)
+        try:
+            await pool.start()
+        except BaseException:
+            launcher.stop()
+            raise
+        self.folder.info["client_workers"] = {"count": pool.count, "where": "ray" if target.ray else "local",
+                                              "lanes": "lane L -> worker L mod count"}
+        return pool
 
     def _window_opens(self, opened: Opened) -> None:
         """Scrape as the window opens: at once when nothing is in flight (the warmup has drained;
@@ -204,23 +237,26 @@ class Run(RunSkeleton):
     def _phase(self) -> str:
         return self.phase_at(self.clock())
 
-    def forget_finished(self) -> None:
-        """Write the rows of trees that finished since the last call and drop their state."""
-        for tree in self.finished_trees():
+    def forget_finished(self) -> list:
+        """Write the rows of trees that finished since the last call and drop their state; the
+        trees."""
+        trees = list(self.finished_trees())
+        for tree in trees:
             self.identity.forget(tree.uid, len(tree.graph.streams))
+        return trees
 
 
 class Dispatcher:
-    """The real-time loop: sends the plan's due requests on the client (each written at once, its
-    answer awaited by a task of its own), records each answer and tells the plan, prepares bodies
-    ahead while it would wait, and sleeps until the next due time or completion. It holds no file
-    or server of its own, so a worker process can run it over a share of the lanes."""
+    """The real-time loop: hands the plan's due requests to a sender (each written at once, its
+    answer awaited by a task of its own), records each answer and tells the plan, lets the sender
+    prepare bodies ahead while it would wait, and sleeps until the next due time or completion.
+    The sender is this process's HTTP client (`HttpSender`) or worker processes
+    (`replay/workers.py`): the plan, the records and the window stay here either way."""
 
-    def __init__(self, run: Run, client: Client, writer: RecordWriter, window_opens):
-        self.run, self.plan, self.client, self.writer = run, run.plan, client, writer
+    def __init__(self, run: Run, sender, writer: RecordWriter, window_opens):
+        self.run, self.plan, self.sender, self.writer = run, run.plan, sender, writer
         self.window_opens = window_opens  # called once the plan may have reached the window
         self.scale = run.s.target.clock_scale
-        self.keep_chunks = run.s.target.keep_chunks
         self.tasks: set[asyncio.Task] = set()
         self.wake = asyncio.Event()
 
@@ -257,8 +293,9 @@ class Dispatcher:
 
     async def drain(self, grace: float) -> None:
         """After the loop: answers in flight get `grace` seconds, then are cancelled (recorded so)."""
+        self.sender.closing(grace)
         if self.tasks:
-            _, pending = await asyncio.wait(set(self.tasks), timeout=grace)
+            _, pending = await asyncio.wait(set(self.tasks), timeout=grace + self.sender.close_margin_s)
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
@@ -268,7 +305,7 @@ class Dispatcher:
         loop = asyncio.get_running_loop()
         for d in self.plan.due(now):
             try:
-                sent = self._begin(d)
+                sent = self.sender.begin(d)
             except Exception as e:  # a bug must not stall the plan: record it and go on
                 sent = e
             task = loop.create_task(self._one(d, sent))
@@ -276,68 +313,24 @@ class Dispatcher:
             task.add_done_callback(self.tasks.discard)
 
     async def _one(self, d: Dispatch, sent) -> None:
-        run, clock = self.run, self.run.clock
-        try:
-            if isinstance(sent, Exception):
-                raise sent
-            rec = await self._record(d, *sent)
-        except Exception as e:  # a bug must not stall the plan: record it and go on
-            now = clock()
-            rec = run.record(d, 0, 0, 0, now, now, error="client", detail=f"{type(e).__name__}: {e}"[:300])
+        rec = await self.sender.answer(d, sent)
         sent = None  # the body: its stream's next request may reuse the buffer
         self.writer.write(rec)
-        run.count(rec)
+        self.run.count(rec)
         # the agent can act once the response is complete (its last bytes may come after the last
         # token): that, not the record's `end`, starts the end-to-start delays
-        self.plan.ended(d.key, clock())
+        self.plan.ended(d.key, self.run.clock())
         self.window_opens()
-        run.forget_finished()
+        for tree in self.run.forget_finished():
+            self.sender.forget(tree)
         if self.plan.phase != DONE:
-            self.launch(clock())  # what this completion made due goes out now, not a loop hop later
+            self.launch(self.run.clock())  # what this completion made due goes out now, not a loop hop later
         self.wake.set()
 
     def _render_ahead(self, now: float) -> bool:
-        """Prepare the next request due within AHEAD_S that is not prepared yet; False when there
-        is none (or the bodies held ahead are too big already)."""
-        render = self.run.render
-        if render.ahead_full():
-            return False
-        return render.prepare_ahead(self.plan.upcoming(now, AHEAD_S * self.scale))
-
-    def _begin(self, d: Dispatch) -> tuple[Exchange, int, int, int]:
-        """Start the request of a dispatch: (exchange, ISL, OSL, theoretical cached)."""
-        run = self.run
-        body, isl, osl, k = run.render.prepared(d)
-        theo = run.render.theoretical_cached(d, isl, k)
-        turn = run.identity.turn(d.tree, d.graph, d.node)
-        headers = run.identity.preset.headers(turn)
-        headers["X-Correlation-ID"] = f"{run.run_id}-{d.tree}-{d.node}"
-        body = with_body_field(body, run.identity.preset.body_field(turn))
-        return self.client.begin(run.render.bodies.path, body, headers), isl, osl, theo
-
-    async def _record(self, d: Dispatch, ex: Exchange, isl: int, osl: int, theo: int) -> Record:
-        base, scale = self.run.t0, self.scale
-        rec = self.run.record(d, isl, osl, theo, (ex.res.start - base) * scale, 0.0)
-        try:
-            res = await self.client.finish(ex)
-        except asyncio.CancelledError:
-            rec.end, rec.error = self.run.clock(), "cancelled"
-            return rec
-        rec.start, rec.end = (res.start - base) * scale, (res.end - base) * scale
-        self.run.identity.answered(d.tree, d.graph.nodes[d.node].stream, res.set_cookie)
-        rec.ttft = (res.first - res.start) * scale if res.first is not None else None
-        rec.isl, rec.osl, rec.cached = res.prompt_tokens, res.completion_tokens, res.cached_tokens
-        if rec.osl is None and res.error is None:
-            rec.osl = res.chunks
-        rec.chunks, rec.finish_reason, rec.status = res.chunks, res.finish_reason, res.status
-        if res.reasoning_tokens is not None or res.reasoning_chunks:
-            rec.reasoning = res.reasoning_tokens if res.reasoning_tokens is not None else res.reasoning_chunks
-        rec.error, rec.detail = res.error, res.detail
-        if res.error is None and res.first is None:
-            rec.error = "empty"  # a 200 with no output at all
-        if self.keep_chunks:
-            rec.chunk_times = [(t - res.start) * scale for t in res.chunk_times]
-        return rec
+        """Let the sender prepare the next request due within AHEAD_S; False when there is none
+        to prepare here (or the bodies held ahead are too big already)."""
+        return self.sender.ahead(lambda: self.plan.upcoming(now, AHEAD_S * self.scale))
 
 
 def _runqueue_wait_s() -> float | None:

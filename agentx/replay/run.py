@@ -61,11 +61,7 @@ class RunSkeleton:
                **answer) -> Record:
         """The record of a dispatch sent at `start` and answered (or not) at `end`; `answer` holds
         the fields the engine's answer filled in."""
-        node = d.graph.nodes[d.node]
-        return Record(run=self.run_id, lane=d.lane, tree=d.tree, replay=d.replay, session=d.session.id,
-                      stream=node.stream, stream_kind=d.graph.kind(d.node), node=d.node, phase=d.phase,
-                      planned=d.planned, start=start, end=end, isl_planned=isl_planned, osl_planned=osl_planned,
-                      theo_cached=theo_cached, **answer)
+        return make_record(self.run_id, d, isl_planned, osl_planned, theo_cached, start, end, **answer)
 
     def finished_trees(self) -> Iterator[Tree]:
         """The session trees that finished since the last call, each written to trees.jsonl and its
@@ -77,3 +73,13 @@ class RunSkeleton:
             self.render.forget(tree.uid, len(tree.graph.streams))
             self.folder.write_tree(tree, self.plan.profile_end)
             yield tree
+
+
+def make_record(run_id: str, d: Dispatch, isl_planned: int, osl_planned: int, theo_cached: int, start: float,
+                end: float, **answer) -> Record:
+    """The record of dispatch `d` of run `run_id` (also made in a worker process)."""
+    node = d.graph.nodes[d.node]
+    return Record(run=run_id, lane=d.lane, tree=d.tree, replay=d.replay, session=d.session.id,
+                  stream=node.stream, stream_kind=d.graph.kind(d.node), node=d.node, phase=d.phase,
+                  planned=d.planned, start=start, end=end, isl_planned=isl_planned, osl_planned=osl_planned,
+                  theo_cached=theo_cached, **answer)

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from agentx.content.tokens import ContentConfig
 from agentx.content.wire import WIRE_MODES
 from agentx.engine.presets import COST_BASES
+from agentx.errors import AgentxError
 from agentx.options import check_bounds, option
 from agentx.replay.plan import PlanConfig
 from agentx.replay.session_ids import PresetName
@@ -36,9 +37,20 @@ class TargetConfig:
     session_headers: str = option("plain", "How each stream's session id and its parent's are sent: plain, dynamo, "
                                   "sglang or llm-d (SPEC 2).", choices=PresetName)
     probe_cache: int = option(0, "Cache-correctness probes before and after the run.", min=0)
+    workers: str = option("1", "Client processes sending the requests: N, or auto (one per core; with --ray one per "
+                          "CPU of the cluster). Lane L goes to worker L mod N; the plan stays in this process.")
+    ray: str | None = option(None, "Run the client workers as Ray actors on this cluster (auto, HOST:PORT; the ray "
+                             "extra).")
 
     def __post_init__(self):
         check_bounds(self)
+        object.__setattr__(self, "workers", str(self.workers))  # (a recipe may give a number)
+        if self.workers != "auto" and not (self.workers.isdigit() and int(self.workers) >= 1):
+            raise AgentxError(f"want a count >= 1 or auto, got {self.workers!r}", "workers")
+
+    def worker_count(self) -> int | None:
+        """The workers asked for (None: auto)."""
+        return None if self.workers == "auto" else int(self.workers)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,87 @@
+"""Sending a dispatch on this process's HTTP client: the body (prepared ahead or now), the
+session headers, the answer read into a `Record`. The driver's loop uses it directly with
+`--workers 1`; each worker process (`workers.py`) uses it for its share of the lanes."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentx.records import Record
+from agentx.replay.client import Client, Exchange
+from agentx.replay.plan import Dispatch
+from agentx.replay.session_ids import with_body_field
+
+
+class HttpSender:
+    """Requests sent on this process's client: the body (prepared ahead or now), the session
+    headers, the answer read into a `Record`. `run` gives the renderer, the session identity, the
+    settings, the clock and its origin `t0` (a worker's own, on the driver's clock)."""
+
+    close_margin_s = 0.0
+
+    def __init__(self, run, client: Client):
+        self.run, self.client = run, client
+        self.scale = run.s.target.clock_scale
+        self.keep_chunks = run.s.target.keep_chunks
+
+    def begin(self, d: Dispatch) -> tuple[Exchange, int, int, int]:
+        """Start the request of a dispatch: (exchange, ISL, OSL, theoretical cached)."""
+        run = self.run
+        body, isl, osl, k = run.render.prepared(d)
+        theo = run.render.theoretical_cached(d, isl, k)
+        turn = run.identity.turn(d.tree, d.graph, d.node)
+        headers = run.identity.preset.headers(turn)
+        headers["X-Correlation-ID"] = f"{run.run_id}-{d.tree}-{d.node}"
+        body = with_body_field(body, run.identity.preset.body_field(turn))
+        return self.client.begin(run.render.bodies.path, body, headers), isl, osl, theo
+
+    async def answer(self, d: Dispatch, sent) -> Record:
+        """The record of a begun request (or of the error `begin` raised)."""
+        try:
+            if isinstance(sent, Exception):
+                raise sent
+            return await self._record(d, *sent)
+        except Exception as e:  # a bug must not stall the plan: record it and go on
+            now = self.run.clock()
+            return self.run.record(d, 0, 0, 0, now, now, error="client", detail=f"{type(e).__name__}: {e}"[:300])
+
+    def ahead(self, upcoming) -> bool:
+        render = self.run.render
+        if render.ahead_full():
+            return False
+        return render.prepare_ahead(upcoming())
+
+    def forget(self, tree) -> None:
+        """A finished tree (its state here was dropped by `Run.forget_finished`)."""
+
+    def closing(self, grace: float) -> None:
+        """The loop ended: in-flight answers get `grace` seconds."""
+
+    async def close(self) -> list:
+        """After the drain: the client closed; no workers to report."""
+        await self.client.__aexit__(None, None, None)
+        return []
+
+    async def _record(self, d: Dispatch, ex: Exchange, isl: int, osl: int, theo: int) -> Record:
+        base, scale = self.run.t0, self.scale
+        rec = self.run.record(d, isl, osl, theo, (ex.res.start - base) * scale, 0.0)
+        try:
+            res = await self.client.finish(ex)
+        except asyncio.CancelledError:
+            rec.end, rec.error = self.run.clock(), "cancelled"
+            return rec
+        rec.start, rec.end = (res.start - base) * scale, (res.end - base) * scale
+        self.run.identity.answered(d.tree, d.graph.nodes[d.node].stream, res.set_cookie)
+        rec.ttft = (res.first - res.start) * scale if res.first is not None else None
+        rec.isl, rec.osl, rec.cached = res.prompt_tokens, res.completion_tokens, res.cached_tokens
+        if rec.osl is None and res.error is None:
+            rec.osl = res.chunks
+        rec.chunks, rec.finish_reason, rec.status = res.chunks, res.finish_reason, res.status
+        if res.reasoning_tokens is not None or res.reasoning_chunks:
+            rec.reasoning = res.reasoning_tokens if res.reasoning_tokens is not None else res.reasoning_chunks
+        rec.error, rec.detail = res.error, res.detail
+        if res.error is None and res.first is None:
+            rec.error = "empty"  # a 200 with no output at all
+        if self.keep_chunks:
+            rec.chunk_times = [(t - res.start) * scale for t in res.chunk_times]
+        return rec
