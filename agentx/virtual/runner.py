@@ -80,6 +80,9 @@ class VirtualRun(RunSkeleton):
         self.records = self.series = None
         self.turns = 0  # loop turns that advanced a core (the cost the windows save)
         self.time = 0.0  # the loop's clock: every event before it has been handled
+        # per core, its finish bound while its state is unchanged: a core's bound changes only when
+        # it advances or a request reaches it (replicas share nothing), so each turn computes one
+        self.bounds: dict = {}
 
     # ------------------------------------------------------------------ the loop
 
@@ -120,7 +123,7 @@ class VirtualRun(RunSkeleton):
                     self._sample(tick)
                     tick += 1.0
                 continue
-            self._advance(first, min([events] + [self._finish_bound(c) for c in busy if c is not first]))
+            self._advance(first, min([events] + [self._bound(c) for c in busy if c is not first]))
         self._drain(plan.profile_end + self.s.target.grace)
         self.records.close()
         self.series.close()
@@ -133,9 +136,16 @@ class VirtualRun(RunSkeleton):
         """Run `core` up to `until`; its finished sequences wait in `done` for their time (finishes
         at the same time are handled in replica order, whichever core ran first)."""
         finished = core.advance(max(until, core.now + 1e-9), self.itl[self.replicas.cores.index(core)])
+        self.bounds.pop(core, None)
         self.turns += 1
         for seq in finished:
             heapq.heappush(self.done, (seq.finished_at, seq.replica, next(self.order), seq))
+
+    def _bound(self, core) -> float:
+        bound = self.bounds.get(core)
+        if bound is None:
+            bound = self.bounds[core] = self._finish_bound(core)
+        return bound
 
     @staticmethod
     def _finish_bound(core) -> float:
@@ -151,12 +161,13 @@ class VirtualRun(RunSkeleton):
             if not busy:
                 break
             first = min(busy, key=lambda c: c.now)
-            others = [self._finish_bound(c) for c in busy if c is not first]
+            others = [self._bound(c) for c in busy if c is not first]
             self._advance(first, min([deadline] + others))
         while self.done:
             self._finish(heapq.heappop(self.done)[-1])
         for seq in list(self.inflight):
             self.replicas.abort(seq)
+            self.bounds.clear()
             d, isl, osl, theo = self.inflight.pop(seq)
             self.records.write(self.record(d, isl, osl, theo, seq.arrival, deadline, status=200, error="cancelled"))
 
@@ -184,7 +195,7 @@ class VirtualRun(RunSkeleton):
             if core.idle and core.now < now:
                 core.now = now  # an idle engine starts its next iteration when work arrives
         # the stream's session id as bench sends it (`TREE`, `TREE.k`) less bench's random run id
-        self.replicas.add(seq, now, stream_session_id(str(d.tree), stream[1]))
+        self.bounds.pop(self.replicas.add(seq, now, stream_session_id(str(d.tree), stream[1])), None)
         self.inflight[seq] = (d, isl, osl, theo)
 
     def _finish(self, seq) -> None:
