@@ -114,6 +114,8 @@ class EngineCore:
             )
         self.vocab = self.roofline.model.vocab
         self.waiting: deque[Sequence] = deque()
+        # the fewest tokens any waiting sequence has left (constant while it waits; None: to count)
+        self._waiting_left: int | None = 0
         self.running: list[Sequence] = []
         self.now = 0.0
         self.sources = PromptSources()
@@ -157,6 +159,7 @@ class EngineCore:
         """Queue a sequence that arrived at `now` (the caller's clock; default: the core's)."""
         seq.arrival = self.now if now is None else now
         self.waiting.append(seq)
+        self._waited(seq)
 
     def abort(self, seq: Sequence) -> None:
         if seq.finish_reason:
@@ -164,6 +167,7 @@ class EngineCore:
         seq.finish_reason = "abort"
         if seq in self.waiting:
             self.waiting.remove(seq)
+            self._waiting_left = None
         else:
             self.running.remove(seq)
             self.kv.free_seq(seq)
@@ -238,7 +242,11 @@ class EngineCore:
         """A time before which no sequence of this core can finish: every iteration lasts at
         least the fixed overhead and emits at most ceil(AL) tokens per sequence."""
         per_step = math.ceil(self.accept_len)
-        left = min((s.stop_len - len(s.output) for s in (*self.running, *self.waiting)), default=0)
+        if self._waiting_left is None:
+            self._waiting_left = min((s.stop_len - len(s.output) for s in self.waiting), default=0)
+        left = min((s.stop_len - len(s.output) for s in self.running), default=0)
+        if self.waiting:
+            left = min(left, self._waiting_left) if self.running else self._waiting_left
         return self.now + self.cfg.overhead_s * max(1, -(-left // per_step))
 
     def accepted(self) -> int:
@@ -304,6 +312,8 @@ class EngineCore:
                 return
             seq.capacity = len(alloc.blocks) * bs
             self.waiting.popleft()
+            if seq.stop_len - len(seq.output) == self._waiting_left:
+                self._waiting_left = None  # (it may have been the fewest)
             self.running.append(seq)
             seq.computed = hit
             if seq.cached_tokens < 0:  # first admission (not a resume after preemption)
@@ -340,3 +350,12 @@ class EngineCore:
         seq.preemptions += 1
         self.preemptions += 1
         self.waiting.appendleft(seq)
+        self._waited(seq)
+
+    def _waited(self, seq: Sequence) -> None:
+        """`seq` joined the waiting queue: the fewest tokens left there, kept up to date."""
+        left = seq.stop_len - len(seq.output)
+        if len(self.waiting) == 1:
+            self._waiting_left = left
+        elif self._waiting_left is not None:
+            self._waiting_left = min(self._waiting_left, left)
