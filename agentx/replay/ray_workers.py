@@ -20,7 +20,7 @@ class RayLauncher:
             raise AgentxError("--ray needs the ray extra: pip install -e '.[ray]'", "ray") from None
         self.ray = ray
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
-        self.host = ray.util.get_node_ip_address()
+        self.host = _driver_node_ip(ray)
         self.count = count or max(1, int(ray.cluster_resources().get("CPU", 1)))
         self.actors: list = []
         self.done: list = []
@@ -56,3 +56,12 @@ class RayLauncher:
 class _Worker:
     def run(self, spec: WorkerSpec) -> dict:
         return run_worker(spec)
+
+
+def _driver_node_ip(ray) -> str:
+    """The address of the Ray node this driver is attached to (workers connect back to it)."""
+    me = ray.get_runtime_context().get_node_id()
+    for node in ray.nodes():
+        if node.get("NodeID") == me:
+            return node["NodeManagerAddress"]
+    return ray.util.get_node_ip_address()
