@@ -13,8 +13,15 @@
    corpus at 512 lanes against the instant server, streaming flat out and paced at 100 tok/s
    per stream (a fast GPU deployment); prints the client's peak RSS (target <= 2 GB) and
    dispatch lateness p50/p99 (target p99 <= 2 ms) over the profiling window.
+3. The agentic shape (issue #29): `agentx bench --workers W` (W = 1, 2 and one per core) replays
+   the bundled traces and the synthetic corpus (256k) against the instant server, back to back
+   (`--idle-cap 0 --system-idle-cap 0`: no tool-call gaps, the client flat out), and prints total
+   (input + output) tok/s and requests/s over the window, and per client core: tokens and
+   requests per CPU second of the client (the driver's and every worker's CPU during the run).
+   A deployment serving X total tok/s of this traffic needs X / (tok/s per client core) client
+   cores. AIPerf beside it where `aiperf` is on PATH (its Mooncake-trace input).
 
-    python benchmarks/client_ceiling.py [--seconds 15] [--replay-seconds 60] [--corpus DIR]
+    python benchmarks/client_ceiling.py [--seconds 15] [--replay-seconds 60] [--corpus DIR] [--only-agentic]
 """
 
 from __future__ import annotations
@@ -144,6 +151,52 @@ def replay(url: str, corpus: Path, lanes: int, seconds: float) -> dict:
             "late_p50": late["p50"], "late_p99": late["p99"], "cpu": run["client"]["cpu_percent"]}
 
 
+def agentic(url: str, traces: list[str], lanes: int, seconds: float, workers: int) -> dict:
+    """One `agentx bench --workers W` run, back to back, against the instant server."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run"
+        cmd = [sys.executable, "-m", "agentx.cli", "bench", "--url", url, "--model", "instant", *traces,
+               "--concurrency", str(lanes), "--duration", str(seconds), "--warmup-requests-per-lane", "1",
+               "--idle-cap", "0", "--system-idle-cap", "0", "--server-metrics", "none", "--workers", str(workers),
+               "--out", str(out), "--grace", "30", "--allow-invalid"]
+        load = os.getloadavg()[0]
+        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"bench failed: {proc.stderr[-2000:]}")
+        run, result = json.loads((out / "run.json").read_text()), json.loads((out / "result.json").read_text())
+        tokens = requests = 0
+        for line in (out / "records.jsonl").read_bytes().splitlines():
+            r = json.loads(line)
+            if not r.get("error"):
+                tokens += r["isl_planned"] + (r.get("osl") or 0)
+                requests += 1
+    client = run["client"]
+    cpu = client["cpu_s"] + sum(w.get("cpu_s", 0.0) for w in client.get("workers", []))
+    tp = result["request_metrics"]["throughput"]
+    return {"workers": workers, "tok_s": tp["total_tok_s"], "req_s": tp["requests_per_s"], "cpu": cpu,
+            "tok_per_cpu_s": tokens / cpu, "req_per_cpu_s": requests / cpu, "errors": sum(result["requests"]["errors"].values()),
+            "load": (load + os.getloadavg()[0]) / 2, "isl_mean": tokens / max(1, requests)}
+
+
+def agentic_table(url: str, corpus: Path, lanes: int, seconds: float) -> None:
+    cores = len(os.sched_getaffinity(0))
+    counts = sorted({1, 2, cores})
+    print(f"3. the agentic shape: agentx bench --workers W against the instant server, {lanes} lanes back to back, "
+          f"{seconds:g} s window ({cores} cores here, the server on one of them)")
+    print(f"{'traces':<26} {'W':>2} {'total tok/s':>12} {'req/s':>7} {'client CPU s':>12} {'tok/s per core':>15} "
+          f"{'req/s per core':>14} {'mean tokens/req':>15} {'errors':>6} {'load':>5}")
+    for name, traces in (("bundled (14 real)", []), ("synthetic 393 (256k)", ["--traces", str(corpus), "--max-context", "256k"])):
+        for w in counts:
+            r = agentic(url, traces, lanes, seconds, w)
+            print(f"{name:<26} {w:>2} {r['tok_s']:>12,.0f} {r['req_s']:>7,.1f} {r['cpu']:>12.1f} "
+                  f"{r['tok_per_cpu_s']:>15,.0f} {r['req_per_cpu_s']:>14,.1f} {r['isl_mean']:>15,.0f} "
+                  f"{r['errors']:>6} {r['load']:>5.1f}")
+    import shutil
+
+    print("AIPerf: " + ("on PATH, but its Mooncake-trace replay is not wired into this table yet" if shutil.which("aiperf")
+                        else "not installed here (pip install aiperf), so no AIPerf column") + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
@@ -152,12 +205,18 @@ def main() -> None:
     ap.add_argument("--replay-seconds", type=float, default=60.0)
     ap.add_argument("--lanes", type=int, default=512)
     ap.add_argument("--corpus", type=Path, help="a synthetic corpus folder (made with agentx trace synth if absent)")
+    ap.add_argument("--agentic-lanes", type=int, default=32)
+    ap.add_argument("--agentic-seconds", type=float, default=20.0)
+    ap.add_argument("--only-agentic", action="store_true", help="only the agentic-shape table (3)")
     args = ap.parse_args()
     if args.serve:
         run_async(instant_server(args.serve, args.stream_pace))
         return
     server, url = start_server()
     try:
+        if args.only_agentic:
+            agentic_table(url, args.corpus or _synth(), args.agentic_lanes, args.agentic_seconds)
+            return
         pin(os.getpid(), 1)
         print("1. streaming against an instant server (server on core 0, client on core 1)")
         print(f"{'concurrency':>11} {'offered tok/s':>14} {'tokens':>10} {'tok/s':>9} {'client CPU s':>13} "
@@ -191,12 +250,20 @@ def main() -> None:
             label = "flat out" if not pace else f"{pace:g} tok/s per stream"
             print(f"{label:>22} {r['requests']:>9,} {r['rss_mb']:>12,.0f} {r['late_p50']:>16.2f} "
                   f"{r['late_p99']:>16.2f} {r['cpu']:>13.0f}")
-        print("targets: peak RSS <= 2,048 MB, dispatch lateness p99 <= 2 ms")
+        print("targets: peak RSS <= 2,048 MB, dispatch lateness p99 <= 2 ms\n")
+        agentic_table(url, corpus, args.agentic_lanes, args.agentic_seconds)
         if tmp:
             tmp.cleanup()
     finally:
         server.terminate()
         server.wait()
+
+
+def _synth() -> Path:
+    corpus = Path(tempfile.mkdtemp()) / "corpus"
+    subprocess.run([sys.executable, "-m", "agentx.cli", "trace", "synth", "--sessions", "393", "--seed", "1",
+                    "--out", str(corpus)], check=True, stdout=subprocess.DEVNULL)
+    return corpus
 
 
 if __name__ == "__main__":

@@ -181,6 +181,7 @@ class Run(RunSkeleton):
         waited0 = opened.waited0
         self.folder.finish({
             "cpu_percent": 100.0 * cpu / cpu_wall if cpu_wall else None,  # until the window closed
+            "cpu_s": cpu,
             "runqueue_wait_percent": 100.0 * (waited - waited0) / cpu_wall if cpu_wall and waited is not None else None,
             "peak_rss_mb": peak_rss_mb(),
             "wall_s": clock() / scale, "profile_wall_s": profile_wall,

@@ -101,6 +101,7 @@ class _WorkerRun:
         self.render = Renderer(spec.run_id, spec.settings.content, target.model, target.wire, target.tokenizer)
         self.identity = SessionIdentity(target.session_headers, spec.run_id)
         self.t0 = time.perf_counter()
+        self.cpu0 = time.process_time()  # from the run's start (set again then): the run's CPU, not the setup's
         self.scale = target.clock_scale
 
     def clock(self) -> float:
@@ -130,7 +131,7 @@ async def _serve(spec: WorkerSpec) -> dict:
         sender = HttpSender(run, client)
         served = await _Served(link, run, sender, graphs).serve()
     stats = {"host": socket.gethostname(), "pid": os.getpid(), "records": served,
-             "cpu_s": time.process_time(), "peak_rss_mb": peak_rss_mb()}
+             "cpu_s": time.process_time() - run.cpu0, "peak_rss_mb": peak_rss_mb()}
     link.send(["closed", stats])
     await link.writer.drain()
     link.close()
@@ -158,6 +159,7 @@ class _Served:
                     self.link.send(["pong", msg[1], time.perf_counter()])
                 elif kind == "start":
                     self.run.t0 = msg[1]  # the driver's origin, on this host's clock
+                    self.run.cpu0 = time.process_time()
                 elif kind == "send":
                     self._send(dispatch_of(msg, self.graphs))
                 elif kind == "ahead":
