@@ -193,7 +193,10 @@ def agentic_table(url: str, corpus: Path, lanes: int, seconds: float) -> None:
                   f"{r['errors']:>6} {r['load']:>5.1f}")
     import shutil
 
-    print("AIPerf: " + ("on PATH, but its Mooncake-trace replay is not wired into this table yet" if shutil.which("aiperf")
+    # AIPerf's Mooncake-trace input synthesizes each prompt's text with a Hugging Face tokenizer
+    # (by model name from the Hub, or a local tokenizer folder): none is available offline here.
+    print("AIPerf: " + ("on PATH, not run: its Mooncake-trace replay needs a Hugging Face tokenizer folder "
+                        "(none offline here)" if shutil.which("aiperf")
                         else "not installed here (pip install aiperf), so no AIPerf column") + "\n")
 
 
