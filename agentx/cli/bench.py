@@ -136,6 +136,9 @@ def bench_cmd(
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="tokenizer.json for --wire chat (default: the sim's)."),
     server_metrics: str = typer.Option("", "--server-metrics", help="Prometheus URL (default: the target's /metrics; 'none': off)."),
     keep_chunks: bool = typer.Option(False, "--keep-chunks", help="Keep every chunk's arrival time in the records."),
+    power: str = typer.Option("none", "--power", help="GPU power telemetry, read every second: dcgm:URL (a DCGM "
+                              "exporter's /metrics), nvidia-smi, amd-smi, rocm-smi, auto (the first that answers) "
+                              "or none; gives J/token and measured tok/s per MW (SPEC 3)."),
     cost_basis: CostBasis = typer.Option("neocloud", "--cost-basis", help="Which price of the GPU counts."),
     mode: Mode = typer.Option("lanes", "--mode", help="lanes (closed loop) or schedule (open loop at recorded start times)."),
     session_headers: SessionHeaders = typer.Option("plain", "--session-headers", help="How each stream's session id "
@@ -150,6 +153,7 @@ def bench_cmd(
 ):
     """Replay agentic traces (or a fixed scenario) against a server and summarize the run."""
     from agentx.content.tokens import parse_token_range
+    from agentx.power.sources import check_spec
     from agentx.replay.scenarios import scenario_sessions
     from agentx.replay.settings import BenchSettings
 
@@ -168,7 +172,7 @@ def bench_cmd(
         token_range=parse_token_range(token_range), token_scale=token_scale, tokenizer=tokenizer,
         server_metrics=None if server_metrics == "none" else server_metrics, keep_chunks=keep_chunks,
         cost_basis=cost_basis.value, scenario=_value(scenario), clock_scale=clock_scale, mode=mode.value,
-        session_headers=session_headers.value,
+        session_headers=session_headers.value, power=check_spec(power),
         time_scale=time_scale, warmup_seconds=warmup_seconds, warmup=not no_warmup and mode.value == "lanes",
         dataset=_value(scenario) or (", ".join(map(str, traces)) if traces else "bundled WEKA sample")
         + (f" ({provider})" if provider and not scenario else ""),

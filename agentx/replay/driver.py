@@ -25,6 +25,8 @@ from agentx.common import gc_paused, peak_rss_mb
 from agentx.errors import AgentxError
 from agentx.metrics.identity import discover
 from agentx.metrics.scrape import Scraper
+from agentx.power.sampler import PowerSampler
+from agentx.power.sources import find_source, make_source
 from agentx.records import Record, RecordWriter
 from agentx.replay.client import Client, Exchange
 from agentx.replay.folder import RunFolder, report
@@ -124,6 +126,7 @@ class Run:
         found = await discover(target.url)  # (before the run's clock starts, as is the probe)
         self.folder.info["server_identity"] = {k: list(v) for k, v in found.items()}
         probe = self._probe_config(found)
+        power = await self._power_source()
         if probe:
             self.folder.info["cache_probe"] = {"before": await probe_cache(probe, self.sessions)}
         self.folder.write_info()
@@ -138,6 +141,10 @@ class Run:
             url = target.server_metrics or target.url.rstrip("/") + "/metrics"
             scraper = await Scraper(url, self.folder.path / "server_metrics.jsonl", clock, self._phase).__aenter__()
             scrape_task = asyncio.create_task(scraper.run())
+        sampler = sample_task = None
+        if power is not None:
+            sampler = PowerSampler(power, self.folder.path / "power.jsonl", clock, self._phase).__enter__()
+            sample_task = asyncio.create_task(sampler.run())
         wake = asyncio.Event()
         tasks: set[asyncio.Task] = set()
         window: list[asyncio.Task] = []  # the scrape that opens the window
@@ -146,11 +153,16 @@ class Run:
 
             def window_opens() -> None:
                 """Scrape as the window opens: at once when nothing is in flight (the warmup has
-                drained; nothing is sent before the profiling start), else at the start itself."""
-                if scraper is None or window or self.plan.phase not in (PROFILE, DONE):
+                drained; nothing is sent before the profiling start), else at the start itself.
+                Power is read at the start itself: energy accrues while nothing is sent."""
+                if (scraper is None and sampler is None) or window or self.plan.phase not in (PROFILE, DONE):
                     return
-                wait = 0.0 if self.plan.inflight == 0 else max(0.0, (self.plan.profile_start - clock()) / scale)
-                window.append(loop.create_task(_after(wait, scraper.scrape_once("open"))))
+                start = max(0.0, (self.plan.profile_start - clock()) / scale)
+                if scraper is not None:
+                    wait = 0.0 if self.plan.inflight == 0 else start
+                    window.append(loop.create_task(_after(wait, scraper.scrape_once("open"))))
+                if sampler is not None:
+                    window.append(loop.create_task(_after(start, sampler.sample_once("open"))))
 
             def launch(now: float) -> None:
                 """Send what is due: each request is written here, its answer awaited by a task."""
@@ -218,17 +230,21 @@ class Run:
                 for task in pending:
                     task.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
-        if scraper is not None:  # the window closes when its last request has ended
-            await asyncio.gather(*window)
-            await scraper.scrape_once("close")
+        # the window closes when its last request has ended
+        await asyncio.gather(*window)
+        await asyncio.gather(*[part.scrape_once("close") if part is scraper else part.sample_once("close")
+                               for part in (scraper, sampler) if part is not None])
         if probe:
             self.folder.info["cache_probe"]["after"] = await probe_cache(probe, self.sessions)
-        for task in (scrape_task, ticker):
+        for task in (scrape_task, sample_task, ticker):
             if task:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         if scraper is not None:
             await scraper.__aexit__(None, None, None)
+        if sampler is not None:
+            sampler.__exit__(None, None, None)
+            await power.close()
         writer.close()
         self.folder.finish({
             "cpu_percent": 100.0 * cpu / cpu_wall if cpu_wall else None,  # until the window closed
@@ -236,6 +252,20 @@ class Run:
             "peak_rss_mb": peak_rss_mb(),
             "wall_s": clock() / scale, "profile_wall_s": profile_wall,
         })
+
+    async def _power_source(self):
+        """The telemetry source of `--power` (None: off, or `auto` found none), named in run.json."""
+        target = self.s.target
+        if target.power == "none":
+            return None
+        if target.power == "auto":
+            metrics = None if target.server_metrics is None else target.server_metrics or target.url.rstrip("/") + "/metrics"
+            source, tried = await find_source(metrics)
+            self.folder.info["power_auto"] = {"found": source.name if source else None, "tried": tried}
+        else:
+            source = make_source(target.power)
+        self.folder.info["power_source"] = source.name if source else None
+        return source
 
     def _probe_config(self, found: dict) -> ProbeConfig | None:
         """The cache probe of `--probe-cache N` (prompts that fit the published context)."""

@@ -29,6 +29,7 @@ class TargetConfig:
     clock_scale: float = 1.0  # the target runs this much faster than what it models (sim --speed)
     session_headers: str = "plain"  # how stream session ids are sent: plain, dynamo, sglang, llm-d (identity.py)
     probe_cache: int = 0  # cache-correctness probes before and after the run (0: none)
+    power: str = "none"  # GPU telemetry: dcgm:URL, nvidia-smi, amd-smi, rocm-smi, auto or none (agentx/power)
 
 
 @dataclass(frozen=True)

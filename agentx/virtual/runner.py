@@ -35,6 +35,8 @@ from agentx.engine.config import EngineConfig
 from agentx.engine.metrics import ServerStats, samples
 from agentx.engine.replicas import Replicas
 from agentx.engine.window import decode_finish_bound
+from agentx.power.readings import dcgm_readings
+from agentx.power.sampler import PowerSample, sample_line
 from agentx.records import Record, RecordWriter
 from agentx.replay.folder import RunFolder, report
 from agentx.replay.plan import DONE, PROFILE, Dispatch, ReplayPlan
@@ -103,6 +105,8 @@ class VirtualRun:
         self.trees_written = 0
         self.turns = 0  # loop turns that advanced a core (the cost the windows save)
         self.time = 0.0  # the loop's clock: every event before it has been handled
+        self.power = None  # power.jsonl: the modeled GPUs' DCGM readings (none without power figures)
+        self.window_open, self.last_profile_end = False, None
 
     # ------------------------------------------------------------------ the loop
 
@@ -121,6 +125,9 @@ class VirtualRun:
         self.records = RecordWriter(folder)
         self.folder.open_trees()
         self.series = open(folder / "server_metrics.jsonl", "ab", buffering=0)
+        if self.replicas.cores[0].power.known:
+            self.power = open(folder / "power.jsonl", "ab", buffering=0)
+            self.folder.info["power_source"] = POWER_SOURCE
         plan, tick = self.plan, 0.0
         plan.start(0.0)
         while True:
@@ -145,8 +152,12 @@ class VirtualRun:
                 continue
             self._advance(first, min([events] + [self._finish_bound(c) for c in busy if c is not first]))
         self._drain(plan.profile_end + self.s.target.grace)
+        if self.last_profile_end is not None:
+            self._power_read(self.last_profile_end, "close")  # the window closes as its last request ends
         self.records.close()
         self.series.close()
+        if self.power:
+            self.power.close()
         self.folder.finish({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - cpu0,
                             "peak_rss_mb": peak_rss_mb(),
                             "modeled_s": self.time, "advance_turns": self.turns,
@@ -188,6 +199,9 @@ class VirtualRun:
     def _submit(self, d: Dispatch) -> None:
         """Hand a dispatch to the engine at the loop's time (or record its refusal)."""
         now, prompts = self.time, self.render.prompts
+        if d.phase == "profile" and not self.window_open:
+            self.window_open = True
+            self._power_read(now, "open")  # the profiling start itself, as bench's sampler reads it
         session, req = d.session, d.request
         stream = (d.tree, d.graph.nodes[d.node].stream)
         isl = prompts.isl(session, req)
@@ -228,6 +242,8 @@ class VirtualRun:
 
     def _ended(self, d: Dispatch, rec: Record, at: float) -> None:
         self.records.write(rec)
+        if rec.phase == "profile" and rec.error is None:
+            self.last_profile_end = max(self.last_profile_end or rec.end, rec.end)
         self.plan.ended(d.key, at)
         done = self.plan.finished_trees
         while self.trees_written < len(done):  # their rows, and their bookkeeping dropped
@@ -256,9 +272,19 @@ class VirtualRun:
             itl.clear()
         phase = self.plan.phase
         phase = "warmup" if phase in ("warmup1", "warmup2") or (phase == PROFILE and t < self.plan.profile_start) else phase
-        self.series.write(_series_line(t, phase, samples(self.replicas, self.stats, self.s.target.model)))
+        values = samples(self.replicas, self.stats, self.s.target.model, t)
+        self.series.write(_series_line(t, phase, values))
+        if self.power:
+            self.power.write(sample_line(PowerSample(t, phase, dcgm_readings(values))))
+
+    def _power_read(self, t: float, phase: str) -> None:
+        """A power read at modeled time t outside the 1 s ticks (the window's bounds)."""
+        if self.power:
+            self.power.write(sample_line(PowerSample(t, phase, dcgm_readings(samples(self.replicas, self.stats,
+                                                                                      self.s.target.model, t)))))
 
 
+POWER_SOURCE = "dcgm (the simulated engine's modeled power, virtual time)"
 _KEY_TEXT: dict[str, str] = {}  # sample name -> its JSON text and separator (the same names every second)
 
 
