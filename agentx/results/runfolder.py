@@ -1,5 +1,5 @@
 """Read a run folder through its files (SPEC §2-§4): run.json, result.json, the records
-(records.parquet when the run finished, else records.jsonl), server_metrics.jsonl.
+(records.parquet when the run finished, else records.jsonl), server_metrics.jsonl, power.jsonl.
 
 Records come back as columns (numpy arrays, strings as lists) so a 100k-request run loads in well
 under a second and the importer never builds an object per request.
@@ -16,6 +16,7 @@ import numpy as np
 
 from agentx.errors import AgentxError
 from agentx.metrics.scrape import read_series
+from agentx.power.sampler import read_power
 
 # record field -> dtype of its column (None fields become NaN in float columns, -1 in int ones)
 FLOAT_FIELDS = ("planned", "start", "end", "ttft")
@@ -31,6 +32,7 @@ class RunFolder:
     result: dict  # result.json
     columns: dict  # field -> numpy array (numbers) or list (strings)
     series: list[dict]  # server_metrics.jsonl rows
+    power: list = None  # power.jsonl reads (agentx/power/sampler.py), [] without --power
 
     @property
     def n(self) -> int:
@@ -67,7 +69,8 @@ def read_run(path: Path) -> RunFolder:
     for key in ("schema_version", "identity", "request_metrics"):
         if key not in result:
             raise AgentxError(f"{result_path}: field {key!r} missing (not an agentx result point)")
-    return RunFolder(path, info, result, read_columns(path), read_series(path / "server_metrics.jsonl"))
+    return RunFolder(path, info, result, read_columns(path), read_series(path / "server_metrics.jsonl"),
+                     read_power(path / "power.jsonl"))
 
 
 def _json(path: Path) -> dict:

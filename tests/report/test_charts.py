@@ -145,6 +145,13 @@ def test_frontier_and_table_of_the_sweep(sweep, tmp_path):
     usd = frontier_chart(rows, "p90_e2e_norm_intvty", "tok_per_usd_hyperscaler")
     assert sorted(y for t in usd["data"] for y in t["y"]) == pytest.approx(sorted(
         r.result["request_metrics"]["throughput"]["total_tok_s_per_gpu"] * 3600 / 1.41 for r in runs))
+    # measured power (bench --power): J per output token, lower is better, and measured tok/s per MW
+    joules = frontier_chart(rows, "p90_e2e_norm_intvty", "joules_per_output_token")
+    assert sorted(y for t in joules["data"] for y in t["y"]) == pytest.approx(sorted(
+        r.result["power"]["joules_per_output_token"] for r in runs))
+    mw = frontier_chart(rows, "p90_e2e_norm_intvty", "measured_tok_s_per_mw")
+    assert sorted(y for t in mw["data"] for y in t["y"]) == pytest.approx(sorted(
+        r.result["power"]["total_tok_s_per_mw"] for r in runs))
     rows = table_rows(results)
     assert [row["concurrency"] for row in rows] == [2, 6] and list(rows[0]) == TABLE_COLUMNS
     assert rows[1]["ok"] == runs[1].result["requests"]["succeeded"]
@@ -197,3 +204,23 @@ def test_a_crowded_frontier_moves_labels_and_legend_to_the_hover(sweep):
     assert all("text" not in t["mode"] and "%{hovertext}" in t["hovertemplate"] for t in crowded["data"])
     shown = [{h.split(" x ")[1].split(",")[0] for h in t["hovertext"]} for t in crowded["data"]]  # its deployment
     assert sorted(h for hw in shown for h in hw) == sorted(f"hw{d}" for d in range(LEGEND_CURVES + 1))
+
+
+def test_point_page_draws_the_measured_power(sweep):
+    """The point's power chart: the GPUs' summed watts per step, as read into power.jsonl, beside
+    the decode throughput; its mean over the profiling steps is near the result's average W."""
+    run = read_run(sweep_folders(sweep)[1])
+    series = chart_blobs(run)["series"]
+    fig = over_time(series)["power"]
+    watts = next(t for t in fig["data"] if t["name"].startswith("GPU power"))
+    decode = next(t for t in fig["data"] if t["name"] == "decode tok/s")
+    assert decode["yaxis"] == "y2" and any(v for v in decode["y"] if v)
+    reads = {round(s.t // series["step_s"]): sum(r.power_w for r in s.gpus) for s in run.power if s.gpus}
+    drawn = {i: w for i, w in enumerate(watts["y"]) if w is not None}
+    assert drawn and set(drawn) == set(reads) and all(drawn[i] == pytest.approx(reads[i], abs=0.1) for i in drawn)
+    assert all(8 * 77.71 - 1 <= w <= 8 * 700 + 1 for w in drawn.values())  # 8 H200s between idle and TDP
+    p = run.result["power"]
+    assert p["valid"] and "dcgm:" in fig["layout"]["title"]["text"]
+    a, b = p["t_start"] // series["step_s"], p["t_end"] // series["step_s"]
+    inside = [w for i, w in drawn.items() if a < i < b]
+    assert sum(inside) / len(inside) == pytest.approx(p["avg_w"], rel=0.25)

@@ -103,10 +103,11 @@ def bench_cli(url: str, out: Path, concurrency: str, *extra: str) -> None:
 
 @pytest.fixture(scope="session")
 def sweep_dir(tmp_path_factory) -> Path:
-    """A folder of two real runs (concurrency 2 and 6) of the bundled traces against the sim."""
+    """A folder of two real runs (concurrency 2 and 6) of the bundled traces against the sim, its
+    modeled GPU power read from the sim's DCGM series (bench --power)."""
     out = tmp_path_factory.mktemp("runs") / "sweep"
     with sim_server("--speed", str(SPEED)) as url:
-        bench_cli(url, out, "2,6")
+        bench_cli(url, out, "2,6", "--power", f"dcgm:{url}/metrics")
     return out
 
 
