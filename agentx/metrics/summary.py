@@ -137,7 +137,8 @@ def identity(settings: dict, run: dict) -> dict:
     return out
 
 
-def summarize(records: list[Record], run: dict, series: list[dict], trees: list[dict], power: list | None = None) -> dict:
+def summarize(records: list[Record], run: dict, series: list[dict], trees: list[dict],
+              power: list | None = None) -> dict:
     settings = run.get("settings", {})
     prof = [r for r in records if r.phase == "profile"]
     ok = [r for r in prof if r.error is None]

@@ -13,6 +13,7 @@ read, a GPU has neither power nor energy, or more than 10 % of the window's read
 
 from __future__ import annotations
 
+from agentx.power.readings import gpu_order
 from agentx.power.sampler import PowerSample
 
 MAX_FAILED_SHARE = 0.10
@@ -72,16 +73,17 @@ def window_energy(samples: list[PowerSample], source: str | None) -> dict:
         return {"valid": False, "source": None, "reasons": ["no power source (bench --power)"]}
     rows, window, reasons = _window(samples)
     good = [s for s in rows if s.error is None and s.gpus]
-    out: dict = {"valid": False, "source": source, "window": window, "reads": len(rows),
-                 "failed_reads": len(rows) - len(good)}
-    if rows and len(rows) - len(good) > MAX_FAILED_SHARE * len(rows):
-        first = next(s.error for s in rows if s.error is not None or not s.gpus) if any(s.error for s in rows) else ""
-        reasons.append(f"{len(rows) - len(good)} of {len(rows)} reads in the window failed" + (f" ({first})" if first else ""))
+    out: dict = {"valid": False, "source": source, "window": window, "reads": len(rows)}
+    failed = len(rows) - len(good)
+    if rows and failed > MAX_FAILED_SHARE * len(rows):
+        first = next((s.error for s in rows if s.error), None)
+        reasons.append(f"{failed} of {len(rows)} reads in the window failed" + (f" ({first})" if first else ""))
     if len(good) < 2:
-        out["reasons"] = reasons + ["fewer than two readings in the profiling window"]
+        out.update(failed_reads=failed, reasons=reasons + ["fewer than two readings in the profiling window"])
         return out
     t0, t1 = good[0].t, good[-1].t
-    gpus = sorted({r.gpu for s in good for r in s.gpus}, key=lambda g: (not g.isdigit(), int(g) if g.isdigit() else 0, g))
+    out["failed_reads"] = failed
+    gpus = sorted({r.gpu for s in good for r in s.gpus}, key=gpu_order)
     per_gpu = []
     for gpu in gpus:
         row, why = _gpu(gpu, good, t0, t1)

@@ -80,7 +80,7 @@ def dcgm_readings(samples: dict[str, float]) -> list[GpuReading]:
         found.setdefault(gpu, {})[field] = _finite("dcgm", gpu, name, value if name == DCGM_POWER else value / 1000)
     if not found:
         raise TelemetryError(f"dcgm: no {DCGM_POWER} or {DCGM_ENERGY} samples")
-    return [_reading("dcgm", g, f.get("power_w"), f.get("energy_j")) for g, f in sorted(found.items(), key=_gpu_order)]
+    return [_reading("dcgm", g, found[g].get("power_w"), found[g].get("energy_j")) for g in sorted(found, key=gpu_order)]
 
 
 def parse_dcgm(text: str) -> list[GpuReading]:
@@ -91,8 +91,8 @@ def parse_dcgm(text: str) -> list[GpuReading]:
     return dcgm_readings(samples)
 
 
-def _gpu_order(item) -> tuple:
-    gpu = item[0]
+def gpu_order(gpu: str) -> tuple:
+    """GPU ids by number ("2" before "10"), then any others by name."""
     return (0, int(gpu), "") if gpu.isdigit() else (1, 0, gpu)
 
 
@@ -176,7 +176,8 @@ def parse_amd_smi(text: str) -> list[GpuReading]:
             raise TelemetryError("amd-smi: a list entry without \"gpu\"")
         gpu = str(entry["gpu"])
         power, energy = entry.get("power"), entry.get("energy")
-        watts = _amd_value(gpu, "power.socket_power", power.get("socket_power"), WATT) if isinstance(power, dict) else None
+        watts = (_amd_value(gpu, "power.socket_power", power.get("socket_power"), WATT)
+                 if isinstance(power, dict) else None)
         joules = (_amd_value(gpu, "energy.total_energy_consumption", energy.get("total_energy_consumption"), JOULE)
                   if isinstance(energy, dict) else None)
         out.append(_reading("amd-smi", gpu, watts, joules))

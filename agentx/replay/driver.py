@@ -259,7 +259,8 @@ class Run:
         if target.power == "none":
             return None
         if target.power == "auto":
-            metrics = None if target.server_metrics is None else target.server_metrics or target.url.rstrip("/") + "/metrics"
+            metrics = target.server_metrics or target.url.rstrip("/") + "/metrics"
+            metrics = None if target.server_metrics is None else metrics
             source, tried = await find_source(metrics)
             self.folder.info["power_auto"] = {"found": source.name if source else None, "tried": tried}
         else:

@@ -1,7 +1,7 @@
 """A run folder: `run.json` (settings, version and command line at start; client health and
 `finished` at the end), `records.jsonl` (+ `records.parquet`), `server_metrics.jsonl`,
-`trees.jsonl` (a row per finished session tree), `power.jsonl` (with `--power`) and `result.json`, which `report()` rebuilds
-from the rest (also for a run that was killed)."""
+`trees.jsonl` (a row per finished session tree), `power.jsonl` (with `--power`) and
+`result.json`, which `report()` rebuilds from the rest (also for a run that was killed)."""
 
 from __future__ import annotations
 

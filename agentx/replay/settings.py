@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 
 from agentx.content.tokens import ContentConfig
+from agentx.power.sources import check_spec
 from agentx.replay.plan import PlanConfig
 
 # PlanConfig fields the driver sets for each run (not options)
@@ -30,6 +31,9 @@ class TargetConfig:
     session_headers: str = "plain"  # how stream session ids are sent: plain, dynamo, sglang, llm-d (identity.py)
     probe_cache: int = 0  # cache-correctness probes before and after the run (0: none)
     power: str = "none"  # GPU telemetry: dcgm:URL, nvidia-smi, amd-smi, rocm-smi, auto or none (agentx/power)
+
+    def __post_init__(self):
+        check_spec(self.power)  # a recipe's `bench: {power: ...}` is checked as the flag is
 
 
 @dataclass(frozen=True)
