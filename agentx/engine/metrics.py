@@ -8,6 +8,7 @@ hot path); latency histograms are observed by the server in wall-clock seconds.
 from __future__ import annotations
 
 from bisect import bisect_left
+from functools import cache
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -155,18 +156,23 @@ def dcgm_series(core, now: float) -> list[tuple[str, dict, float]]:
     """(name, labels, value) of every modeled GPU at modeled time `now`: replica r's GPUs are
     numbered r x GPUs + 0 .. GPUs - 1, each drawing its group's power (TP splits work evenly)."""
     cores = getattr(core, "cores", None) or [core]
-    gpus, hw = cores[0].cfg.gpus, cores[0].roofline.hw
     if not cores[0].power.known:
         return []
-    out = []
+    gpus, out = cores[0].cfg.gpus, []
+    labels = _gpu_labels(len(cores), gpus, cores[0].roofline.hw.name)
     for r, c in enumerate(cores):
-        util, watts, joules = c.power.utilization(now), c.power.power_w(now), c.power.energy_j(now)
+        util, watts, joules = c.power.reading(now)
         for j in range(gpus):
-            i = r * gpus + j
-            labels = {"gpu": str(i), "UUID": f"GPU-agentx-sim-{i:04d}", "device": f"nvidia{i}", "modelName": hw.name}
-            out += [("DCGM_FI_DEV_GPU_UTIL", labels, round(util * 100)), ("DCGM_FI_DEV_POWER_USAGE", labels, watts),
-                    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", labels, joules * 1000)]
+            gpu = labels[r * gpus + j]
+            out += [("DCGM_FI_DEV_GPU_UTIL", gpu, round(util * 100)), ("DCGM_FI_DEV_POWER_USAGE", gpu, watts),
+                    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", gpu, joules * 1000)]
     return out
+
+
+@cache
+def _gpu_labels(replicas: int, gpus: int, model_name: str) -> tuple[dict, ...]:
+    return tuple({"gpu": str(i), "UUID": f"GPU-agentx-sim-{i:04d}", "device": f"nvidia{i}", "modelName": model_name}
+                 for i in range(replicas * gpus))
 
 
 def _dcgm_text(series: list[tuple[str, dict, float]]) -> bytes:
@@ -186,12 +192,11 @@ def exposition(core, stats: ServerStats, model_name: str, now: float = 0.0) -> b
     return generate_latest(registry) + _dcgm_text(dcgm_series(core, now))
 
 
-def samples(core, stats: ServerStats, model_name: str, now: float = 0.0) -> dict[str, float]:
+def samples(core, stats: ServerStats, model_name: str) -> dict[str, float]:
     """What a scrape of `exposition()` parses into (`metrics.scrape.parse_samples`), without the
-    text (the virtual-time runner samples every modeled second)."""
+    text and the DCGM series (the virtual-time runner samples every modeled second, and writes the
+    power readings to power.jsonl of their own)."""
     out = {}
-    for name, labels, value in dcgm_series(core, now):
-        out[name + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"] = float(value)
     for kind, name, _, labels, value in all_series(core, stats, model_name):
         ident = (kind, name, *labels.items())
         keys = _SAMPLE_KEYS.get(ident) or _SAMPLE_KEYS.setdefault(ident, _sample_keys(kind, name, labels))

@@ -52,10 +52,10 @@ class PowerModel:
         """Joules one GPU of the group has drawn from modeled time 0 to t."""
         return self.idle_w * t + (self.tdp_w - self.idle_w) * self.busy_s(t)
 
-    def utilization(self, t: float) -> float:
-        """Busy share of the last AVERAGE_S (of [0, t] early on)."""
-        span = min(AVERAGE_S, t)
-        return (self.busy_s(t) - self.busy_s(t - span)) / span if span > 0 else 0.0
-
-    def power_w(self, t: float) -> float:
-        return self.idle_w + (self.tdp_w - self.idle_w) * self.utilization(t)
+    def reading(self, t: float) -> tuple[float, float, float]:
+        """(utilization: busy share of the last AVERAGE_S, watts: the mean draw over it, joules
+        since 0) of one GPU at modeled time t."""
+        span, busy = min(AVERAGE_S, t), self.busy_s(t)
+        util = (busy - self.busy_s(t - span)) / span if span > 0 else 0.0
+        extra = self.tdp_w - self.idle_w
+        return util, self.idle_w + extra * util, self.idle_w * t + extra * busy

@@ -8,7 +8,10 @@ else the first and last periodic reads in the profiling phase (`window: periodic
 
 The result is valid (`valid`, which the result calls `power_valid`) unless: fewer than two reads
 bound the window, a bounding read failed, a GPU seen in the window is missing from a bounding
-read, a GPU has neither power nor energy, or more than 10 % of the window's reads failed.
+read, a GPU has neither power nor energy, more than 10 % of the window's reads failed, or a
+GPU's energy counter stood still between more than 10 % of its consecutive reads (a working GPU
+draws tens of watts idle: the source updates less often than it is read, as dcgm-exporter does
+by default, every 30 s, unless started with `-c 1000`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from agentx.power.readings import gpu_order
 from agentx.power.sampler import PowerSample
 
 MAX_FAILED_SHARE = 0.10
+MAX_STILL_SHARE = 0.10  # of a counter's consecutive reads that may repeat a value
 
 
 def increase(values: list[float]) -> tuple[float, int]:
@@ -57,6 +61,10 @@ def _gpu(gpu: str, good: list[PowerSample], t0: float, t1: float) -> tuple[dict,
     if all(e is not None for e in energies) and len(points) >= 2 and not reasons:
         out["energy_j"], out["counter_resets"] = increase(energies)
         out["method"] = "counter"
+        still = sum(1 for a, b in zip(energies, energies[1:]) if a == b)
+        if still > MAX_STILL_SHARE * (len(energies) - 1):
+            reasons.append(f"GPU {gpu}'s energy counter did not change between {still} of {len(energies) - 1} "
+                           "reads: the source updates less often than once a second (dcgm-exporter: -c 1000)")
     elif len(powers) >= 2:
         out["energy_j"], out["method"] = integrate(powers), "integrated"
     else:

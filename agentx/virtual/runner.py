@@ -32,10 +32,10 @@ from pathlib import Path
 from agentx.common import gc_paused, key64, peak_rss_mb
 from agentx.content.engine_blocks import EngineBlocks
 from agentx.engine.config import EngineConfig
-from agentx.engine.metrics import ServerStats, samples
+from agentx.engine.metrics import ServerStats, dcgm_series, samples
 from agentx.engine.replicas import Replicas
 from agentx.engine.window import decode_finish_bound
-from agentx.power.readings import dcgm_readings
+from agentx.power.readings import GpuReading
 from agentx.power.sampler import PowerSample, sample_line
 from agentx.records import Record, RecordWriter
 from agentx.replay.folder import RunFolder, report
@@ -272,16 +272,22 @@ class VirtualRun:
             itl.clear()
         phase = self.plan.phase
         phase = "warmup" if phase in ("warmup1", "warmup2") or (phase == PROFILE and t < self.plan.profile_start) else phase
-        values = samples(self.replicas, self.stats, self.s.target.model, t)
-        self.series.write(_series_line(t, phase, values))
-        if self.power:
-            self.power.write(sample_line(PowerSample(t, phase, dcgm_readings(values))))
+        self.series.write(_series_line(t, phase, samples(self.replicas, self.stats, self.s.target.model)))
+        self._power_read(t, phase)
 
     def _power_read(self, t: float, phase: str) -> None:
-        """A power read at modeled time t outside the 1 s ticks (the window's bounds)."""
-        if self.power:
-            self.power.write(sample_line(PowerSample(t, phase, dcgm_readings(samples(self.replicas, self.stats,
-                                                                                      self.s.target.model, t)))))
+        """What `bench --power dcgm:URL` reads from the sim at modeled time t (every tick, and
+        the window's bounds)."""
+        if not self.power:
+            return
+        gpus: dict[str, dict] = {}
+        for name, labels, value in dcgm_series(self.replicas, t):
+            if name == "DCGM_FI_DEV_POWER_USAGE":
+                gpus.setdefault(labels["gpu"], {})["power_w"] = value
+            elif name == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION":
+                gpus.setdefault(labels["gpu"], {})["energy_j"] = value / 1000  # mJ, as DCGM publishes it
+        reads = [GpuReading(gpu, **f) for gpu, f in gpus.items()]
+        self.power.write(sample_line(PowerSample(t, phase, reads)))
 
 
 POWER_SOURCE = "dcgm (the simulated engine's modeled power, virtual time)"

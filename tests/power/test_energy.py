@@ -81,3 +81,13 @@ def test_failed_reads_and_killed_runs():
     assert p["valid"] and p["window"] == "periodic" and p["energy_j"] == pytest.approx(600)
     assert window_energy([], None)["reasons"] == ["no power source (bench --power)"]
     assert not window_energy([], "dcgm:u")["valid"]
+
+
+def test_a_counter_that_stands_still_is_a_stale_source():
+    """dcgm-exporter collects every 30 s by default: read every second, its counter repeats."""
+    steps = [0, 0, 0, 300, 300, 300, 600]
+    samples = reads([("open", (steps[0], steps[0]))] + [("profile", (e, e)) for e in steps[1:-1]]
+                    + [("close", (steps[-1], steps[-1]))])
+    p = window_energy(samples, "dcgm:u")
+    assert not p["valid"] and p["energy_j"] == pytest.approx(1200)
+    assert "GPU 0's energy counter did not change between 4 of 6 reads" in p["reasons"][0]
