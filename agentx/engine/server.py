@@ -158,7 +158,7 @@ class SimServer:
         """Joules all the modeled GPUs have drawn until now (modeled time); None without power figures."""
         if not self.core.cores[0].power.known:
             return None
-        now, gpus = self.modeled_now(), self.cfg.engine.gpus
+        now, gpus = self.modeled_now(), self.core.cfg.gpus
         return sum(gpus * c.power.energy_j(now) for c in self.core.cores)
 
     async def metrics(self, request):
