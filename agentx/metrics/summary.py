@@ -12,7 +12,6 @@ from agentx.engine.presets import gpu_cost
 from agentx.metrics.cache import cache_summary
 from agentx.metrics.identity import merge
 from agentx.metrics.server import summarize_server
-from agentx.power.energy import window_energy
 from agentx.records import Record
 
 SCHEMA_VERSION = 1
@@ -89,11 +88,15 @@ def request_metrics(ok: list[Record], gpus: int | None, hardware: str | None, co
     return out
 
 
-def power_metrics(samples: list, source: str | None, throughput: dict | None) -> dict:
-    """Measured power over the profiling window (agentx/power/energy.py) and what it makes of
-    the throughput: joules per output and per total token = average W / tok/s, and tok/s per MW
-    = tok/s x 1e6 / average W (the whole deployment's tokens over its GPUs' measured draw)."""
-    p = window_energy(samples, source)
+NO_POWER = {"valid": False, "source": None, "reasons": ["no power source (bench --power)"]}
+
+
+def power_metrics(energy: dict | None, throughput: dict | None) -> dict:
+    """The measured power over the profiling window (`energy`: agentx/power/energy.window_energy)
+    and what it makes of the throughput: joules per output and per total token = average W /
+    tok/s, and tok/s per MW = tok/s x 1e6 / average W (the deployment's tokens over its GPUs'
+    measured draw)."""
+    p = dict(energy or NO_POWER)
     avg = p.get("avg_w")
     if avg and throughput:
         out_s, total_s = throughput["output_tok_s"], throughput["total_tok_s"]
@@ -138,7 +141,8 @@ def identity(settings: dict, run: dict) -> dict:
 
 
 def summarize(records: list[Record], run: dict, series: list[dict], trees: list[dict],
-              power: list | None = None) -> dict:
+              power: dict | None = None) -> dict:
+    """`power`: the window's energy of `bench --power` reads (agentx/power/energy.py), if any."""
     settings = run.get("settings", {})
     prof = [r for r in records if r.phase == "profile"]
     ok = [r for r in prof if r.error is None]
@@ -164,7 +168,7 @@ def summarize(records: list[Record], run: dict, series: list[dict], trees: list[
     if ok:
         exact_hits = server.get("counters", {}).get("prefix_hits") if server.get("window") == "exact" else None
         rm["cache"].update(cache_summary(ok, ident.get("block_size"), exact_hits))
-    measured = power_metrics(power or [], run.get("power_source"), rm.get("throughput"))
+    measured = power_metrics(power, rm.get("throughput"))
     if "throughput" in rm:
         rm["throughput"]["power_valid"] = measured["valid"]  # the per-MW figures above are the table's
     return {

@@ -15,6 +15,7 @@ from pathlib import Path
 from agentx.errors import AgentxError
 from agentx.metrics.scrape import read_series
 from agentx.metrics.summary import summarize
+from agentx.power.energy import window_energy
 from agentx.power.sampler import read_power
 from agentx.records import read_jsonl, read_records, write_parquet
 
@@ -72,7 +73,7 @@ def report(folder: Path) -> dict:
     trees_path = folder / "trees.jsonl"
     trees = read_jsonl(trees_path) if trees_path.exists() else []
     result = summarize(records, info, read_series(folder / "server_metrics.jsonl"), trees,
-                       read_power(folder / "power.jsonl"))
+                       window_energy(read_power(folder / "power.jsonl"), info.get("power_source")))
     (folder / "result.json").write_text(json.dumps(result, indent=1))
     return result
 
