@@ -13,7 +13,7 @@ from typing import Callable
 
 from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, event, inspect, select
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from agentx.errors import AgentxError
 from agentx.results import schema
@@ -75,8 +75,9 @@ def connect(url: str | None = None, say: Callable[[str], None] = lambda _: None)
         event.listen(engine, "connect", _sqlite_pragmas)
     try:
         migrate(engine)
-    except OperationalError as e:
-        raise AgentxError(f"--db {engine.url.render_as_string(hide_password=True)}: {e.orig}") from None
+    except DBAPIError as e:  # not a database, refused, no such database, no permission
+        reason = "; ".join(line.strip() for line in str(e.orig).splitlines() if line.strip())
+        raise AgentxError(f"--db {engine.url.render_as_string(hide_password=True)}: {reason}") from None
     return engine
 
 
