@@ -124,9 +124,15 @@ def frontier_views(rows: list[dict]) -> dict[str, dict]:
     return {f"{x}|{y}": frontier_chart(rows, x, y) for x in X_LABELS for y in Y_LABELS}
 
 
+_SCRIPT_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                                 "\u2029": "\\u2029"})
+
+
 def script_json(data) -> str:
-    """`data` as JSON safe inside a <script> element (no NaN, no closing tag)."""
-    return json.dumps(data, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
+    """`data` as JSON safe inside a <script> element: no NaN, and no `<`, `>`, `&`, U+2028 or
+    U+2029 as themselves (they would close the element, open an HTML comment that swallows the
+    page's scripts, or end a line in older JavaScript); escaped, they read back the same."""
+    return json.dumps(data, allow_nan=False, separators=(",", ":")).translate(_SCRIPT_ESCAPES)
 
 
 def render(title: str, views: list[dict], frontiers: dict[str, dict] | None = None, view: str = "",

@@ -155,25 +155,34 @@ def frontier_cmd(
 def serve_cmd(
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
     host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(8400, "--port", min=0),
+    port: int = typer.Option(8400, "--port", min=0, max=65535),
     token: Optional[str] = typer.Option(None, "--token", help="Bearer token that the write endpoint requires; "
                                         "without it uploads are refused (and a non-loopback host refuses to start)."),
     read_only: bool = typer.Option(False, "--read-only", help="No write endpoint."),
     upload_dir: Optional[Path] = typer.Option(None, "--upload-dir", help="Where uploaded runs are kept "
                                               "(default: uploads/ in the user's data directory)."),
+    request_timeout_s: float = typer.Option(20.0, "--request-timeout-s", min=1.0, max=3600.0,
+                                            help="Seconds a client has to send a request's head and body "
+                                            "(an upload included); then the connection is closed."),
+    workers: int = typer.Option(8, "--workers", min=1, max=256, help="Threads that answer requests (and "
+                                "database connections); more requests wait in line."),
+    max_upload_mb: int = typer.Option(1024, "--max-upload-mb", min=1, max=64 * 1024,
+                                      help="Largest upload body (MiB)."),
 ):
     """The results REST API (OpenAPI at /openapi.json), served by uvicorn."""
-    import uvicorn
-
     from agentx.report.pages import add_pages
     from agentx.results.api import create_app, check_exposure
+    from agentx.results.db import connect
+    from agentx.results.httpserver import ServeLimits, serve
 
     check_exposure(host, token, read_only)
-    engine = _engine(db)
-    app = create_app(engine, token=token, writable=not read_only, upload_dir=upload_dir)
+    limits = ServeLimits(request_timeout_s=request_timeout_s, workers=workers, max_upload_bytes=max_upload_mb << 20)
+    engine = connect(db, _say, pool_size=limits.workers)
+    app = create_app(engine, token=token, writable=not read_only, upload_dir=upload_dir, workers=limits.workers,
+                     max_upload_bytes=limits.max_upload_bytes)
     add_pages(app, engine)
     console.print(f"agentx results API listening on http://{host}:{port} (OpenAPI: /openapi.json)", highlight=False)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    serve(app, host, port, limits)
 
 
 def sweep_cmd(

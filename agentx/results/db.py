@@ -65,10 +65,13 @@ def resolve_url(url: str | None, say: Callable[[str], None] = lambda _: None) ->
     return url
 
 
-def connect(url: str | None = None, say: Callable[[str], None] = lambda _: None) -> Engine:
-    """An engine on the database at `url`, its schema migrated to SCHEMA_VERSION."""
+def connect(url: str | None = None, say: Callable[[str], None] = lambda _: None,
+            pool_size: int | None = None) -> Engine:
+    """An engine on the database at `url`, its schema migrated to SCHEMA_VERSION. `pool_size`: at
+    most this many connections (a server's worker threads), none beyond it."""
+    pool = {"pool_size": pool_size, "max_overflow": 0, "pool_timeout": 60} if pool_size else {}
     try:
-        engine = create_engine(resolve_url(url, say))
+        engine = create_engine(resolve_url(url, say), **pool)
     except (ArgumentError, ImportError) as e:
         raise AgentxError(f"--db: cannot use {url!r}: {e}") from None
     if engine.dialect.name == "sqlite":

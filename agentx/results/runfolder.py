@@ -87,6 +87,8 @@ def _field(e: msgspec.ValidationError) -> str:
     if message.startswith("Object missing required field `"):
         name = message.split("`")[1]
         return f"field {at + '.' if at else ''}{name}: missing"
+    if not at and message.startswith("Expected `object`"):
+        return f"want a JSON object ({message})"
     return f"field {at}: {message}" if at else message
 
 
