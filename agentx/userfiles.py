@@ -11,7 +11,7 @@ import errno
 import os
 import stat
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from agentx.errors import AgentxError
 
@@ -107,3 +107,17 @@ def bounded_lines(path: Path, limit: int, max_line: int) -> Iterator[tuple[int, 
             if len(line) > max_line and not line.endswith(b"\n"):
                 raise AgentxError(f"{shown(path)}: line {n}: over the bound of {max_line:,} bytes")
             yield n, line.rstrip(b"\n")
+
+
+def depth_problem(obj: Any, limit: int) -> str | None:
+    """'nested N deep' when a decoded document nests deeper than `limit`, else None (iterative)."""
+    stack = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return f"nested over {limit} deep"
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+    return None

@@ -72,7 +72,7 @@ def decode_json(path: Path, type_=object, limit: int = rs.MAX_JSON_FILE, data: b
         raise AgentxError(f"{shown(path)}: not JSON ({e})") from None
     except RecursionError:
         raise AgentxError(f"{shown(path)}: JSON nested too deeply") from None
-    problem = rs.depth_problem(value)
+    problem = rs.depth_problem(value, rs.MAX_DEPTH)
     if problem:
         raise AgentxError(f"{shown(path)}: {problem}")
     return value

@@ -10,11 +10,12 @@ and out-of-range numbers) and within the trace model's bounds.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import msgspec
 
 from agentx.traces.model import MAX_NAME, MAX_SECONDS, MAX_TOKENS
+from agentx.userfiles import depth_problem  # noqa: F401  (where the run folder's reader finds it)
 
 INT32 = 2**31 - 1
 MAX_GPUS = 100_000
@@ -174,17 +175,3 @@ COLUMN_BOUNDS: dict[str, tuple[float, float]] = {
     **{k: (0, MAX_SECONDS) for k in ("start", "end", "ttft")},
 }
 STR_BOUNDS = {"session": 300, "stream_kind": 20, "phase": 20, "error": MAX_NAME}
-
-
-def depth_problem(obj: Any, limit: int = MAX_DEPTH) -> str | None:
-    """'nested N deep' when a decoded document nests deeper than `limit`, else None (iterative)."""
-    stack = [(obj, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > limit:
-            return f"nested over {limit} deep"
-        if isinstance(value, dict):
-            stack.extend((v, depth + 1) for v in value.values())
-        elif isinstance(value, list):
-            stack.extend((v, depth + 1) for v in value)
-    return None

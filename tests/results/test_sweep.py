@@ -222,6 +222,6 @@ def test_bench_settings_by_name(tmp_path):
         duration: 1
         concurrency: [1]
         bench: {token_range: [1000, 2000], wire: chat, grace: 5}
-        deployments: [{name: a, url: u}]
+        deployments: [{name: a, url: "http://u"}]
         """))
     assert recipe.bench["token_range"] == [1000, 2000]
