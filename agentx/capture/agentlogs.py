@@ -192,6 +192,8 @@ def _codex_file(file: Path) -> tuple[str, str | None, list[_Call], int]:
         _prompt_bound(size, file, where)
         p = rec.get("payload") if isinstance(rec.get("payload"), dict) else {}
         kind, t = rec.get("type"), rec.get("timestamp")
+        if t is not None:
+            _time(t, file, where)  # every record's time is one, also where it is not used
         if kind == "session_meta":
             if thread is None:
                 thread = str(p.get("id") or file.stem)

@@ -126,14 +126,14 @@ def records(file: Path, kind: type) -> Iterator[tuple[str, dict, int]]:
             where = f"line {n}"
             try:
                 obj = msgspec.json.decode(line)
-            except (msgspec.DecodeError, RecursionError) as exc:
+            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
                 problem = "not UTF-8 text" if _not_utf8(line) else f"invalid JSON: {exc}"
                 raise TraceError(shown(file), where, problem) from None
             if not isinstance(obj, dict):
                 raise TraceError(shown(file), where, "not a JSON object")
             if problem := depth_problem(obj, MAX_DEPTH):
                 raise TraceError(shown(file), where, problem)
-            if kind is CodexLine or obj.get("type") in ("user", "assistant") and isinstance(obj.get("message"), dict):
+            if kind is CodexLine or obj.get("type") in ("user", "assistant") and "message" in obj:
                 check(obj, kind, file, where)
             yield where, obj, len(line)
     except TraceError:

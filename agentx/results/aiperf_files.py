@@ -152,7 +152,7 @@ def read_records(path: Path) -> list[RecordLine]:
             rows.append(decoder.decode(line))
         except msgspec.ValidationError as e:
             raise AgentxError(f"{shown(path)}: line {i}: {_field(e)}") from None
-        except (msgspec.DecodeError, RecursionError) as e:
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as e:
             raise AgentxError(f"{shown(path)}: line {i}: not JSON ({e})") from None
         row = rows[-1].metadata
         if row.request_end_ns < row.request_start_ns:

@@ -115,11 +115,18 @@ def _yaml(path: Path, data: bytes):
     try:  # aliases would let a small file expand into a huge document (and checking it, exponential time)
         if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.SafeLoader)):
             raise AgentxError(f"{shown(path)}: YAML aliases (*name) are not allowed in a recipe")
-        return yaml.safe_load(text)
+        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise AgentxError(f"{shown(path)}: not YAML ({str(e).splitlines()[0]})") from None
     except RecursionError:
         raise AgentxError(f"{shown(path)}: YAML nested too deeply") from None
+    try:  # YAML's "\ud800" escapes make strings that are not Unicode text (lone surrogates)
+        json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:
+        raise AgentxError(f"{shown(path)}: a string with a lone surrogate (not Unicode text)") from None
+    except (TypeError, ValueError):
+        pass  # not JSON-like: the Structs say what is wrong
+    return data
 
 
 def _flow_depth(text: str) -> int:
@@ -189,7 +196,11 @@ def bench_options(recipe: Recipe, path: Path) -> dict:
         typed = msgspec.convert(recipe.bench, bench_type())
     except msgspec.ValidationError as e:
         raise AgentxError(f"{shown(path)}: {_where(e, 'bench.')}") from None
-    return {k: v for k, v in msgspec.structs.asdict(typed).items() if v is not None}
+    options = {k: v for k, v in msgspec.structs.asdict(typed).items() if v is not None}
+    low, high = options.get("token_range", (0, 1))
+    if not low < high:
+        raise AgentxError(f"{shown(path)}: bench.token_range: want [LO, HI] with LO < HI, got [{low}, {high}]")
+    return options
 
 
 def _check(recipe: Recipe, path: Path) -> None:

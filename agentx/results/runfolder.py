@@ -68,7 +68,7 @@ def decode_json(path: Path, type_=object, limit: int = rs.MAX_JSON_FILE, data: b
         value = msgspec.json.decode(data, type=type_)
     except msgspec.ValidationError as e:
         raise AgentxError(f"{shown(path)}: {_field(e)}") from None
-    except msgspec.DecodeError as e:
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:
         raise AgentxError(f"{shown(path)}: not JSON ({e})") from None
     except RecursionError:
         raise AgentxError(f"{shown(path)}: JSON nested too deeply") from None
@@ -157,7 +157,7 @@ def _jsonl(path: Path, row_type: type, limit: int) -> list:
             rows.append(decoder.decode(line))
         except msgspec.ValidationError as e:
             raise AgentxError(f"{shown(path)}: line {i}: {_field(e)}") from None
-        except (msgspec.DecodeError, RecursionError) as e:
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as e:
             pending = AgentxError(f"{shown(path)}: line {i}: not JSON ({e})")
             torn = line.lstrip().startswith(b"{")
         if len(rows) > rs.MAX_RECORDS:

@@ -111,7 +111,7 @@ def metric_columns(result: dict) -> dict:
         out["tok_s_per_mw"] = per_gpu * 1000 / cost["kw"]
     req = result.get("requests") or {}
     if req.get("profiled"):
-        out["error_rate"] = (req["profiled"] - req.get("succeeded", 0)) / req["profiled"]
+        out["error_rate"] = (req["profiled"] - (req.get("succeeded") or 0)) / req["profiled"]
     assert set(out) <= set(METRIC_COLUMNS)
     return out
 

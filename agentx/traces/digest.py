@@ -138,7 +138,7 @@ def read_digest(folder: Path) -> dict | None:
     data = read_bounded(path, MAX_DIGEST_FILE)
     try:
         digest = msgspec.json.decode(data)
-    except (msgspec.DecodeError, RecursionError) as e:
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as e:
         raise AgentxError(f"{shown(path)}: not JSON ({e})") from None
     if not isinstance(digest, dict) or not isinstance(digest.get("stats"), dict):
         raise AgentxError(f"{shown(path)}: field 'stats' missing (not an agentx dataset digest)")
