@@ -388,12 +388,11 @@ def _with(path: str, value):
     return transform
 
 
-def _deep_content(row: dict) -> dict:
-    content: object = "x"
-    for _ in range(500):
-        content = [{"type": "text", "text": content}]
-    row["message"]["content"] = content
-    return row
+def _deep_content(row: dict) -> str:
+    """The message's content 500 levels deep (as text: json.dumps itself stops near 1000 levels)."""
+    row["message"]["content"] = "@@DEEP@@"
+    deep = '[{"type": "text", "text": ' * 500 + '"x"' + "}]" * 500
+    return _dump(row).replace('"@@DEEP@@"', deep)
 
 
 def log_cases() -> list[Case]:
