@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+from contextlib import contextmanager
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -187,10 +188,9 @@ def test_a_newline_in_a_file_name_stays_one_line(tmp_path, tokenizer):
 
 # --- the running server ----------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def server(sweep_dir, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("serve")
-    db = str(folder / "r.db")
+@contextmanager
+def serving(db: str, sweep_dir: Path, folder: Path):
+    """`agentx serve` on `db` (a URL) holding the sweep's points: (url, port, upload folder)."""
     cli = [sys.executable, "-m", "agentx.cli"]
     subprocess.run([*cli, "db", "import", str(sweep_dir), "--db", db], check=True, capture_output=True)
     port = free_port()
@@ -211,6 +211,13 @@ def server(sweep_dir, tmp_path_factory):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def server(sweep_dir, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("serve")
+    with serving(f"sqlite:///{folder / 'r.db'}", sweep_dir, folder) as running:
+        yield running
 
 
 @pytest.mark.parametrize("token", [TOKEN, None])
@@ -250,13 +257,12 @@ def test_unauthorized_upload_is_401_before_its_body(server):
     assert _post(url, [("files", ("records.jsonl", b"x" * 1000))], "wrong") == 401
 
 
-def test_hundreds_of_readers_and_a_writer(server, sweep_dir, tmp_path):
-    url, _, uploads = server
+def _readers_and_writers(url: str, sweep_dir: Path, folder: Path) -> None:
     paths = ["/", "/points/1", "/api/v1/points/1", "/api/v1/points", "/datasets/1", "/points/1/parts/timeline",
              "/api/v1/frontier", "/conversations/1"]
     copies = []
     for i in range(3):
-        run = tmp_path / f"w{i}"
+        run = folder / f"w{i}"
         shutil.copytree(sweep_dir / "c2", run)
         info = json.loads((run / "run.json").read_text())
         info["run_id"] = f"writer-{i}"
@@ -275,6 +281,15 @@ def test_hundreds_of_readers_and_a_writer(server, sweep_dir, tmp_path):
         writes = [pool.submit(_post, url, files, TOKEN) for files in copies]
         reads = list(pool.map(get, range(300)))
     assert set(reads) == {200} and [w.result() for w in writes] == [201] * 3
+
+
+def test_hundreds_of_readers_and_a_writer(server, sweep_dir, tmp_path):
+    _readers_and_writers(server[0], sweep_dir, tmp_path)
+
+
+def test_hundreds_of_readers_and_a_writer_on_postgresql(new_database, postgres, sweep_dir, tmp_path):
+    with serving(new_database("postgresql"), sweep_dir, tmp_path) as (url, _, _):
+        _readers_and_writers(url, sweep_dir, tmp_path)
 
 
 def test_a_half_sent_request_is_closed_by_the_server(server):
