@@ -42,8 +42,12 @@ def _dump(value) -> str:
 
 
 def _copy(base: Path, folder: Path) -> Path:
+    """A copy of the run with a run id of its own (so that one database can take every case)."""
     run = folder / "run"
     shutil.copytree(base, run)
+    info = json.loads((run / "run.json").read_text())
+    info["run_id"] = f"{info['run_id'][:40]}-{folder.name[-12:]}".replace("_", "-")
+    (run / "run.json").write_text(json.dumps(info))
     return run
 
 
@@ -406,7 +410,8 @@ def log_cases() -> list[Case]:
                          "isSidechain": ["yes"], "parentUuid": [[1]]}.items():
         cases += [_log_case("claude", f"{path} = {str(v)[:20]!r}", _line_edit(_with(path, v))) for v in values]
     cases += [_log_case("claude", "content 500 deep", _line_edit(_deep_content)),
-              _log_case("claude", "lone surrogate", _line_edit(lambda r: _dump(r).replace('"text"', '"\\ud800"', 1))),
+              _log_case("claude", "lone surrogate", _line_edit(
+                  lambda r: _dump(_with("message.content", "@@S@@")(r)).replace('"@@S@@"', '"\\ud800"'), "user")),
               _log_case("claude", "binary line", _line_edit(lambda r: bytes(range(256)), None)),
               _log_case("claude", "invalid UTF-8", _line_edit(lambda r: b'{"type": "user", "x": "\xff"}', None)),
               _log_case("claude", "a 20 MB line", _line_edit(lambda r: "x" * (20 << 20), None)),

@@ -36,7 +36,7 @@ def chart_blobs(run: RunFolder) -> dict[str, dict]:
     """The chart data stored with a point (SPEC §8): series, histograms and timelines by kind."""
     identity, settings = run.result["identity"], run.info.get("settings", {})
     clock_scale = identity.get("clock_scale") or settings.get("clock_scale") or 1.0
-    prefix = (read_digest(run.path) or {}).get("prefix")
+    prefix = (read_digest(run.path) or {}).get("prefix")  # (read again: chart_blobs is also called alone)
     return {"series": build_series(run.columns, run.series, clock_scale, prefix, settings.get("token_scale") or 1),
             "histograms": build_histograms(run.columns), **build_timelines(run.columns)}
 
@@ -44,6 +44,7 @@ def chart_blobs(run: RunFolder) -> dict[str, dict]:
 def import_run(engine: Engine, path: Path, sweep_id: int | None = None, fingerprint: str | None = None) -> Imported:
     """Store one run folder, validated whole first (runschema), in one transaction."""
     run = read_run(path)
+    digest = read_digest(path)  # checked too before anything is stored, or found stored
     run_id = run.run_id
     with engine.connect() as conn:
         found = conn.execute(select(points.c.id).where(points.c.run_id == run_id)).scalar()
@@ -52,7 +53,6 @@ def import_run(engine: Engine, path: Path, sweep_id: int | None = None, fingerpr
     identity = run.result["identity"]
     blobs = chart_blobs(run)
     convs = build_conversations(run.columns)
-    digest = read_digest(path)
     check_conversations(path, convs)
     row = point_row(run.result, run_id, "agentx", run_dir=str(path.resolve()), sweep_id=sweep_id,
                     fingerprint=fingerprint)
