@@ -228,6 +228,7 @@ def surface_ids_and_labels(base: Path, work: Path) -> tuple[list, list]:
     engine = connect(f"sqlite:///{work / 'pages.db'}")
     for n in range(len(HOSTILE_LABELS)):
         import_run(engine, labelled_run(base, work, n))
+    import_run(engine, base)  # a run with records.parquet too (its flamegraphs read it with pyarrow)
     client = _client(engine, work / "up2")
     ids = []
     for route in ID_ROUTES:
@@ -300,7 +301,8 @@ def surface_load(base: Path, work: Path) -> list:
     db = work / "pages.db"
     proc, port = serve(str(db), 2 << 30)
     paths = ["/", "/points/1", "/points/2", "/api/v1/points/1", "/api/v1/points", "/datasets/1",
-             "/points/1/parts/timeline", "/points/1/flames/0", "/api/v1/frontier", "/conversations/1"]
+             "/points/1/parts/timeline", "/points/1/flames/0", "/api/v1/frontier", "/conversations/1",
+             f"/points/{len(HOSTILE_LABELS) + 1}", f"/points/{len(HOSTILE_LABELS) + 1}/flames/1"]
 
     def get(i: int):
         try:

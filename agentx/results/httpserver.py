@@ -5,7 +5,8 @@
   indefinitely), so its h11 protocol gets one here. An idle keep-alive connection closes after 5 s.
 - Memory stays bounded: route handlers run on at most `workers` threads (anyio's default is 40:
   each thread reserves its stack and a malloc arena, 2 GB of address space at 40), the database
-  pool holds as many connections, and glibc keeps at most two malloc arenas. Requests beyond that
+  pool holds as many connections, pyarrow's thread pools as many threads, and glibc keeps at most
+  two malloc arenas. Requests beyond that
   wait in line; connections beyond `max_connections` get 503.
 """
 
@@ -80,11 +81,21 @@ def limit_malloc_arenas(n: int = 2) -> None:
             pass
 
 
+def limit_arrow_threads(n: int) -> None:
+    """pyarrow's CPU and I/O pools (one thread per core by default) at most `n` threads each: a
+    flamegraph reads a run's records.parquet."""
+    import pyarrow
+
+    pyarrow.set_cpu_count(min(n, pyarrow.cpu_count()))
+    pyarrow.set_io_thread_count(min(n, pyarrow.io_thread_count()))
+
+
 def serve(app, host: str, port: int, limits: ServeLimits) -> None:
     """Run `app` (made with `create_app(..., workers=limits.workers)`) until SIGINT / SIGTERM."""
     import uvicorn
 
     limit_malloc_arenas()
+    limit_arrow_threads(limits.workers)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", http=timed_protocol(limits.request_timeout_s),
                             timeout_keep_alive=5, limit_concurrency=limits.max_connections, backlog=2048,
                             h11_max_incomplete_event_size=64 * 1024, lifespan="on")
