@@ -28,8 +28,8 @@ from agentx.results.runfolder import FLOAT_FIELDS, INT_FIELDS, STR_FIELDS, _fiel
 from agentx.results.runschema import MAX_GRID, Result
 from agentx.results.schema import points
 from agentx.results.series import build_histograms, build_series
-from agentx.results.store import (add_conversations, check_conversations, dataset_id, deployment_labels, insert_point,
-                                  point_row)
+from agentx.results.points import (add_conversations, check_conversations, dataset_id, deployment_labels, insert_point,
+                                   point_row)
 from agentx.results.timeline import build_conversations, build_timelines
 from agentx.userfiles import check_folder, shown
 

@@ -185,7 +185,7 @@ def bench_type() -> type:
     for part in (TargetConfig, PlanConfig, ContentConfig, BenchLabels):
         for name, hint in typing.get_type_hints(part).items():
             if name not in _OWN:
-                fields[name] = Literal[choices[name]] if name in choices else _bounded(hint)
+                fields[name] = Literal[tuple(str(c) for c in choices[name])] if name in choices else _bounded(hint)
     return msgspec.defstruct("bench", [(k, v | None, None) for k, v in fields.items()], forbid_unknown_fields=True,
                              omit_defaults=True)
 
