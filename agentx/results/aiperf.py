@@ -59,7 +59,7 @@ def _str(value) -> str | None:
 
 
 def _records(rows: list[af.RecordLine], path: Path) -> list[Record]:
-    t0 = min(r.metadata.credit_issued_ns or r.metadata.request_start_ns for r in rows)
+    t0 = min(min(r.metadata.credit_issued_ns or r.metadata.request_start_ns, r.metadata.request_start_ns) for r in rows)
     last = max(r.metadata.request_end_ns for r in rows)
     if (last - t0) / 1e9 > MAX_GRID:
         raise AgentxError(f"{shown(path)}: the records span {(last - t0) / 1e9:,.0f} s, over the bound of "

@@ -194,9 +194,10 @@ def serving(db: str, sweep_dir: Path, folder: Path):
     cli = [sys.executable, "-m", "agentx.cli"]
     subprocess.run([*cli, "db", "import", str(sweep_dir), "--db", db], check=True, capture_output=True)
     port = free_port()
+    log = open(folder / "serve.log", "w")
     proc = subprocess.Popen([*cli, "serve", "--db", db, "--port", str(port), "--token", TOKEN, "--upload-dir",
                              str(folder / "uploads"), "--request-timeout-s", "3", "--workers", "4"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=log, stderr=log, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -208,9 +209,11 @@ def serving(db: str, sweep_dir: Path, folder: Path):
                 assert time.monotonic() < deadline and proc.poll() is None, "agentx serve did not start"
                 time.sleep(0.2)
         yield url, port, folder / "uploads"
+        assert proc.poll() is None, (folder / "serve.log").read_text()[-2000:]  # it served to the end
     finally:
         proc.terminate()
         proc.wait(10)
+        log.close()
 
 
 @pytest.fixture(scope="module")
