@@ -36,7 +36,7 @@ from tests.results.conftest import free_port
 
 AIPERF = Path(__file__).parent / "data" / "aiperf"
 TOKEN = "s3cret-token"
-FAST = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+FAST = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
 hostile = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**80), max_value=2**80),
                     st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=50),
