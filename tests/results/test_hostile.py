@@ -90,19 +90,30 @@ def test_any_records_line_is_stored_or_refused(run_folder, tmp_path_factory, lin
     shutil.rmtree(folder)
 
 
-def test_a_run_whose_requests_all_failed_imports(tmp_path, sweep_dir):
-    """All-null columns in records.parquet (every request failed): the failed point it is."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+def test_a_real_run_whose_requests_all_failed_imports(tmp_path):
+    """`agentx bench --model nosuchmodel` against the sim: every request fails, records.parquet has
+    all-null columns; the run imports as the failed point it is."""
+    from agentx.engine.launch import sim_server
+    from tests.conftest import WEKA
+    from tests.results.conftest import SPEED
 
-    run = tmp_path / "failed"
-    shutil.copytree(sweep_dir / "c2", run)
-    table = pq.read_table(run / "records.parquet")
-    for name in ("ttft", "isl", "osl", "cached"):
-        table = table.set_column(table.column_names.index(name), name, pa.nulls(table.num_rows))
-    pq.write_table(table, run / "records.parquet")
-    engine = connect(f"sqlite:///{tmp_path / 'r.db'}")
-    assert import_run(engine, run).new
+    cli = [sys.executable, "-m", "agentx.cli"]
+    with sim_server("--speed", str(SPEED)) as url:
+        run = subprocess.run([*cli, "bench", "--url", url, "--traces", str(WEKA), "--concurrency", "2", "--duration",
+                              "60", "--clock-scale", str(SPEED), "--warmup-requests-per-lane", "1", "--grace", "5",
+                              "--model", "nosuchmodel", "--out", str(tmp_path / "failed")], capture_output=True,
+                             text=True, timeout=300)
+    assert run.returncode == 3, run.stderr  # NOT VALID: no request succeeded
+    db = str(tmp_path / "r.db")
+    stored = subprocess.run([*cli, "db", "import", str(tmp_path / "failed"), "--db", db], capture_output=True,
+                            text=True, timeout=120)
+    assert stored.returncode == 0 and "stored as point 1" in stored.stdout, stored.stderr
+    from sqlalchemy import select
+
+    from agentx.results.schema import points
+    with connect(db).connect() as conn:
+        row = conn.execute(select(points.c.valid, points.c.requests_ok, points.c.requests_failed)).one()
+    assert row.valid is False and row.requests_ok == 0 and row.requests_failed > 0
 
 
 def test_hostile_aiperf_sets(tmp_path):
