@@ -327,3 +327,17 @@ def test_hostile_ids_on_pages_and_api(server):
                 urllib.request.urlopen(url + route.format(value), timeout=60).close()
             except urllib.error.HTTPError as e:
                 assert e.code in (404, 422), (route, value, e.code)
+
+
+def test_database_and_id_errors_are_one_line(tmp_path):
+    notadb = tmp_path / "notadb.db"
+    notadb.write_text("hello, not a database")
+    cli = [sys.executable, "-m", "agentx.cli"]
+    for args, said in ((["db", "points", "--db", str(notadb)], "file is not a database"),
+                       (["db", "points", "--db", f"postgresql://u@127.0.0.1:{free_port()}/x"], "Connection refused"),
+                       (["db", "import", str(tmp_path / "missing"), "--db", str(tmp_path / "r.db")], "no such file")):
+        res = subprocess.run([*cli, *args], capture_output=True, text=True, timeout=120)
+        assert res.returncode == 2 and res.stderr.count("\n") == 1 and said in res.stderr, res.stderr
+    res = subprocess.run([*cli, "db", "export-inferencex", "99999999999999999999", "--db", str(tmp_path / "r.db")],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "Traceback" not in res.stderr and "less than or equal to 2147483647" in res.stderr
