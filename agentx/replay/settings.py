@@ -12,6 +12,7 @@ from agentx.content.wire import WIRE_MODES
 from agentx.engine.presets import COST_BASES
 from agentx.errors import AgentxError
 from agentx.options import check_bounds, option
+from agentx.power.sources import check_spec
 from agentx.replay.plan import PlanConfig
 from agentx.replay.session_ids import PresetName
 
@@ -37,6 +38,9 @@ class TargetConfig:
     session_headers: str = option("plain", "How each stream's session id and its parent's are sent: plain, dynamo, "
                                   "sglang or llm-d (SPEC 2).", choices=PresetName)
     probe_cache: int = option(0, "Cache-correctness probes before and after the run.", min=0)
+    power: str = option("none", "GPU power telemetry, read every second: dcgm:URL (a DCGM exporter's /metrics), "
+                        "nvidia-smi, amd-smi, rocm-smi, auto (the first that answers) or none; gives J/token and "
+                        "measured tok/s per MW (SPEC 3).", metavar="SOURCE")
     workers: str = option("1", "Client processes sending the requests: N, or auto (one per core; with --ray one per "
                           "CPU of the cluster). Lane L goes to worker L mod N; the plan stays in this process.")
     ray: str | None = option(None, "Run the client workers as Ray actors on this cluster (auto, HOST:PORT; the ray "
@@ -44,6 +48,7 @@ class TargetConfig:
 
     def __post_init__(self):
         check_bounds(self)
+        check_spec(self.power)  # agentx/power/sources.py: dcgm:URL or a tool's name
         object.__setattr__(self, "workers", str(self.workers))  # (a recipe may give a number)
         if self.workers != "auto" and not (self.workers.isdigit() and int(self.workers) >= 1):
             raise AgentxError(f"want a count >= 1 or auto, got {self.workers!r}", "workers")
