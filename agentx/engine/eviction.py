@@ -1,9 +1,10 @@
 """Which free cached KV block the cache evicts when it needs a fresh one: an eviction policy
 holds the blocks that hold cached content and that nobody references (`kvcache.py`), in the
-order it gives them up. LRU (vLLM's rule) is the first; a retention policy that reads hints
-(keep a session's prefix while its next turn is expected) sits beside it with the same methods:
+order it gives them up. LRU (vLLM's rule) is the first; the policies that read harness hints
+(`hints.py`, SPEC §6 "KV policies") sit beside it with the same methods:
 
-- `append(blocks)`: blocks freed, in the order given (a sequence's tail first);
+- `append(blocks, hints, positions)`: blocks freed, in the order given (a sequence's tail first),
+  with the hints of the request that freed them (None: none) and each block's position in it;
 - `remove(blocks)`: blocks taken back out (a prefix hit on a free cached block);
 - `pop(n)`: the `n` blocks to evict now (n <= len), removed;
 - `len()` and iteration: the blocks held, in eviction order.
@@ -21,6 +22,13 @@ from agentx.errors import AgentxError
 
 class EvictionName(StrEnum):
     LRU = "lru"
+    RETAIN = "retain"
+    DEMOTE = "demote"
+    PREFETCH = "prefetch"
+
+
+RETAIN_HORIZON_S = 300.0  # an oracle gap up to this long is worth holding blocks through
+PIN_SHARE = 0.5  # at most this share of the GPU blocks are held back from eviction
 
 
 class LRU:
@@ -44,7 +52,7 @@ class LRU:
             rest = blocks[pos:]
             yield from rest[self.stamp[rest] == st].tolist()
 
-    def append(self, blocks: np.ndarray) -> None:
+    def append(self, blocks: np.ndarray, hints=None, positions=None) -> None:
         """Blocks become the most recently used, in this order."""
         if not len(blocks):
             return
@@ -88,10 +96,109 @@ class LRU:
         self.append(np.concatenate(blocks))
 
 
-def eviction_policy(name: str, num_blocks: int) -> LRU:
-    """The eviction policy of a name, for a cache of `num_blocks` blocks."""
+class _Tiered:
+    """Three LRU orders evicted one after the other: `first` (blocks demoted: evicted before any
+    other), `normal`, and `kept` (held back: evicted only when nothing else is left, and at most
+    PIN_SHARE of the cache; past that the longest kept go back to the normal order). A policy says
+    which blocks of a freed request go where (`place`)."""
+
+    def __init__(self, num_blocks: int):
+        self.first, self.normal, self.kept = LRU(num_blocks), LRU(num_blocks), LRU(num_blocks)
+        self.pin_limit = int(PIN_SHARE * num_blocks)
+        self.order = (self.first, self.normal, self.kept)
+
+    def __len__(self) -> int:
+        return len(self.first) + len(self.normal) + len(self.kept)
+
+    def __iter__(self):
+        for q in self.order:
+            yield from q
+
+    def place(self, hints, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(mask of the blocks to demote, mask of the blocks to keep) of one freed request."""
+        none = np.zeros(len(positions), dtype=bool)
+        return none, none
+
+    def append(self, blocks: np.ndarray, hints=None, positions=None) -> None:
+        if not len(blocks):
+            return
+        if hints is None or positions is None:
+            self.normal.append(blocks)
+            return
+        demote, keep = self.place(hints, positions)
+        self.first.append(blocks[demote])
+        self.normal.append(blocks[~(demote | keep)])
+        self.kept.append(blocks[keep])
+        over = len(self.kept) - self.pin_limit
+        if over > 0:
+            self.normal.append(self.kept.pop(over))
+
+    def remove(self, blocks) -> None:
+        blocks = np.asarray(blocks, dtype=np.int64)
+        for q in self.order:
+            mine = blocks[q.stamp[blocks] >= 0]
+            if len(mine):
+                q.remove(mine)
+
+    def pop(self, n: int) -> np.ndarray:
+        out = []
+        for q in self.order:
+            k = min(n, len(q))
+            if k:
+                out.append(q.pop(k))
+                n -= k
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+class Retain(_Tiered):
+    """Keep a session's prefix while its tool call runs: the blocks of a request whose answer calls
+    a tool (`tool_call`) are kept; with the oracle's `next_gap_s`, those of any request whose
+    stream comes back within RETAIN_HORIZON_S are, whatever the reason for the gap."""
+
+    def place(self, hints, positions):
+        none = np.zeros(len(positions), dtype=bool)
+        if hints.next_gap_s is not None:
+            return none, ~none if hints.next_gap_s <= RETAIN_HORIZON_S else none
+        return none, ~none if hints.tool_call is not None else none
+
+
+class Demote(_Tiered):
+    """On session end, a stream's blocks are evicted first (to the DRAM tier where there is one:
+    it holds them already, written through); with the oracle, also those of a stream that comes
+    back only after more than RETAIN_HORIZON_S."""
+
+    def place(self, hints, positions):
+        none = np.zeros(len(positions), dtype=bool)
+        late = hints.next_gap_s is not None and hints.next_gap_s > RETAIN_HORIZON_S
+        return (~none if hints.session_end or late else none), none
+
+
+class Prefetch(_Tiered):
+    """On a subagent fork, the prompt prefix the children share with the forking request is kept
+    resident until they come (a prefix already in HBM needs no fetch; one only in DRAM is loaded
+    on the first child's hit, as any DRAM hit)."""
+
+    def __init__(self, num_blocks: int, block_size: int = 16):
+        super().__init__(num_blocks)
+        self.block_size = block_size
+
+    def place(self, hints, positions):
+        none = np.zeros(len(positions), dtype=bool)
+        if not hints.fork or not hints.fork_shared_tokens:
+            return none, none
+        return none, positions < hints.fork_shared_tokens // self.block_size
+
+
+_POLICIES = {EvictionName.LRU: LRU, EvictionName.RETAIN: Retain, EvictionName.DEMOTE: Demote,
+             EvictionName.PREFETCH: Prefetch}
+
+
+def eviction_policy(name: str, num_blocks: int, block_size: int = 16):
+    """The eviction policy of a name, for a cache of `num_blocks` blocks of `block_size` tokens."""
     try:
         name = EvictionName(name)
     except ValueError:
-        raise AgentxError(f"unknown eviction policy {name!r}; known: {', '.join(EvictionName)}") from None
-    return LRU(num_blocks)  # (the only one so far)
+        raise AgentxError(f"unknown KV policy {name!r}; known: {', '.join(EvictionName)}", "kv_policy") from None
+    if name is EvictionName.PREFETCH:
+        return Prefetch(num_blocks, block_size)
+    return _POLICIES[name](num_blocks)

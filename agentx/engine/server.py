@@ -195,6 +195,7 @@ class SimServer:
             if fault in ("http500", "overflow"):
                 return self._fault_response(request, rid, fault, prompt, arrival, anthropic)
             seq = self.core.new_sequence(rid, prompt, max_tokens, req.min_tokens, req.ignore_eos, fault == "corrupt")
+            seq.hints = req.agentx_hints
             seq.waiter = asyncio.Event()
             self.core.add(seq, self.modeled_now(), request.headers.get("X-Session-ID"))
         finally:
@@ -355,9 +356,10 @@ class SimServer:
         elif fault:
             self._count_error(fault)
         self._log(request, seq.id, arrival, first, len(seq.prompt), max(seq.cached_tokens, 0), len(seq.output),
-                  fault or reason, end)
+                  fault or reason, end, seq.hints)
 
-    def _log(self, request, rid, arrival, first, prompt_tokens, cached, completion, status, end=None) -> None:
+    def _log(self, request, rid, arrival, first, prompt_tokens, cached, completion, status, end=None,
+             hints=None) -> None:
         if not self.truth:
             return
         record = {
@@ -369,6 +371,8 @@ class SimServer:
             "last_token": end if first is not None else None, "prompt_tokens": prompt_tokens,
             "cached_tokens": cached, "completion_tokens": completion, "status": status,
         }
+        if hints is not None:
+            record["hints"] = hints.record()
         self.truth.write(json.dumps(record) + "\n")
 
 

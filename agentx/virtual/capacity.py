@@ -19,6 +19,8 @@ PLAN.yaml (every key but `grid.concurrency` optional):
       replicas: [1]
       router: [round-robin]
       spec_decode: [none, {method: mtp, draft_tokens: 1, acceptance_length: 1.85}]
+      kv_policy: [lru, retain]   # engine/eviction.py (SPEC 6 "KV policies")
+      hints: [none, harness]     # what the replay sends them (bench --hints)
     cost_basis: neocloud
 
 A configuration is one choice of every grid key but concurrency; each (configuration,
@@ -42,13 +44,16 @@ from pathlib import Path
 
 from agentx.engine.config import Deployment, EngineConfig
 from agentx.errors import AgentxError
+from agentx.replay.hints import HintLevel
 from agentx.replay.plan import PlanConfig
 
-GRID_KEYS = ("hardware", "gpus", "kv_memory", "cpu_offload_gb", "replicas", "router", "spec_decode")
+GRID_KEYS = ("hardware", "gpus", "kv_memory", "cpu_offload_gb", "replicas", "router", "spec_decode", "kv_policy",
+             "hints")
 # a grid key left out takes the engine's declared default (`kv_memory` is gpu_memory_utilization)
 DEFAULTS = {"hardware": [EngineConfig.hardware], "gpus": [EngineConfig.gpus], "kv_memory": [EngineConfig.gpu_memory_utilization],
             "cpu_offload_gb": [int(EngineConfig.cpu_offload_gb)], "replicas": [Deployment.replicas],
-            "router": [Deployment.router], "spec_decode": ["none"]}
+            "router": [Deployment.router], "spec_decode": ["none"], "kv_policy": [EngineConfig.kv_policy],
+            "hints": ["none"]}
 
 
 @dataclass(frozen=True)
@@ -127,7 +132,9 @@ def engine_config(plan: Plan, config: dict):
     engine = EngineConfig(hardware=config["hardware"], gpus=int(config["gpus"]), model=plan.model,
                           precision=plan.precision, gpu_memory_utilization=float(config["kv_memory"]),
                           cpu_offload_gb=float(config["cpu_offload_gb"]), seed=plan.seed,
-                          **spec_fields(config["spec_decode"]))
+                          kv_policy=str(config["kv_policy"]), **spec_fields(config["spec_decode"]))
+    if config["hints"] not in tuple(HintLevel):
+        raise AgentxError(f"plan: grid.hints entries are {', '.join(HintLevel)}, got {config['hints']!r}")
     Replicas(engine, int(config["replicas"]), config["router"])  # checks presets, memory, router
     return engine
 
@@ -138,6 +145,8 @@ def config_name(config: dict) -> str:
              f"cpu{config['cpu_offload_gb']:g}", f"r{config['replicas']}-{config['router']}"]
     if spec:
         parts.append(f"{spec['spec_decode']}-k{spec['draft_tokens']}-al{spec['acceptance_length']:g}")
+    if config["kv_policy"] != EngineConfig.kv_policy or config["hints"] != "none":
+        parts.append(f"{config['kv_policy']}-hints-{config['hints']}")
     return "_".join(parts)
 
 
@@ -150,7 +159,7 @@ def run_point(plan: Plan, config: dict, concurrency: int, out: str) -> dict:
     corpus = Corpus(tuple(plan.traces), max_context=plan.max_context)
     settings = BenchSettings.build(out=out, url="virtual", concurrency=concurrency, duration=plan.duration, seed=plan.seed,
                                    warmup_requests_per_lane=plan.warmup_requests_per_lane, cost_basis=plan.cost_basis,
-                                   **corpus.labels)
+                                   hints=str(config["hints"]), **corpus.labels)
     sessions = corpus.sessions()
     sim = Deployment(engine_config(plan, config), int(config["replicas"]), config["router"])
     result = sim_bench(settings, sessions, sim, command=f"agentx sim plan ({config_name(config)}, c{concurrency})")

@@ -28,6 +28,7 @@ import time
 
 from agentx.common import key64, peak_rss_mb
 from agentx.content.engine_blocks import EngineBlocks
+from agentx.engine.hints import Hints
 from agentx.engine.config import Deployment, EngineConfig
 from agentx.engine.metrics import ServerStats, samples
 from agentx.engine.replicas import Replicas
@@ -180,6 +181,8 @@ class VirtualRun(RunSkeleton):
         hashes = self.blocks.hashes(session, req, tail_key, d.marker, self.hashes.get(stream), k)
         self.hashes[stream] = hashes
         seq = self.replicas.cores[0].blocks_sequence(f"{d.tree}-{d.node}", isl, hashes, osl)
+        hints = self.hints_of(d, stream_session_id(str(d.tree), stream[1]), None, k, osl)
+        seq.hints = Hints(**hints) if hints else None
         for core in self.replicas.cores:
             if core.idle and core.now < now:
                 core.now = now  # an idle engine starts its next iteration when work arrives
