@@ -25,4 +25,7 @@ class Hints(msgspec.Struct, kw_only=True, frozen=True):
 
     def record(self) -> dict:
         """The hints as the truth log writes them (set fields only)."""
-        return {k: v for k, v in msgspec.structs.asdict(self).items() if v not in (None, False, 0) or k == "turn"}
+        out = {k: v for k, v in msgspec.structs.asdict(self).items() if v is not None and v is not False}
+        if not self.fork:
+            del out["fork"], out["fork_shared_tokens"]
+        return out

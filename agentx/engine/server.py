@@ -373,6 +373,7 @@ class SimServer:
         }
         if hints is not None:
             record["hints"] = hints.record()
+            record["hint_headers"] = {h: v for h, v in request.headers.items() if h.lower().startswith("x-agentx-")}
         self.truth.write(json.dumps(record) + "\n")
 
 
