@@ -216,7 +216,7 @@ class EngineCore:
             self.spec_steps += 1
         if finished:
             for seq in finished:
-                self.kv.free_seq(seq, seq.hints)
+                self.kv.free_seq(seq, seq.hints, self.now)
             self.running = [s for s in self.running if s.finish_reason is None]
         return Step(duration, emitted, finished, len(scheduled), work.new_tokens, decodes)
 

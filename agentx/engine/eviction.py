@@ -3,8 +3,9 @@ holds the blocks that hold cached content and that nobody references (`kvcache.p
 order it gives them up. LRU (vLLM's rule) is the first; the policies that read harness hints
 (`hints.py`, SPEC §6 "KV policies") sit beside it with the same methods:
 
-- `append(blocks, hints, positions)`: blocks freed, in the order given (a sequence's tail first),
-  with the hints of the request that freed them (None: none) and each block's position in it;
+- `append(blocks, hints, positions, now)`: blocks freed, in the order given (a sequence's tail
+  first), with the hints of the request that freed them (None: none), each block's position in
+  it, and the modeled time;
 - `remove(blocks)`: blocks taken back out (a prefix hit on a free cached block);
 - `pop(n)`: the `n` blocks to evict now (n <= len), removed;
 - `len()` and iteration: the blocks held, in eviction order.
@@ -12,6 +13,7 @@ order it gives them up. LRU (vLLM's rule) is the first; the policies that read h
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from enum import StrEnum
 
@@ -52,7 +54,7 @@ class LRU:
             rest = blocks[pos:]
             yield from rest[self.stamp[rest] == st].tolist()
 
-    def append(self, blocks: np.ndarray, hints=None, positions=None) -> None:
+    def append(self, blocks: np.ndarray, hints=None, positions=None, now: float = 0.0) -> None:
         """Blocks become the most recently used, in this order."""
         if not len(blocks):
             return
@@ -119,7 +121,7 @@ class _Tiered:
         none = np.zeros(len(positions), dtype=bool)
         return none, none
 
-    def append(self, blocks: np.ndarray, hints=None, positions=None) -> None:
+    def append(self, blocks: np.ndarray, hints=None, positions=None, now: float = 0.0) -> None:
         if not len(blocks):
             return
         if hints is None or positions is None:
@@ -152,25 +154,83 @@ class _Tiered:
 
 class Retain(_Tiered):
     """Keep a session's prefix while its tool call runs: the blocks of a request whose answer calls
-    a tool (`tool_call`) are kept; with the oracle's `next_gap_s`, those of any request whose
-    stream comes back within RETAIN_HORIZON_S are, whatever the reason for the gap."""
+    a tool (`tool_call`) are kept. With the oracle's `next_gap_s` the policy knows when each freed
+    prefix is used next: those blocks are given up after all others, the one needed last first
+    (Belady's rule, per freed request), unbounded: an order, not a pin."""
+
+    def __init__(self, num_blocks: int):
+        super().__init__(num_blocks)
+        self.timed: list = []  # heap of (-next use, entry id, blocks)
+        self.entry = np.full(num_blocks, -1, dtype=np.int64)  # the timed entry a block is in, or -1
+        self.n_timed = 0
+        self.next_entry = 0
+
+    def __len__(self) -> int:
+        return super().__len__() + self.n_timed
+
+    def __iter__(self):
+        yield from self.first
+        yield from self.normal
+        for _, eid, blocks in sorted(self.timed):
+            yield from blocks[self.entry[blocks] == eid].tolist()
+        yield from self.kept
 
     def place(self, hints, positions):
         none = np.zeros(len(positions), dtype=bool)
-        if hints.next_gap_s is not None:
-            return none, ~none if hints.next_gap_s <= RETAIN_HORIZON_S else none
         return none, ~none if hints.tool_call is not None else none
+
+    def append(self, blocks, hints=None, positions=None, now: float = 0.0) -> None:
+        if hints is None or hints.next_gap_s is None or not len(blocks):
+            super().append(blocks, hints, positions)
+            return
+        eid = self.next_entry
+        self.next_entry += 1
+        self.entry[blocks] = eid
+        self.n_timed += len(blocks)
+        heapq.heappush(self.timed, (-(now + hints.next_gap_s), eid, blocks))
+
+    def remove(self, blocks) -> None:
+        blocks = np.asarray(blocks, dtype=np.int64)
+        timed = self.entry[blocks] >= 0
+        self.entry[blocks[timed]] = -1
+        self.n_timed -= int(timed.sum())
+        super().remove(blocks[~timed])
+
+    def pop(self, n: int) -> np.ndarray:
+        out = []
+        for q in (self.first, self.normal):
+            k = min(n, len(q))
+            if k:
+                out.append(q.pop(k))
+                n -= k
+        while n and self.timed:
+            _, eid, blocks = self.timed[0]
+            live = blocks[self.entry[blocks] == eid]
+            take, rest = live[:n], live[n:]
+            self.entry[take] = -1
+            self.n_timed -= len(take)
+            n -= len(take)
+            out.append(take)
+            if len(rest):
+                self.timed[0] = (self.timed[0][0], eid, rest)
+            else:
+                heapq.heappop(self.timed)
+        if n:
+            out.append(self.kept.pop(n))
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
 class Demote(_Tiered):
-    """On session end, a stream's blocks are evicted first (to the DRAM tier where there is one:
-    it holds them already, written through); with the oracle, also those of a stream that comes
-    back only after more than RETAIN_HORIZON_S."""
+    """On session end, its blocks are evicted first (to the DRAM tier where there is one: it holds
+    them already, written through); with the oracle, also those of a stream that comes back only
+    after more than RETAIN_HORIZON_S. A session ends with its top stream (no parent): a subagent's
+    or an aux chain's end is not one, its prefix is often its siblings' or its parent's."""
 
     def place(self, hints, positions):
         none = np.zeros(len(positions), dtype=bool)
+        ended = hints.session_end and hints.parent_session_id is None
         late = hints.next_gap_s is not None and hints.next_gap_s > RETAIN_HORIZON_S
-        return (~none if hints.session_end or late else none), none
+        return (~none if ended or late else none), none
 
 
 class Prefetch(_Tiered):

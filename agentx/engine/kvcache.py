@@ -275,7 +275,7 @@ class KVCache:
             self._offload(hashes[alloc.committed : end])
         alloc.committed = max(alloc.committed, end)
 
-    def free_seq(self, seq, hints=None) -> None:
+    def free_seq(self, seq, hints=None, now: float = 0.0) -> None:
         """Release a sequence's blocks; cached ones stay reusable until evicted, in the order of
         the eviction policy, which reads the hints of the request (None: none)."""
         alloc = self.seqs.pop(seq)
@@ -288,7 +288,8 @@ class KVCache:
         cut = len(blocks) - known  # the blocks without content (taken first) come before the cut
         self.empty += held[:cut][zero[:cut]].tolist()
         positions = np.arange(len(blocks) - 1 - cut, -1, -1) if hints is not None else None
-        self.free_cached.append(held[cut:][zero[cut:]], hints, positions[zero[cut:]] if positions is not None else None)
+        self.free_cached.append(held[cut:][zero[cut:]], hints, positions[zero[cut:]] if positions is not None else None,
+                                now)
 
     # ---------------------------------------------------------------- internals
 

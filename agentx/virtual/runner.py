@@ -37,7 +37,7 @@ from agentx.records import Record, RecordWriter
 from agentx.replay.folder import report
 from agentx.replay.plan import DONE, PROFILE, Dispatch
 from agentx.replay.run import RunSkeleton
-from agentx.replay.session_ids import stream_session_id
+from agentx.replay.session_ids import stream_session_id, stream_session_ids
 from agentx.replay.settings import BenchSettings
 
 
@@ -181,7 +181,8 @@ class VirtualRun(RunSkeleton):
         hashes = self.blocks.hashes(session, req, tail_key, d.marker, self.hashes.get(stream), k)
         self.hashes[stream] = hashes
         seq = self.replicas.cores[0].blocks_sequence(f"{d.tree}-{d.node}", isl, hashes, osl)
-        hints = self.hints_of(d, stream_session_id(str(d.tree), stream[1]), None, k, osl)
+        ids, parents = stream_session_ids(str(d.tree), d.graph.parents)
+        hints = self.hints_of(d, ids[stream[1]], parents[stream[1]], k, osl)
         seq.hints = Hints(**hints) if hints else None
         for core in self.replicas.cores:
             if core.idle and core.now < now:

@@ -48,8 +48,14 @@ def test_lru_evicts_the_older_prompt():
 def test_retain_keeps_a_prefix_through_its_tool_call():
     assert _survivors("retain", TOOL, None) == (4, 0)
     assert _survivors("retain", Hints(session_id="s", next_gap_s=10.0), None) == (4, 0)  # oracle: back soon
-    assert _survivors("retain", Hints(session_id="s", tool_call="read", next_gap_s=9999.0), None) == (0, 4)
+    assert _survivors("retain", Hints(session_id="s", tool_call="read", next_gap_s=9999.0), None) == (4, 0)
     assert _survivors("retain", None, None) == (0, 4)  # no hints: LRU
+
+
+def test_retain_with_the_oracle_gives_up_the_prefix_needed_last():
+    soon, late = Hints(session_id="s", next_gap_s=10.0), Hints(session_id="t", next_gap_s=1000.0)
+    assert _survivors("retain", soon, late) == (4, 0)
+    assert _survivors("retain", late, soon) == (0, 4)
 
 
 def test_demote_gives_up_an_ended_session_first():
