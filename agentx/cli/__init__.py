@@ -19,7 +19,6 @@ from agentx.engine.presets import COST_BASES
 from agentx.errors import AgentxError
 from agentx.replay.session_ids import PRESETS as SESSION_PRESETS
 from agentx.replay.plan import MODES
-from agentx.replay.scenarios import SCENARIOS
 from agentx.traces.load import FORMATS, WRITE_FORMATS
 from agentx.traces.model import HashScope
 from agentx.traces.weka import TimeBasis
@@ -49,11 +48,21 @@ Wire = _choices("Wire", WIRE_MODES)
 CostBasis = _choices("CostBasis", COST_BASES)
 Mode = _choices("Mode", MODES)
 SessionHeaders = _choices("SessionHeaders", SESSION_PRESETS)
-Scenario = _choices("Scenario", SCENARIOS)
 
 
 def _value(choice: Enum | None):
     return None if choice is None else choice.value
+
+
+def _scenario(text: str | None, range_ratio: float | None, offline: int):
+    """The typed scenario of the scenario flags (None: traces)."""
+    from agentx.replay.scenarios import parse_scenario
+
+    if text is None:
+        if range_ratio is not None or offline:
+            raise AgentxError("--range-ratio and --offline need --scenario", "scenario")
+        return None
+    return parse_scenario(text, range_ratio, offline)
 
 
 def _warn(message: str) -> None:
@@ -100,7 +109,12 @@ OPT_MORE_TRACES = typer.Argument(None, metavar="TRACES", help="More trace files 
                                  "--traces expands to (`--traces runs/*.jsonl`).")
 OPT_FMT = typer.Option(None, "--format", metavar="FORMAT", help=FORMAT_HELP)
 OPT_MAX_CONTEXT = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP)
-OPT_SCENARIO = typer.Option(None, "--scenario", help="Fixed-sequence baseline instead of traces.")
+OPT_SCENARIO = typer.Option(None, "--scenario", help="Fixed-length baseline instead of traces: ISL:OSL "
+                            "(e.g. 5000:500) or 1k1k, 8k1k, 1k8k.")
+OPT_RANGE_RATIO = typer.Option(None, "--range-ratio", help="Scenario lengths uniform in [R x L, L] (default: 0.8 "
+                               "for the named scenarios, as InferenceX runs them; 1 for ISL:OSL).")
+OPT_OFFLINE = typer.Option(0, "--offline", min=0, help="Scenario offline: N requests queued at t = 0, throughput "
+                           "over the makespan (sets --concurrency N, no warmup).")
 OPT_CONCURRENCY = typer.Option("8", "--concurrency", help="Lanes; a list (1,4,16) runs a sweep.")
 OPT_WARMUP_REQUESTS_PER_LANE = typer.Option(10, "--warmup-requests-per-lane", min=0)
 OPT_NO_WARMUP = typer.Option(False, "--no-warmup", help="Start every lane at t = 0 without warmup.")

@@ -11,8 +11,9 @@ import typer
 from rich.markup import escape
 
 from agentx.cli import (OPT_CONCURRENCY, OPT_FMT, OPT_GRACE, OPT_IDLE_CAP, OPT_MAX_CONTEXT, OPT_MORE_TRACES,
-                        OPT_NO_WARMUP, OPT_SCENARIO, OPT_SYSTEM_IDLE_CAP, OPT_TRACES, OPT_WARMUP_REQUESTS_PER_LANE,
-                        PLAIN, CostBasis, Format, Mode, Scenario, SessionHeaders, Wire, _load, _of_provider, _value,
+                        OPT_NO_WARMUP, OPT_OFFLINE, OPT_RANGE_RATIO, OPT_SCENARIO, OPT_SYSTEM_IDLE_CAP,
+                         OPT_TRACES, OPT_WARMUP_REQUESTS_PER_LANE,
+                        PLAIN, CostBasis, Format, Mode, SessionHeaders, Wire, _load, _of_provider, _scenario,
                         console, err_console)
 from agentx.errors import AgentxError
 
@@ -100,6 +101,9 @@ def _progress():
         yield lambda snap: live.update(line(snap))
 
 
+OFFLINE_WINDOW_S = 1e7  # offline: every request is profiled, however long the makespan
+
+
 def _default_out(prefix: str) -> Path:
     from datetime import datetime
 
@@ -113,7 +117,9 @@ def bench_cmd(
     more_traces: list[Path] = OPT_MORE_TRACES,
     fmt: Optional[Format] = OPT_FMT,
     max_context: Optional[str] = OPT_MAX_CONTEXT,
-    scenario: Optional[Scenario] = OPT_SCENARIO,
+    scenario: Optional[str] = OPT_SCENARIO,
+    range_ratio: Optional[float] = OPT_RANGE_RATIO,
+    offline: int = OPT_OFFLINE,
     concurrency: str = OPT_CONCURRENCY,
     duration: float = typer.Option(3600.0, "--duration", help="Profiling window in seconds."),
     wire: Wire = typer.Option("tokens", "--wire", help="tokens (/v1/completions, token ids) or chat (/v1/chat/completions)."),
@@ -153,7 +159,9 @@ def bench_cmd(
     from agentx.replay.scenarios import scenario_sessions
     from agentx.replay.settings import BenchSettings
 
-    levels = _concurrencies(concurrency)
+    sc = _scenario(scenario, range_ratio, offline)
+    levels = [sc.offline] if sc and sc.offline else _concurrencies(concurrency)
+    no_warmup, duration = (True, max(duration, OFFLINE_WINDOW_S)) if sc and sc.offline else (no_warmup, duration)
     traces = [*(traces or []), *(more_traces or [])]
     if mode.value == "schedule" and len(levels) > 1:
         raise AgentxError("schedule mode replays at the recorded start times: it has no lanes to sweep",
@@ -167,14 +175,15 @@ def bench_cmd(
         idle_cap=idle_cap, system_idle_cap=system_idle_cap, grace=grace, request_timeout=request_timeout,
         token_range=parse_token_range(token_range), token_scale=token_scale, tokenizer=tokenizer,
         server_metrics=None if server_metrics == "none" else server_metrics, keep_chunks=keep_chunks,
-        cost_basis=cost_basis.value, scenario=_value(scenario), clock_scale=clock_scale, mode=mode.value,
+        cost_basis=cost_basis.value, scenario=sc.name if sc else None, clock_scale=clock_scale, mode=mode.value,
+        reuse_sessions=not (sc and sc.offline),
         session_headers=session_headers.value,
         time_scale=time_scale, warmup_seconds=warmup_seconds, warmup=not no_warmup and mode.value == "lanes",
-        dataset=_value(scenario) or (", ".join(map(str, traces)) if traces else "bundled WEKA sample")
+        dataset=(sc.name if sc else None) or (", ".join(map(str, traces)) if traces else "bundled WEKA sample")
         + (f" ({provider})" if provider and not scenario else ""),
         variant=max_context)
-    if scenario:
-        sessions = scenario_sessions(scenario.value, max(levels))
+    if sc:
+        sessions = scenario_sessions(sc, max(levels), seed=seed)
     else:
         sessions = _load(traces, fmt, max_context)
         if provider:

@@ -8,20 +8,30 @@ from typing import Optional
 import typer
 
 from agentx.cli import (OPT_CONCURRENCY, OPT_FMT, OPT_GRACE, OPT_IDLE_CAP, OPT_MAX_CONTEXT, OPT_MORE_TRACES,
-                        OPT_NO_WARMUP, OPT_SCENARIO, OPT_SYSTEM_IDLE_CAP, OPT_TRACES, OPT_WARMUP_REQUESTS_PER_LANE,
-                        PLAIN, REQUEST_TIMEOUT_HELP, CostBasis, Format, Scenario, _load, _value, console)
-from agentx.cli.bench import _concurrencies, _default_out, _sweep
+                        OPT_NO_WARMUP, OPT_OFFLINE, OPT_RANGE_RATIO, OPT_SCENARIO, OPT_SYSTEM_IDLE_CAP, OPT_TRACES,
+                        OPT_WARMUP_REQUESTS_PER_LANE, PLAIN, REQUEST_TIMEOUT_HELP, CostBasis, Format, _load, _scenario,
+                        console)
+from agentx.cli.bench import OFFLINE_WINDOW_S, _concurrencies, _default_out, _sweep
 from agentx.errors import AgentxError
 from agentx.results.cli import DB_HELP
 
 sim_app = typer.Typer(help="The simulated inference engine.", **PLAIN)
+
+OPT_PRECISION = typer.Option("bf16", "--precision", help="bf16, fp8, nvfp4 or mxfp4 (weights and matmuls; FP4 "
+                             "runs with an FP8 KV cache; nvfp4 needs FP4 tensor cores).")
+OPT_ENGINE = typer.Option("vllm", "--engine", help="Engine whose calibrated timing profile is used: vllm, sglang, "
+                          "trtllm or atom (`agentx sim presets`).")
+OPT_PARALLELISM = typer.Option("tp", "--parallelism", help="How --gpus split a model instance: tp, tep (TP "
+                               "attention + EP experts) or dep (attention data-parallel + EP experts, e.g. DEP8).")
 
 @sim_app.command("serve")
 def sim_serve_cmd(
     hardware: str = typer.Option("H200", "--hardware", help="Hardware preset (see `agentx sim presets`)."),
     gpus: int = typer.Option(8, "--gpus", min=1, help="GPUs in the tensor-parallel group."),
     model: str = typer.Option("qwen3-235b-a22b", "--model", help="Model preset (see `agentx sim presets`)."),
-    precision: str = typer.Option("bf16", "--precision", help="bf16 or fp8 (weights, matmuls, KV cache)."),
+    precision: str = OPT_PRECISION,
+    engine_kind: str = OPT_ENGINE,
+    parallelism: str = OPT_PARALLELISM,
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8000, "--port", min=0, help="0 picks a free port (printed at start)."),
     speed: float = typer.Option(1.0, "--speed", help="Run the modeled hardware this many times faster."),
@@ -34,9 +44,10 @@ def sim_serve_cmd(
     max_model_len: int = typer.Option(0, "--max-model-len", min=0, help="0: the model's maximum context."),
     num_gpu_blocks_override: int = typer.Option(0, "--num-gpu-blocks-override", min=0,
                                                 help="This many KV blocks instead of the memory arithmetic."),
-    mfu: float = typer.Option(0.3, "--mfu", help="Model FLOP utilization of prefill."),
-    mbu: float = typer.Option(0.7, "--mbu", help="Memory bandwidth utilization of decode."),
-    overhead_ms: float = typer.Option(5.0, "--overhead-ms", help="Fixed cost of one iteration."),
+    mfu: float = typer.Option(0.0, "--mfu", help="Model FLOP utilization (0: the engine profile's)."),
+    mbu: float = typer.Option(0.0, "--mbu", help="Memory bandwidth utilization (0: the engine profile's)."),
+    overhead_ms: Optional[float] = typer.Option(None, "--overhead-ms", help="Fixed cost of one iteration "
+                                                "(default: the engine profile's)."),
     host_links: int = typer.Option(1, "--host-links", min=1, help="Host links a KV transfer is striped over."),
     seed: int = typer.Option(0, "--seed", help="Seed of answer lengths and faults."),
     fault_rate: float = typer.Option(0.0, "--fault-rate", help="Probability that a request gets a fault."),
@@ -64,8 +75,8 @@ def sim_serve_cmd(
         hardware=hardware, model=model, gpus=gpus, precision=precision, gpu_memory_utilization=gpu_memory_utilization,
         block_size=block_size, cpu_offload_gb=cpu_offload_gb, max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
-        num_gpu_blocks_override=num_gpu_blocks_override, mfu=mfu, mbu=mbu,
-        overhead_s=overhead_ms / 1000, host_links=host_links, seed=seed, spec_decode=spec_decode,
+        num_gpu_blocks_override=num_gpu_blocks_override, mfu=mfu, mbu=mbu, engine=engine_kind, parallelism=parallelism,
+        overhead_s=None if overhead_ms is None else overhead_ms / 1000, host_links=host_links, seed=seed, spec_decode=spec_decode,
         draft_tokens=draft_tokens, acceptance_length=acceptance_length,
     )
     faults = FaultConfig(rate=fault_rate, kinds=tuple(k.strip() for k in fault_kinds.split(",") if k.strip()),
@@ -82,7 +93,9 @@ def sim_bench_cmd(
     more_traces: list[Path] = OPT_MORE_TRACES,
     fmt: Optional[Format] = OPT_FMT,
     max_context: Optional[str] = OPT_MAX_CONTEXT,
-    scenario: Optional[Scenario] = OPT_SCENARIO,
+    scenario: Optional[str] = OPT_SCENARIO,
+    range_ratio: Optional[float] = OPT_RANGE_RATIO,
+    offline: int = OPT_OFFLINE,
     concurrency: str = OPT_CONCURRENCY,
     duration: float = typer.Option(3600.0, "--duration", help="Profiling window in (modeled) seconds."),
     seed: int = typer.Option(0, "--seed", help="Seed of the plan, the content and the engine."),
@@ -97,7 +110,9 @@ def sim_bench_cmd(
     hardware: str = typer.Option("H200", "--hardware", help="Hardware preset (see `agentx sim presets`)."),
     gpus: int = typer.Option(8, "--gpus", min=1, help="GPUs in each replica's tensor-parallel group."),
     model: str = typer.Option("qwen3-235b-a22b", "--model", help="Model preset (see `agentx sim presets`)."),
-    precision: str = typer.Option("bf16", "--precision", help="bf16 or fp8 (weights, matmuls, KV cache)."),
+    precision: str = OPT_PRECISION,
+    engine_kind: str = OPT_ENGINE,
+    parallelism: str = OPT_PARALLELISM,
     gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization"),
     cpu_offload_gb: float = typer.Option(0.0, "--cpu-offload-gb", help="Host DRAM for KV blocks, per replica."),
     max_num_seqs: int = typer.Option(256, "--max-num-seqs", min=1),
@@ -115,7 +130,9 @@ def sim_bench_cmd(
     from agentx.replay.settings import BenchSettings
     from agentx.virtual.runner import SimDeployment, sim_bench
 
-    levels = _concurrencies(concurrency)
+    sc = _scenario(scenario, range_ratio, offline)
+    levels = [sc.offline] if sc and sc.offline else _concurrencies(concurrency)
+    no_warmup, duration = (True, max(duration, OFFLINE_WINDOW_S)) if sc and sc.offline else (no_warmup, duration)
     traces = [*(traces or []), *(more_traces or [])]
     if duration <= 0:
         raise AgentxError("must be > 0", "duration")
@@ -123,15 +140,16 @@ def sim_bench_cmd(
         hardware=hardware, model=model, gpus=gpus, precision=precision, gpu_memory_utilization=gpu_memory_utilization,
         cpu_offload_gb=cpu_offload_gb, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
         max_model_len=max_model_len, seed=seed, spec_decode=spec_decode, draft_tokens=draft_tokens,
-        acceptance_length=acceptance_length)
+        acceptance_length=acceptance_length, engine=engine_kind, parallelism=parallelism)
     sim = SimDeployment(engine, replicas, router)
     settings = BenchSettings.build(
         url="virtual", concurrency=levels[0], duration=duration, seed=seed, warmup=not no_warmup,
         warmup_requests_per_lane=warmup_requests_per_lane, idle_cap=idle_cap, system_idle_cap=system_idle_cap,
-        grace=grace, token_scale=token_scale, cost_basis=cost_basis.value, scenario=_value(scenario),
-        dataset=_value(scenario) or (", ".join(map(str, traces)) if traces else "bundled WEKA sample"),
+        grace=grace, token_scale=token_scale, cost_basis=cost_basis.value, scenario=sc.name if sc else None,
+        reuse_sessions=not (sc and sc.offline),
+        dataset=sc.name if sc else (", ".join(map(str, traces)) if traces else "bundled WEKA sample"),
         variant=max_context)
-    sessions = scenario_sessions(scenario.value, max(levels)) if scenario else _load(traces, fmt, max_context)
+    sessions = scenario_sessions(sc, max(levels), seed=seed) if sc else _load(traces, fmt, max_context)
     _sweep(settings, sessions, levels, out or _default_out("sim-bench"), "sim bench (virtual time)",
            lambda s, sess, command, tick: sim_bench(s, sess, sim, command))
 
@@ -162,6 +180,43 @@ def sim_plan_cmd(
     console.print(f"every point: {folder}/<configuration>/c<N>; the answer: {folder}/plan.json; results database: "
                   f"{len(ids)} points ({database.url.render_as_string(hide_password=True)})", highlight=False)
     console.print(f"HTML report: {write_report(folder)}", highlight=False)
+
+
+@sim_app.command("calibrate")
+def sim_calibrate_cmd(
+    rows: Optional[str] = typer.Option(None, "--rows", help="Only rows whose id contains one of these (comma list)."),
+    in_sample: bool = typer.Option(False, "--in-sample", help="Use the shipped profiles (fitted on every row) "
+                                   "instead of held-out fits."),
+    workers: int = typer.Option(1, "--workers", min=1, help="Rows run in parallel processes."),
+    prompts_per_lane: int = typer.Option(10, "--prompts-per-lane", min=1, max=100,
+                                         help="Profiled prompts per lane (InferenceX: 10 x concurrency)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder of the rows' runs (default runs/calibrate-TIMESTAMP)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the report as JSON here."),
+    html_out: Optional[Path] = typer.Option(None, "--html", help="Write the report as an HTML page here."),
+):
+    """Run every published point of the calibration table in virtual time: predicted / published per
+    row and per hardware x engine, share within +-15 % (tok/s per GPU) and +-20 % (ITL p50)."""
+    import json
+
+    from agentx.report.calibration import page, tables
+    from agentx.virtual.calibrate import as_json, calibrate
+
+    only = [k.strip() for k in rows.split(",") if k.strip()] if rows else None
+    outcomes, skipped = calibrate(out or _default_out("calibrate"), only, in_sample, workers, prompts_per_lane)
+    if not outcomes:
+        raise AgentxError(f"no modeled row matches {rows!r}", "rows")
+    report = as_json(outcomes, skipped, in_sample)
+    for table in tables(report, outcomes):
+        console.print(table)
+    total = report["summary"]["total"]
+    console.print(f"{total['rows']} rows: {total['within_tok_s']:.0%} within ±15 % on tok/s per GPU, "
+                  f"{total['within_itl']:.0%} within ±20 % on ITL p50, {total['within_both']:.0%} both; geo-mean "
+                  f"ratio {total['geomean_tok_s_ratio']:.2f} (tok/s), {total['geomean_itl_ratio'] or 0:.2f} (ITL)"
+                  + (f"; listed, not modeled: {', '.join(s.id for s in skipped)}" if skipped else ""), highlight=False)
+    if json_out:
+        json_out.write_text(json.dumps(report, indent=1))
+    if html_out:
+        html_out.write_text(page(report, outcomes))
 
 
 @sim_app.command("presets")

@@ -6,13 +6,18 @@ from dataclasses import dataclass
 
 from agentx.errors import AgentxError
 
+PRECISIONS = ("bf16", "fp8", "nvfp4", "mxfp4")
+PARALLELISMS = ("tp", "tep", "dep")
+
 
 @dataclass(frozen=True)
 class EngineConfig:
     hardware: str = "H200"
     model: str = "qwen3-235b-a22b"
-    gpus: int = 8  # one tensor-parallel group
-    precision: str = "bf16"  # of weights, matmuls and KV cache: bf16 or fp8
+    gpus: int = 8  # one model instance: its tensor- (or expert- / attention-data-) parallel group
+    precision: str = "bf16"  # of weights and matmuls: bf16, fp8, nvfp4 or mxfp4 (KV: bf16 or fp8)
+    engine: str = "vllm"  # whose timing profile (agentx/engine/presets.toml [profile.*]): vllm, sglang, trtllm, atom
+    parallelism: str = "tp"  # tp | tep (TP attention, EP experts) | dep (attention data-parallel, EP experts)
     gpu_memory_utilization: float = 0.9
     block_size: int = 16
     cpu_offload_gb: float = 0.0  # host DRAM for KV blocks, whole deployment (0: no CPU tier)
@@ -20,10 +25,10 @@ class EngineConfig:
     max_num_batched_tokens: int = 8192
     max_model_len: int = 0  # 0: the model's own maximum context
     num_gpu_blocks_override: int = 0  # as vLLM's flag: this many KV blocks instead of the memory math
-    # timing model (see agentx/engine/timing.py)
-    mfu: float = 0.3  # model FLOP utilization reached by prefill, TP communication included
-    mbu: float = 0.7  # memory bandwidth utilization reached by decode
-    overhead_s: float = 0.005  # per iteration: scheduling, launches, all-reduce latency
+    # timing model (see agentx/engine/timing.py); 0 / None: the engine profile's value
+    mfu: float = 0.0  # model FLOP utilization of the matmuls
+    mbu: float = 0.0  # memory bandwidth utilization
+    overhead_s: float | None = None  # per iteration: scheduling, launches, collective latency
     host_link_efficiency: float = 0.5  # achieved / peak host-link bandwidth for KV block copies
     host_links: int = 1  # host links a KV transfer is striped over (1: one link, conservative)
     # speculative decoding: each decode step verifies `draft_tokens` drafts and keeps
@@ -36,7 +41,8 @@ class EngineConfig:
     def __post_init__(self):
         checks = [
             (self.gpus >= 1, "gpus must be >= 1"),
-            (self.precision in ("bf16", "fp8"), "precision must be bf16 or fp8"),
+            (self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}"),
+            (self.parallelism in PARALLELISMS, f"parallelism must be one of {', '.join(PARALLELISMS)}"),
             (0 < self.gpu_memory_utilization <= 1, "gpu_memory_utilization must be in (0, 1]"),
             (self.block_size >= 1, "block_size must be >= 1"),
             (self.cpu_offload_gb >= 0, "cpu_offload_gb must be >= 0"),
@@ -44,9 +50,9 @@ class EngineConfig:
             (self.max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1"),
             (self.max_model_len >= 0, "max_model_len must be >= 0"),
             (self.num_gpu_blocks_override >= 0, "num_gpu_blocks_override must be >= 0"),
-            (0 < self.mfu <= 1 and 0 < self.mbu <= 1, "mfu and mbu must be in (0, 1]"),
+            (0 <= self.mfu <= 1 and 0 <= self.mbu <= 1, "mfu and mbu must be in (0, 1] (0: the profile's)"),
             (0 < self.host_link_efficiency <= 1, "host_link_efficiency must be in (0, 1]"),
-            (self.overhead_s >= 0, "overhead_s must be >= 0"),
+            (self.overhead_s is None or self.overhead_s >= 0, "overhead_s must be >= 0"),
             (self.host_links >= 1, "host_links must be >= 1"),
             (not self.spec_decode or self.draft_tokens >= 1, "spec_decode needs draft_tokens >= 1"),
             (self.acceptance_length == 0 or 1 <= self.acceptance_length <= self.draft_tokens + 1,

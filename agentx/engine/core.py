@@ -239,7 +239,7 @@ class EngineCore:
         least the fixed overhead and emits at most ceil(AL) tokens per sequence."""
         per_step = math.ceil(self.accept_len)
         left = min((s.stop_len - len(s.output) for s in (*self.running, *self.waiting)), default=0)
-        return self.now + self.cfg.overhead_s * max(1, -(-left // per_step))
+        return self.now + self.roofline.overhead_s * max(1, -(-left // per_step))
 
     def accepted(self) -> int:
         """Tokens each decoding sequence emits this iteration: AL on average, the same pattern

@@ -24,6 +24,8 @@ class Hardware:
     host_link_bw: float  # bytes/s per direction, GPU <-> host DRAM
     host_dram_bytes: float  # per GPU
     sources: dict
+    fp4_flops: float = 0.0  # dense FP4 (NVFP4 / MXFP4); 0: no FP4 tensor cores
+    scale_up_bw: float = 0.0  # bytes/s per direction per GPU over NVLink / Infinity Fabric
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,8 @@ class Model:
     qk_rope_head_dim: int = 0  # mla
     experts: int = 0  # MoE: routed experts, 0 for dense
     experts_per_token: int = 0
+    kv_layers: int = 0  # layers that keep KV for the whole context (0: all; sliding-window layers excluded)
+    fp4_scope: str = "all"  # what an FP4 checkpoint quantizes: "all" linear weights or only the "experts"
     # published speculative-decoding figures: method -> {draft_tokens, acceptance_length, source}
     spec_decode: dict = field(default_factory=dict)
 
@@ -75,6 +79,39 @@ def gpu_cost(key: str) -> dict | None:
     return _table()["cost"].get(key)
 
 
+@dataclass(frozen=True)
+class Profile:
+    """Timing constants of one engine on one GPU kind (and precision), with where they come from."""
+
+    key: str
+    mfu: float
+    mbu: float
+    overhead_ms: float
+    collective_efficiency: float
+    source: str
+    collective_source: str
+
+
+ENGINES = ("vllm", "sglang", "trtllm", "atom")
+
+
+def profile(engine: str, hardware_key: str, precision: str) -> Profile:
+    """The most specific of `engine.hardware.precision`, `engine.hardware`, `engine`."""
+    if engine not in ENGINES:
+        raise AgentxError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    table = _table()["profile"]
+    base = table[engine]
+    for key in (f"{engine}.{hardware_key}.{precision}", f"{engine}.{hardware_key}", engine):
+        if key in table:
+            merged = {**{k: v for k, v in base.items() if not isinstance(v, dict)}, **table[key]}
+            return Profile(key=key, **{f.name: merged[f.name] for f in fields(Profile) if f.name != "key"})
+    raise AssertionError("unreachable")
+
+
+def profile_keys() -> list[str]:
+    return [k for k in _table()["profile"]]
+
+
 def hardware_names() -> list[str]:
     return list(_table()["hardware"])
 
@@ -87,16 +124,25 @@ def preset_tables() -> list:
     """Rich tables of the hardware and model presets with their key figures."""
     from rich.table import Table
 
-    hw = Table("hardware", "name", "BF16 TFLOP/s", "FP8 TFLOP/s", "HBM GB", "HBM TB/s", "host link GB/s",
-               title="Hardware presets (per GPU, dense)")
+    hw = Table("hardware", "name", "BF16 TFLOP/s", "FP8 TFLOP/s", "FP4 TFLOP/s", "HBM GB", "HBM TB/s",
+               "host link GB/s", "scale-up GB/s", title="Hardware presets (per GPU, dense, per direction)")
     for key in hardware_names():
         h = hardware(key)
-        hw.add_row(key, h.name, f"{h.bf16_flops / 1e12:,.0f}", f"{h.fp8_flops / 1e12:,.0f}", f"{h.hbm_bytes / 1e9:.0f}",
-                   f"{h.hbm_bw / 1e12:.2f}", f"{h.host_link_bw / 1e9:.0f}")
+        hw.add_row(key, h.name, f"{h.bf16_flops / 1e12:,.0f}", f"{h.fp8_flops / 1e12:,.0f}",
+                   f"{h.fp4_flops / 1e12:,.0f}" if h.fp4_flops else "-", f"{h.hbm_bytes / 1e9:.0f}",
+                   f"{h.hbm_bw / 1e12:.2f}", f"{h.host_link_bw / 1e9:.0f}", f"{h.scale_up_bw / 1e9:.0f}")
     models = Table("model", "name", "attention", "layers", "params total / active", "max context", "vocab",
                    title="Model presets")
     for key in model_names():
         m = model(key)
         models.add_row(key, m.name, m.attention, str(m.layers), f"{m.params_total / 1e9:.1f}B / {m.params_active / 1e9:.1f}B",
                        f"{m.max_context:,}", f"{m.vocab:,}")
-    return [hw, models]
+    profiles = Table("profile", "MFU", "MBU", "overhead ms", "collective eff.", "source",
+                     title="Engine timing profiles (engine[.hardware[.precision]])")
+    for key in profile_keys():
+        engine, _, rest = key.partition(".")
+        hw_key, _, precision = rest.partition(".")
+        p = profile(engine, hw_key, precision)
+        profiles.add_row(key, f"{p.mfu:g}", f"{p.mbu:g}", f"{p.overhead_ms:g}", f"{p.collective_efficiency:g}",
+                         p.source + ("" if rest else f"; collectives: {p.collective_source}"))
+    return [hw, models, profiles]

@@ -34,6 +34,7 @@ from agentx.content.engine_blocks import EngineBlocks
 from agentx.engine.config import EngineConfig
 from agentx.engine.metrics import ServerStats, samples
 from agentx.engine.replicas import Replicas
+from agentx.engine.timing import Roofline
 from agentx.engine.window import decode_finish_bound
 from agentx.records import Record, RecordWriter
 from agentx.replay.folder import RunFolder, report
@@ -49,11 +50,17 @@ LEAD_S = 0.5  # modeled seconds between the warmup's drain and profiling (bench'
 
 def engine_settings(e: EngineConfig) -> str:
     """The sim's settings that set a deployment apart beside its labels (SPEC §8 `engine_settings`)."""
-    parts = [f"gpu_memory_utilization={e.gpu_memory_utilization:g}", f"max_num_seqs={e.max_num_seqs}",
+    parts = [f"profile={Roofline(e).profile.key}", f"gpu_memory_utilization={e.gpu_memory_utilization:g}", f"max_num_seqs={e.max_num_seqs}",
              f"max_num_batched_tokens={e.max_num_batched_tokens}"]
     if e.num_gpu_blocks_override:
         parts.append(f"num_gpu_blocks_override={e.num_gpu_blocks_override}")
     return ", ".join(parts)
+
+
+def parallelism_label(e: EngineConfig, replicas: int = 1) -> str:
+    """TP8, DEP8, 2 x TEP4: as InferenceX and the AgentX article name deployments."""
+    one = f"{e.parallelism.upper()}{e.gpus}"
+    return one if replicas == 1 else f"{replicas} x {one}"
 
 
 @dataclass(frozen=True)
@@ -76,10 +83,10 @@ class VirtualRun:
         self.sim, self.run_id = sim, uuid.uuid4().hex[:12]
         e = sim.engine
         simulated = {
-            "engine": "agentx-sim (virtual time)", "hardware": e.hardware, "gpus": e.gpus * sim.replicas,
+            "engine": f"agentx-sim {e.engine} profile (virtual time)", "hardware": e.hardware, "gpus": e.gpus * sim.replicas,
             "precision": e.precision, "kv_offload": f"{e.cpu_offload_gb:g} GB CPU" if e.cpu_offload_gb else None,
             "router": sim.router if sim.replicas > 1 else None, "url": None,
-            "parallelism": f"TP{e.gpus}" if sim.replicas == 1 else f"{sim.replicas} x TP{e.gpus}",
+            "parallelism": parallelism_label(e, sim.replicas),
             "engine_settings": engine_settings(e),
             "spec_decoding": f"{e.spec_decode} K={e.draft_tokens} AL={roof.acceptance_length:g}" if e.spec_decode else None,
             "simulated": {"hardware": e.hardware, "model": e.model, "gpus_per_replica": e.gpus,
