@@ -3,6 +3,7 @@ simulated deployment each row maps to."""
 
 from __future__ import annotations
 
+import math
 import tomllib
 from functools import cache
 from importlib.resources import files
@@ -91,16 +92,41 @@ def parallelism(row: Row) -> str:
     return "dep" if row.attention_dp else ("tep" if row.ep > 1 else "tp")
 
 
+def implied_gpus(row: Row) -> float | None:
+    """The GPU count the published figures imply (Little's law; no model involved): requests
+    spend TTFT waiting or prefilling and OSL x TPOT decoding, so C x OSL TPOT / (TTFT + OSL TPOT)
+    of the C clients decode at once, each emitting 1 / TPOT tokens; total throughput is that times
+    (ISL + OSL) / OSL, and the page divides it by the GPU count."""
+    if not (row.ttft_ms_p50 and row.tpot_ms_p50):
+        return None
+    mean = (1 + row.range_ratio) / 2
+    isl, osl, tpot, ttft = row.isl * mean, row.osl * mean, row.tpot_ms_p50 / 1000, row.ttft_ms_p50 / 1000
+    decoding = row.concurrency * osl * tpot / (ttft + osl * tpot)
+    return decoding * (isl + osl) / osl / tpot / row.tok_s_per_gpu
+
+
+def tp_choice(row: Row) -> list[int]:
+    """TP candidates in the order tried: the one nearest the implied GPU count first (the page does
+    not say which of the swept TPs won; the implied count is within 8 % of an integer for every
+    row), then the rest from the smallest."""
+    implied = implied_gpus(row)
+    ordered = sorted(row.tp_candidates)
+    if implied:
+        best = min(ordered, key=lambda tp: abs(math.log(tp / implied)))
+        ordered.remove(best)
+        ordered.insert(0, best)
+    return ordered
+
+
 def row_engine(row: Row, **timing) -> EngineConfig:
-    """The deployment a row runs on: the smallest TP candidate whose weights fit (at a fixed
-    concurrency the one of highest throughput per GPU), the engine's batch limits not binding
-    (the recipes size them to the concurrency), an 8,192-token step budget (vLLM's, SGLang's and
-    TensorRT-LLM's default chunk), 90 % of HBM for weights and KV."""
+    """The deployment a row runs on: the TP of `tp_choice` (the first whose weights fit), the
+    engine's batch limits not binding (the recipes size them to the concurrency), an 8,192-token
+    step budget (vLLM's, SGLang's and TensorRT-LLM's default chunk), 90 % of HBM for weights and KV."""
     from agentx.engine.timing import Roofline
 
     assert parallelism(row) in PARALLELISMS
     problems = []
-    for tp in sorted(row.tp_candidates):
+    for tp in tp_choice(row):
         cfg = EngineConfig(hardware=row.hardware, model=row.model, gpus=tp, precision=row.precision,
                            engine=row.engine, parallelism=parallelism(row), max_num_seqs=max(256, row.concurrency),
                            max_num_batched_tokens=8192, gpu_memory_utilization=0.9, **timing)

@@ -29,6 +29,7 @@ class EngineConfig:
     mfu: float = 0.0  # model FLOP utilization of the matmuls
     mbu: float = 0.0  # memory bandwidth utilization
     overhead_s: float | None = None  # per iteration: scheduling, launches, collective latency
+    moe_efficiency: float = 0.0  # expert-weight streaming relative to mbu
     host_link_efficiency: float = 0.5  # achieved / peak host-link bandwidth for KV block copies
     host_links: int = 1  # host links a KV transfer is striped over (1: one link, conservative)
     # speculative decoding: each decode step verifies `draft_tokens` drafts and keeps
@@ -50,7 +51,8 @@ class EngineConfig:
             (self.max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1"),
             (self.max_model_len >= 0, "max_model_len must be >= 0"),
             (self.num_gpu_blocks_override >= 0, "num_gpu_blocks_override must be >= 0"),
-            (0 <= self.mfu <= 1 and 0 <= self.mbu <= 1, "mfu and mbu must be in (0, 1] (0: the profile's)"),
+            (0 <= self.mfu <= 1 and 0 <= self.mbu <= 1 and 0 <= self.moe_efficiency <= 1,
+             "mfu, mbu and moe_efficiency must be in (0, 1] (0: the profile's)"),
             (0 < self.host_link_efficiency <= 1, "host_link_efficiency must be in (0, 1]"),
             (self.overhead_s is None or self.overhead_s >= 0, "overhead_s must be >= 0"),
             (self.host_links >= 1, "host_links must be >= 1"),

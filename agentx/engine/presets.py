@@ -81,35 +81,56 @@ def gpu_cost(key: str) -> dict | None:
 
 @dataclass(frozen=True)
 class Profile:
-    """Timing constants of one engine on one GPU kind (and precision), with where they come from."""
+    """The timing constants of one deployment (engine x GPU x precision x model), each from its
+    entry of presets.toml [timing.*], with where each came from."""
 
     key: str
     mfu: float
     mbu: float
     overhead_ms: float
+    moe_efficiency: float  # expert-weight streaming, relative to mbu (grouped GEMMs of few tokens per expert)
     collective_efficiency: float
-    source: str
-    collective_source: str
+    sources: dict
 
 
 ENGINES = ("vllm", "sglang", "trtllm", "atom")
+TIMING = ("mfu", "mbu", "overhead_ms", "moe_efficiency")
 
 
-def profile(engine: str, hardware_key: str, precision: str) -> Profile:
-    """The most specific of `engine.hardware.precision`, `engine.hardware`, `engine`."""
+def precision_class(precision: str, hardware_key: str) -> str:
+    """fp8, bf16, fp4 (FP4 tensor cores) or fp4-weight-only (FP4 weights on a GPU without them)."""
+    if precision in ("nvfp4", "mxfp4"):
+        return "fp4" if hardware(hardware_key).fp4_flops else "fp4-weight-only"
+    return precision
+
+
+def timing_key(name: str, engine: str, hardware_key: str, precision: str, model_key: str) -> str:
+    return {"mfu": precision_class(precision, hardware_key), "mbu": hardware_key, "overhead_ms": engine,
+            "moe_efficiency": model_key}[name]
+
+
+def profile(engine: str, hardware_key: str, precision: str, model_key: str) -> Profile:
     if engine not in ENGINES:
         raise AgentxError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
-    table = _table()["profile"]
-    base = table[engine]
-    for key in (f"{engine}.{hardware_key}.{precision}", f"{engine}.{hardware_key}", engine):
-        if key in table:
-            merged = {**{k: v for k, v in base.items() if not isinstance(v, dict)}, **table[key]}
-            return Profile(key=key, **{f.name: merged[f.name] for f in fields(Profile) if f.name != "key"})
-    raise AssertionError("unreachable")
+    table = _table()["timing"]
+    values, sources = {}, {}
+    for name in TIMING:
+        key = timing_key(name, engine, hardware_key, precision, model_key)
+        entry = table[name].get(key) or table[name]["default"]
+        values[name], sources[name] = entry["value"], f"{key}: {entry['source']}" if key in table[name] else \
+            f"{key} has no entry, default: {entry['source']}"
+    collective = table["collective_efficiency"]
+    sources["collective_efficiency"] = collective["source"]
+    return Profile(key=f"{engine}.{hardware_key}.{precision}", collective_efficiency=collective["value"],
+                   sources=sources, **values)
 
 
-def profile_keys() -> list[str]:
-    return [k for k in _table()["profile"]]
+def timing_entries() -> list[tuple[str, str, float, str]]:
+    """(constant, key, value, source) of every entry of presets.toml [timing]."""
+    table = _table()["timing"]
+    out = [(name, key, e["value"], e["source"]) for name in TIMING for key, e in table[name].items()]
+    c = table["collective_efficiency"]
+    return out + [("collective_efficiency", "all", c["value"], c["source"])]
 
 
 def hardware_names() -> list[str]:
@@ -137,12 +158,8 @@ def preset_tables() -> list:
         m = model(key)
         models.add_row(key, m.name, m.attention, str(m.layers), f"{m.params_total / 1e9:.1f}B / {m.params_active / 1e9:.1f}B",
                        f"{m.max_context:,}", f"{m.vocab:,}")
-    profiles = Table("profile", "MFU", "MBU", "overhead ms", "collective eff.", "source",
-                     title="Engine timing profiles (engine[.hardware[.precision]])")
-    for key in profile_keys():
-        engine, _, rest = key.partition(".")
-        hw_key, _, precision = rest.partition(".")
-        p = profile(engine, hw_key, precision)
-        profiles.add_row(key, f"{p.mfu:g}", f"{p.mbu:g}", f"{p.overhead_ms:g}", f"{p.collective_efficiency:g}",
-                         p.source + ("" if rest else f"; collectives: {p.collective_source}"))
+    profiles = Table("constant", "key", "value", "source", title="Timing constants (a deployment takes MFU by "
+                     "precision class, MBU by GPU, overhead by engine, MoE efficiency by model)")
+    for name, key, value, source in timing_entries():
+        profiles.add_row(name, key, f"{value:g}", source)
     return [hw, models, profiles]

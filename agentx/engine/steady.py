@@ -30,20 +30,30 @@ class Steady:
     ttft_s: float
 
 
-def steady_state(roof: Roofline, isl: float, osl: float, concurrency: int) -> Steady:
+def _batch(roof: Roofline, isl: float, osl: float, concurrency: int) -> tuple[float, float, float]:
+    """Decoding batch, prompt tokens per iteration, and the share of the prompts' demand served."""
     cfg = roof.cfg
-    context = isl + osl / 2
-    batch = max(1.0, min(concurrency, cfg.max_num_seqs, roof.kv_capacity_tokens / context))
+    batch = max(1.0, min(concurrency, cfg.max_num_seqs, roof.kv_capacity_tokens / (isl + osl / 2)))
     budget = max(1.0, cfg.max_num_batched_tokens - batch)
     prefill = min(batch * isl / osl, budget)
-    work = Work(new_tokens=round(batch + prefill),
-                attn_pairs=round(batch * context + prefill * isl / 2),
+    return batch, prefill, min(1.0, prefill / (batch * isl / osl))
+
+
+def steady_work(roof: Roofline, isl: float, osl: float, concurrency: int) -> tuple[Work, float]:
+    """One steady iteration's work, and k with throughput per GPU = k / iteration time."""
+    batch, prefill, share = _batch(roof, isl, osl, concurrency)
+    context = isl + osl / 2
+    work = Work(new_tokens=round(batch + prefill), attn_pairs=round(batch * context + prefill * isl / 2),
                 kv_read_tokens=round(batch * context + prefill * isl / 2))
+    return work, batch * (isl + osl) / osl * share / roof.cfg.gpus
+
+
+def steady_state(roof: Roofline, isl: float, osl: float, concurrency: int) -> Steady:
+    batch, prefill, share = _batch(roof, isl, osl, concurrency)
+    work, k = steady_work(roof, isl, osl, concurrency)
     step = roof.iteration_s(work)
-    # decode steps per request: OSL, stretched when the budget caps the prompts entering
-    decode_share = min(1.0, prefill / (batch * isl / osl))
-    per_gpu = batch * (isl + osl) / osl * decode_share / step / cfg.gpus
-    wait = max(0.0, concurrency - batch) / batch * osl * step / decode_share
-    ttft = wait + math.ceil(isl / max(1.0, budget)) * step
-    return Steady(batch, step, per_gpu, ttft)
+    budget = max(1.0, roof.cfg.max_num_batched_tokens - batch)
+    wait = max(0.0, concurrency - batch) / batch * osl * step / share
+    ttft = wait + math.ceil(isl / budget) * step
+    return Steady(batch, step, k / step, ttft)
 

@@ -67,11 +67,12 @@ class Roofline:
     def __init__(self, cfg: EngineConfig):
         hw, m = presets.hardware(cfg.hardware), presets.model(cfg.model)
         self.cfg, self.hw, self.model = cfg, hw, m
-        self.profile = presets.profile(cfg.engine, hw.key, cfg.precision)
+        self.profile = presets.profile(cfg.engine, hw.key, cfg.precision, m.key)
         self.mfu = cfg.mfu or self.profile.mfu
         self.mbu = cfg.mbu or self.profile.mbu
         self.overhead_s = cfg.overhead_s if cfg.overhead_s is not None else self.profile.overhead_ms / 1000
         self.collective_eff = self.profile.collective_efficiency
+        self.moe_eff = cfg.moe_efficiency or self.profile.moe_efficiency
         g, dep = cfg.gpus, cfg.parallelism == "dep"
         self.dtype_bytes = KV_BYTES[cfg.precision]
         self.peak_flops, self.attn_flops = self._peaks(hw, cfg.precision)
@@ -153,10 +154,11 @@ class Roofline:
 
     def weight_bytes_per_gpu(self, tokens: int) -> float:
         """Weight bytes one GPU reads in an iteration of `tokens` new tokens (for MoE, the dense part
-        plus the routed experts the tokens touch: 1 - (1 - k/E)^tokens of them)."""
+        plus the routed experts the tokens touch: 1 - (1 - k/E)^tokens of them, counted 1 /
+        moe_efficiency times: expert GEMMs of a few tokens each stream their weights less well)."""
         g = self.cfg.gpus
         touched = 1.0 - (1.0 - self.k_over_e) ** tokens if self.model.experts else 1.0
-        experts = self.expert_bytes * touched / g
+        experts = self.expert_bytes * touched / g / self.moe_eff
         if self.cfg.parallelism == "dep":  # every rank its own replica of the dense part
             return self.dense_bytes + experts
         return self.dense_bytes / g + experts

@@ -6,9 +6,8 @@ A row runs as InferenceX measured it: `concurrency` closed-loop lanes, 2 warmup 
 prompts), lengths uniform in [R x L, L]; throughput per GPU is total tokens over first start to
 last end, TTFT and TPOT (the ITL of a request: (E2E - TTFT) / (OSL - 1)) are medians.
 
-By default each row's timing constants are the held-out fit (`engine/fit.py`: fitted on its
-engine x hardware group's rows of the other scenario, never on the row's own figures);
-`in_sample=True` uses the shipped profiles (fitted on every row).
+By default each row's timing constants are refitted without it (`engine/fit.py`, leave one out:
+never on the row's own figures); `in_sample=True` uses the shipped constants (fitted on every row).
 """
 
 from __future__ import annotations
@@ -61,10 +60,12 @@ def run_row(row: Row, params, fitted_on: list[str], out: str, prompts_per_lane: 
     from agentx.replay.settings import BenchSettings
     from agentx.virtual.runner import SimDeployment, parallelism_label, sim_bench
 
-    timing = {"mfu": params[0], "mbu": params[1], "overhead_s": params[2] / 1000} if params else {}
+    timing = {"mfu": params["mfu"], "mbu": params["mbu"], "overhead_s": params["overhead_ms"] / 1000,
+              "moe_efficiency": params["moe_efficiency"]} if params else {}
     cfg = row_engine(row, **timing)
-    profile = (f"held out: mfu {params[0]:g}, mbu {params[1]:g}, overhead {params[2]:g} ms fitted on "
-               f"{', '.join(fitted_on)}" if params else "shipped profile (in sample)")
+    profile = (f"left out: mfu {params['mfu']:g}, mbu {params['mbu']:g}, overhead {params['overhead_ms']:g} ms, "
+               f"MoE efficiency {params['moe_efficiency']:g}, fitted on the {len(fitted_on)} other rows"
+               if params else "shipped constants (fitted on every row)")
     sc = Scenario(row.isl, row.osl, row.range_ratio)
     base = dict(id=row.id, group=row.group, model=row.model, precision=row.precision,
                 parallelism=parallelism_label(cfg), scenario=sc.name, concurrency=row.concurrency, profile=profile,
@@ -129,7 +130,7 @@ def summary(outcomes: list[Outcome]) -> dict:
 def as_json(outcomes: list[Outcome], skipped: list[Row], in_sample: bool) -> dict:
     table = load_table()
     return {"bands": {"tok_s_per_gpu": TOK_S_BAND, "itl_p50": ITL_BAND},
-            "profiles": "in sample (shipped)" if in_sample else "held out (fitted on the group's other scenario)",
+            "profiles": "shipped constants, in sample" if in_sample else "leave one out (refitted without the row)",
             "summary": summary(outcomes),
             "rows": [{**asdict(o), "ratio": o.ratio, "itl_ratio": o.itl_ratio,
                       "source": asdict_source(table, o.id)} for o in outcomes],
