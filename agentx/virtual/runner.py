@@ -50,7 +50,8 @@ LEAD_S = 0.5  # modeled seconds between the warmup's drain and profiling (bench'
 
 def engine_settings(e: EngineConfig) -> str:
     """The sim's settings that set a deployment apart beside its labels (SPEC §8 `engine_settings`)."""
-    parts = [f"profile={Roofline(e).profile.key}", f"gpu_memory_utilization={e.gpu_memory_utilization:g}", f"max_num_seqs={e.max_num_seqs}",
+    parts = [f"profile={Roofline(e).profile.key}", f"gpu_memory_utilization={e.gpu_memory_utilization:g}",
+             f"max_num_seqs={e.max_num_seqs}",
              f"max_num_batched_tokens={e.max_num_batched_tokens}"]
     if e.num_gpu_blocks_override:
         parts.append(f"num_gpu_blocks_override={e.num_gpu_blocks_override}")

@@ -68,7 +68,7 @@ def test_virtual_time_agrees_with_http_against_the_sim(tmp_path):
     flags = [x for key, value in ENGINE.items() for x in (f"--{key}", str(value))]
     with raised_priority(), sim_server("--speed", str(SPEED), *flags) as url:
         http = bench(BenchSettings.build(url=url, out=str(tmp_path / "http"), clock_scale=SPEED, **common), sessions)
-    assert virtual["identity"]["engine"] == "agentx-sim (virtual time)"
+    assert virtual["identity"]["engine"] == "agentx-sim vllm profile (virtual time)"
     assert virtual["validity"]["valid"] and http["validity"]["valid"]
     health = http["client_health"]
     late = health["dispatch_lateness_ms"]
