@@ -206,8 +206,11 @@ def sim_calibrate_cmd(
     if not outcomes:
         raise AgentxError(f"no modeled row matches {rows!r}", "rows")
     report = as_json(outcomes, skipped, in_sample)
+    from rich.console import Console
+
+    wide = Console(width=max(console.width, 190))  # the row table is wide: keep one line per row
     for table in tables(report, outcomes):
-        console.print(table)
+        wide.print(table)
     total = report["summary"]["total"]
     console.print(f"{total['rows']} rows: {total['within_tok_s']:.0%} within ±15 % on tok/s per GPU, "
                   f"{total['within_itl']:.0%} within ±20 % on ITL p50, {total['within_both']:.0%} both; geo-mean "

@@ -36,10 +36,14 @@ def group_cells(name: str, g: dict) -> list[str]:
 def tables(report: dict, outcomes: list[Outcome]) -> list:
     from rich.table import Table
 
-    rows = Table(*ROW_HEAD, title=f"Calibration rows ({report['profiles']})")
+    from rich import box
+
+    rows = Table(*ROW_HEAD, title=f"Calibration rows ({report['profiles']})", box=box.MARKDOWN)
+    rows.columns[0].no_wrap = True
+    rows.columns[0].min_width = max((len(o.id) for o in outcomes), default=10)
     for o in outcomes:
         rows.add_row(*row_cells(o))
-    groups = Table(*GROUP_HEAD, title="Per hardware x engine")
+    groups = Table(*GROUP_HEAD, title="Per hardware x engine", box=box.MARKDOWN)
     for name, g in report["summary"]["groups"].items():
         groups.add_row(*group_cells(name, g))
     groups.add_row(*group_cells("all", report["summary"]["total"]))
