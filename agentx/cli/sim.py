@@ -123,8 +123,15 @@ def sim_bench_cmd(
     spec_decode: str = typer.Option("", "--spec-decode", help="Speculative decoding method (mtp, eagle3, ...)."),
     draft_tokens: int = typer.Option(0, "--draft-tokens", min=0, help="Draft tokens verified per decode step."),
     acceptance_length: float = typer.Option(0.0, "--acceptance-length", help="Tokens kept per step (0: the preset's)."),
+    prefill: int = typer.Option(0, "--prefill", min=0, help="Disaggregated: prefill workers (each --gpus, "
+                                "--parallelism); needs --decode."),
+    decode: int = typer.Option(0, "--decode", min=0, help="Disaggregated: decode workers."),
+    decode_gpus: int = typer.Option(0, "--decode-gpus", min=0, help="GPUs of a decode worker (default --gpus)."),
+    decode_parallelism: str = typer.Option("", "--decode-parallelism", help="A decode worker's (default --parallelism)."),
 ):
     """Replay traces on the simulated engine in modeled time: no HTTP, no waiting (bench's run folder)."""
+    from dataclasses import replace
+
     from agentx.engine.config import EngineConfig
     from agentx.replay.scenarios import scenario_sessions
     from agentx.replay.settings import BenchSettings
@@ -141,7 +148,11 @@ def sim_bench_cmd(
         cpu_offload_gb=cpu_offload_gb, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
         max_model_len=max_model_len, seed=seed, spec_decode=spec_decode, draft_tokens=draft_tokens,
         acceptance_length=acceptance_length, engine=engine_kind, parallelism=parallelism)
-    sim = SimDeployment(engine, replicas, router)
+    if bool(prefill) != bool(decode):
+        raise AgentxError("--prefill and --decode go together", "prefill")
+    decode_engine = replace(engine, gpus=decode_gpus or gpus, parallelism=decode_parallelism or parallelism)
+    sim = SimDeployment(engine, replicas, router, prefill=prefill, decode=decode,
+                        decode_engine=decode_engine if prefill else None)
     settings = BenchSettings.build(
         url="virtual", concurrency=levels[0], duration=duration, seed=seed, warmup=not no_warmup,
         warmup_requests_per_lane=warmup_requests_per_lane, idle_cap=idle_cap, system_idle_cap=system_idle_cap,

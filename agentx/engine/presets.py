@@ -26,6 +26,7 @@ class Hardware:
     sources: dict
     fp4_flops: float = 0.0  # dense FP4 (NVFP4 / MXFP4); 0: no FP4 tensor cores
     scale_up_bw: float = 0.0  # bytes/s per direction per GPU over NVLink / Infinity Fabric
+    kv_transfer_bw: float = 0.0  # bytes/s per GPU between prefill and decode instances (disaggregated)
 
 
 @dataclass(frozen=True)

@@ -71,23 +71,54 @@ class SimDeployment:
     engine: EngineConfig = field(default_factory=EngineConfig)
     replicas: int = 1
     router: str = "round-robin"
+    # disaggregated: this many prefill workers of `engine` and decode workers of `decode_engine`
+    # (default: `engine`) instead of replicas (virtual/disagg.py)
+    prefill: int = 0
+    decode: int = 0
+    decode_engine: EngineConfig | None = None
+
+    def label(self) -> str:
+        if not self.prefill:
+            return parallelism_label(self.engine, self.replicas)
+        return (f"{parallelism_label(self.engine, self.prefill)} prefill + "
+                f"{parallelism_label(self.decode_engine or self.engine, self.decode)} decode")
+
+    def gpus(self) -> int:
+        if not self.prefill:
+            return self.engine.gpus * self.replicas
+        return self.engine.gpus * self.prefill + (self.decode_engine or self.engine).gpus * self.decode
+
+
+def _cores(sim: SimDeployment):
+    """The engine cores (prefill workers first when disaggregated) and the disaggregation's state."""
+    if not sim.prefill:
+        return Replicas(sim.engine, sim.replicas, sim.router), None
+    from agentx.engine import presets
+    from agentx.errors import AgentxError
+    from agentx.virtual.disagg import Disagg
+
+    if sim.decode < 1 or sim.replicas != 1:
+        raise AgentxError("a disaggregated deployment needs --decode >= 1 and no --replicas", "prefill")
+    cores = Replicas(sim.engine, sim.prefill, "least-loaded")
+    cores.cores += Replicas(sim.decode_engine or sim.engine, sim.decode, "least-loaded").cores
+    return cores, Disagg(cores, sim.prefill, presets.hardware(sim.engine.hardware).kv_transfer_bw)
 
 
 class VirtualRun:
     """One virtual replay of `sessions` into the run folder `settings.out`."""
 
     def __init__(self, settings: BenchSettings, sessions: list, sim: SimDeployment, command: str = ""):
-        self.replicas = Replicas(sim.engine, sim.replicas, sim.router)
+        self.replicas, self.disagg = _cores(sim)
         roof = self.replicas.roofline
         self.s = settings = settings.replace(model=settings.target.model or roof.model.name, wire="tokens",
                                              clock_scale=1.0, server_metrics=None)
         self.sim, self.run_id = sim, uuid.uuid4().hex[:12]
         e = sim.engine
         simulated = {
-            "engine": f"agentx-sim {e.engine} profile (virtual time)", "hardware": e.hardware, "gpus": e.gpus * sim.replicas,
+            "engine": f"agentx-sim {e.engine} profile (virtual time)", "hardware": e.hardware, "gpus": sim.gpus(),
             "precision": e.precision, "kv_offload": f"{e.cpu_offload_gb:g} GB CPU" if e.cpu_offload_gb else None,
             "router": sim.router if sim.replicas > 1 else None, "url": None,
-            "parallelism": parallelism_label(e, sim.replicas),
+            "parallelism": sim.label(),
             "engine_settings": engine_settings(e),
             "spec_decoding": f"{e.spec_decode} K={e.draft_tokens} AL={roof.acceptance_length:g}" if e.spec_decode else None,
             "simulated": {"hardware": e.hardware, "model": e.model, "gpus_per_replica": e.gpus,
@@ -138,15 +169,19 @@ class VirtualRun:
                 break
             nt = plan.next_time(self.time)
             busy = [c for c in self.replicas.cores if not c.idle]
-            if nt is None and not busy and not self.done:
-                break  # nothing left to happen (no engine holds work, no timer is set)
+            handoff = self.disagg.next_time() if self.disagg else None  # a KV transfer's arrival
+            if nt is None and not busy and not self.done and handoff is None:
+                break  # nothing left to happen (no engine holds work, no timer or transfer is set)
             events = min(math.inf if nt is None else nt, tick, self.done[0][0] if self.done else math.inf,
-                         plan.profile_end if plan.phase == PROFILE else math.inf)
+                         plan.profile_end if plan.phase == PROFILE else math.inf,
+                         math.inf if handoff is None else handoff)
             first = min(busy, key=lambda c: c.now) if busy else None
             if first is None or events <= first.now:
                 self.time = max(self.time, events)
                 if self.done and self.done[0][0] <= self.time:
                     self._finish(heapq.heappop(self.done)[-1])
+                elif handoff is not None and handoff <= self.time:
+                    self._decode(heapq.heappop(self.disagg.pending)[-1])
                 elif self.time >= tick:
                     self._sample(tick)
                     tick += 1.0
@@ -186,6 +221,10 @@ class VirtualRun:
             self._advance(first, min([deadline] + others))
         while self.done:
             self._finish(heapq.heappop(self.done)[-1])
+        while self.disagg and self.disagg.pending:  # KV still in flight: the request is cancelled
+            seq = heapq.heappop(self.disagg.pending)[-1].prefill
+            d, isl, osl, theo = self.inflight.pop(seq)
+            self.records.write(self._record(d, isl, osl, theo, seq.arrival, deadline, error="cancelled"))
         for seq in list(self.inflight):
             self.replicas.abort(seq)
             d, isl, osl, theo = self.inflight.pop(seq)
@@ -211,27 +250,56 @@ class VirtualRun:
         tail_key = key64("tail", self.run_id, d.tree, d.node)
         hashes = self.blocks.hashes(session, req, tail_key, d.marker, self.hashes.get(stream), k)
         self.hashes[stream] = hashes
-        seq = self.replicas.cores[0].blocks_sequence(f"{d.tree}-{d.node}", isl, hashes, osl)
+        first = 1 if self.disagg else osl  # disaggregated: the prefill worker answers the first token
+        seq = self.replicas.cores[0].blocks_sequence(f"{d.tree}-{d.node}", isl, hashes, first)
+        self._wake(now)
+        if self.disagg:
+            self._add_to(self.disagg.prefill_core(), seq, now)
+        else:
+            # the stream's session id as bench sends it (`TREE`, `TREE.k`) less bench's random run id
+            self.replicas.add(seq, now, stream_session_id(str(d.tree), stream[1]))
+        self.inflight[seq] = (d, isl, osl, theo)
+
+    def _wake(self, now: float) -> None:
         for core in self.replicas.cores:
             if core.idle and core.now < now:
                 core.now = now  # an idle engine starts its next iteration when work arrives
-        # the stream's session id as bench sends it (`TREE`, `TREE.k`) less bench's random run id
-        self.replicas.add(seq, now, stream_session_id(str(d.tree), stream[1]))
-        self.inflight[seq] = (d, isl, osl, theo)
+
+    def _add_to(self, index: int, seq, now: float) -> None:
+        seq.replica = index
+        self.replicas.cores[index].add(seq, now)
+
+    def _decode(self, handoff) -> None:
+        """The prompt's KV has reached the decode side: its decode-stage sequence starts there."""
+        first = handoff.prefill
+        index = self.disagg.decode_core()
+        self.disagg.receive(index, first, first.hashes)
+        seq = self.replicas.cores[0].blocks_sequence(first.id + "-decode", first.prompt_len,
+                                                     first.hashes, handoff.osl - 1)
+        self._wake(self.time)
+        self._add_to(index, seq, self.time)
+        self.inflight[seq] = self.inflight.pop(first)
+        self.disagg.decode_of[seq] = first
 
     def _finish(self, seq) -> None:
         """A finished sequence at its time: its record, and the plan told (the loop then sends
         what that made due at this time)."""
-        d, isl, osl, theo = self.inflight.pop(seq)
-        rec = self._record(d, isl, osl, theo, seq.arrival, seq.finished_at)
-        rec.ttft = seq.first_token_at - seq.arrival
-        rec.isl, rec.osl, rec.cached, rec.chunks = isl, len(seq.output), seq.cached_tokens, len(seq.output)
+        d, isl, osl, theo = self.inflight[seq]
+        if self.disagg and seq not in self.disagg.decode_of and osl > 1:
+            self.disagg.hand_off(seq, seq.finished_at, osl)  # the first token is out; the KV moves
+            return
+        del self.inflight[seq]
+        first = self.disagg.decode_of.pop(seq, seq) if self.disagg else seq  # the prefill stage
+        rec = self._record(d, isl, osl, theo, first.arrival, seq.finished_at)
+        rec.ttft = first.first_token_at - first.arrival
+        produced = len(first.output) + (len(seq.output) if seq is not first else 0)
+        rec.isl, rec.osl, rec.cached, rec.chunks = isl, produced, first.cached_tokens, produced
         rec.finish_reason = seq.finish_reason
         s = self.stats
         s.success[seq.finish_reason] = s.success.get(seq.finish_reason, 0) + 1
         s.ttft.observe(rec.ttft)
         s.e2e.observe(rec.end - rec.start)
-        s.queue.observe(max(0.0, seq.scheduled_at - seq.arrival))
+        s.queue.observe(max(0.0, first.scheduled_at - first.arrival))
         self._ended(d, rec, seq.finished_at)
 
     def _ended(self, d: Dispatch, rec: Record, at: float) -> None:

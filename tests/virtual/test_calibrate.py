@@ -106,3 +106,24 @@ def test_offline_scenario_runs_every_request_once(tmp_path):
     result = json.loads((tmp_path / "o" / "result.json").read_text())
     assert result["requests"]["succeeded"] == 60 and result["requests"]["warmup"] == 0
     assert result["identity"]["engine"] == "agentx-sim trtllm profile (virtual time)"
+
+
+def test_disaggregated_prefill_decode_hands_the_kv_over(tmp_path):
+    """1 prefill + 1 decode worker: every request's first token comes from the prefill worker, the
+    rest after its KV crossed the link; the identity names the split."""
+    from agentx.records import read_records
+
+    res = agentx("sim", "bench", "--scenario", "2000:50", "--concurrency", "4", "--hardware", "H200", "--gpus", "1",
+                 "--model", "llama-3.1-70b", "--precision", "fp8", "--prefill", "1", "--decode", "1",
+                 "--duration", "20", "--warmup-requests-per-lane", "1", "--out", tmp_path / "d")
+    assert res.returncode == 0, res.stderr
+    result = json.loads((tmp_path / "d" / "result.json").read_text())
+    assert result["identity"]["parallelism"] == "TP1 prefill + TP1 decode" and result["identity"]["gpus"] == 2
+    roof = Roofline(EngineConfig(hardware="H200", gpus=1, model="llama-3.1-70b", precision="fp8"))
+    per_token = roof.kv_bytes_per_token / (roof.hw.kv_transfer_bw * roof.collective_eff)
+    profiled = [r for r in read_records(tmp_path / "d") if r.phase == "profile" and not r.error]
+    assert profiled and all(r.isl == 2000 and r.osl == r.osl_planned == 50 for r in profiled)
+    # after the first token: the KV transfer, then OSL - 1 decode steps of at least the overhead each
+    assert all(r.end - r.start - r.ttft >= r.isl * per_token + (r.osl - 1) * roof.overhead_s for r in profiled)
+    bad = agentx("sim", "bench", "--scenario", "1k1k", "--prefill", "1")
+    assert bad.returncode == 2 and "--prefill and --decode go together" in bad.stderr
