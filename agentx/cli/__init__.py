@@ -1,7 +1,7 @@
 """The `agentx` command: thin; it parses, calls, and prints. This module holds the root command,
 its entry point and what the command groups share; a module per group adds its commands:
 traces (`trace ...`), sim (`sim ...`), capture (`capture ...`), bench (`bench`, `report`, `demo`,
-`probe cache`) and agentx.results.cli (`db ...`, `frontier`, `serve`, `sweep`)."""
+`probe cache`) and agentx.cli.results (`db ...`, `frontier`, `serve`, `sweep`)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from agentx.content.wire import WIRE_MODES
-from agentx.engine.presets import COST_BASES
 from agentx.errors import AgentxError
-from agentx.replay.session_ids import PRESETS as SESSION_PRESETS
-from agentx.replay.plan import MODES
+from agentx.replay.corpus import Corpus
+from agentx.replay.plan import PlanConfig
 from agentx.traces.load import FORMATS, WRITE_FORMATS
 from agentx.traces.model import HashScope
 from agentx.traces.weka import TimeBasis
@@ -44,25 +42,10 @@ Format = _choices("Format", FORMATS)
 WriteFormat = _choices("WriteFormat", WRITE_FORMATS)
 Basis = _choices("Basis", get_args(TimeBasis))
 Scope = _choices("Scope", get_args(HashScope))
-Wire = _choices("Wire", WIRE_MODES)
-CostBasis = _choices("CostBasis", COST_BASES)
-Mode = _choices("Mode", MODES)
-SessionHeaders = _choices("SessionHeaders", SESSION_PRESETS)
 
 
 def _value(choice: Enum | None):
     return None if choice is None else choice.value
-
-
-def _scenario(text: str | None, range_ratio: float | None, offline: int):
-    """The typed scenario of the scenario flags (None: traces)."""
-    from agentx.replay.scenarios import parse_scenario
-
-    if text is None:
-        if range_ratio is not None or offline:
-            raise AgentxError("--range-ratio and --offline need --scenario", "scenario")
-        return None
-    return parse_scenario(text, range_ratio, offline)
 
 
 def _warn(message: str) -> None:
@@ -80,22 +63,30 @@ def _max_context(text: Optional[str]) -> Optional[int]:
     return parse_tokens(text) if text else None
 
 
+def _corpus(traces: list[Path] | None, more_traces: list[Path] | None = None, fmt: Optional[Format] = None,
+            max_context: Optional[str] = None, scenario: Optional[str] = None,
+            provider: Optional[str] = None, range_ratio: Optional[float] = None, offline: int = 0) -> Corpus:
+    """The corpus of a command's --traces (and the paths after them), --format, --max-context,
+    --scenario (with --range-ratio, --offline) and --provider."""
+    return Corpus(tuple([*(traces or []), *(more_traces or [])]), _value(fmt), max_context, provider, scenario,
+                  range_ratio=range_ratio, offline=offline)
+
+
+# offline scenarios: every request is profiled, however long the makespan; each session once
+OFFLINE_WINDOW_S = 1e7
+
+
+def _offline(corpus: Corpus, options: dict) -> list[int] | None:
+    """With --offline N: the one level (N lanes) and the plan options it implies, set in `options`."""
+    sc = corpus.parsed()
+    if not sc or not sc.offline:
+        return None
+    options.update(warmup=False, reuse_sessions=False, duration=max(options.get("duration", 0), OFFLINE_WINDOW_S))
+    return [sc.offline]
+
+
 def _load(paths: list[Path], fmt: Optional[Format], max_context: Optional[str]):
-    from agentx.data import sample_traces
-    from agentx.traces.load import load_sessions
-    from agentx.traces.variants import limit_corpus
-
-    sessions = load_sessions(paths or [sample_traces()], _value(fmt), warn=_warn)
-    return limit_corpus(sessions, _max_context(max_context))
-
-
-def _of_provider(sessions: list, provider: str) -> list:
-    from agentx.traces.stats import by_provider
-
-    groups = by_provider(sessions)
-    if provider not in groups:
-        raise AgentxError(f"no session of {provider!r} in the traces (they have: {', '.join(groups)})", "provider")
-    return groups[provider]
+    return _corpus(paths, fmt=fmt, max_context=max_context).sessions(warn=_warn)
 
 
 FORMAT_HELP = (f"Input format: {', '.join(FORMATS)}; detected from the content when omitted "
@@ -115,12 +106,7 @@ OPT_RANGE_RATIO = typer.Option(None, "--range-ratio", help="Scenario lengths uni
                                "for the named scenarios, as InferenceX runs them; 1 for ISL:OSL).")
 OPT_OFFLINE = typer.Option(0, "--offline", min=0, help="Scenario offline: N requests queued at t = 0, throughput "
                            "over the makespan (sets --concurrency N, no warmup).")
-OPT_CONCURRENCY = typer.Option("8", "--concurrency", help="Lanes; a list (1,4,16) runs a sweep.")
-OPT_WARMUP_REQUESTS_PER_LANE = typer.Option(10, "--warmup-requests-per-lane", min=0)
-OPT_NO_WARMUP = typer.Option(False, "--no-warmup", help="Start every lane at t = 0 without warmup.")
-OPT_IDLE_CAP = typer.Option(300.0, "--idle-cap", help="Longest gap a session tree waits with nothing in flight.")
-OPT_SYSTEM_IDLE_CAP = typer.Option(10.0, "--system-idle-cap", help="Longest gap with nothing in flight anywhere.")
-OPT_GRACE = typer.Option(60.0, "--grace", help="Seconds in-flight requests may finish after the window.")
+OPT_CONCURRENCY = typer.Option(str(PlanConfig.concurrency), "--concurrency", help="Lanes; a list (1,4,16) runs a sweep.")
 
 # `sim serve` and `capture proxy`
 REQUEST_TIMEOUT_HELP = "Seconds a client has to send a request's head and body (and an idle connection stays)."
@@ -138,7 +124,7 @@ def main() -> None:
 
 # The command tree. Help lists commands and groups each in the order they are added here.
 from agentx.cli import bench, capture, sim, traces  # noqa: E402  (they use the helpers above)
-from agentx.results.cli import register as register_results  # noqa: E402
+from agentx.cli.results import register as register_results  # noqa: E402
 
 app.add_typer(traces.trace_app, name="trace")
 app.add_typer(sim.sim_app, name="sim")

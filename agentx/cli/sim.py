@@ -7,87 +7,58 @@ from typing import Optional
 
 import typer
 
-from agentx.cli import (OPT_CONCURRENCY, OPT_FMT, OPT_GRACE, OPT_IDLE_CAP, OPT_MAX_CONTEXT, OPT_MORE_TRACES,
-                        OPT_NO_WARMUP, OPT_OFFLINE, OPT_RANGE_RATIO, OPT_SCENARIO, OPT_SYSTEM_IDLE_CAP, OPT_TRACES,
-                        OPT_WARMUP_REQUESTS_PER_LANE, PLAIN, REQUEST_TIMEOUT_HELP, CostBasis, Format, _load, _scenario,
-                        console)
-from agentx.cli.bench import OFFLINE_WINDOW_S, _concurrencies, _default_out, _sweep
+from agentx.cli import (OPT_CONCURRENCY, OPT_FMT, OPT_MAX_CONTEXT, OPT_MORE_TRACES, OPT_OFFLINE, OPT_RANGE_RATIO,
+                        OPT_SCENARIO, OPT_TRACES, PLAIN, Format, _corpus, _offline, _warn, console)
+from agentx.cli.bench import _concurrencies, _default_out, _sweep
+from agentx.cli.options import config_options, pick
+from agentx.cli.results import DB_HELP
+from agentx.content.tokens import ContentConfig
+from agentx.engine.config import Deployment, EngineConfig, ServeConfig
+from agentx.engine.faults import KINDS, FaultConfig
 from agentx.errors import AgentxError
-from agentx.results.cli import DB_HELP
+from agentx.replay.plan import PlanConfig
+from agentx.replay.settings import Labels, TargetConfig
 
 sim_app = typer.Typer(help="The simulated inference engine.", **PLAIN)
 
-OPT_PRECISION = typer.Option("bf16", "--precision", help="bf16, fp8, nvfp4 or mxfp4 (weights and matmuls; FP4 "
-                             "runs with an FP8 KV cache; nvfp4 needs FP4 tensor cores).")
-OPT_ENGINE = typer.Option("vllm", "--engine", help="Engine whose calibrated timing profile is used: vllm, sglang, "
-                          "trtllm or atom (`agentx sim presets`).")
-OPT_PARALLELISM = typer.Option("tp", "--parallelism", help="How --gpus split a model instance: tp, tep (TP "
-                               "attention + EP experts) or dep (attention data-parallel + EP experts, e.g. DEP8).")
+def _deployment(options: dict) -> dict:
+    """Deployment's options (its `engine` is the EngineConfig, not the --engine profile name)."""
+    return {k: v for k, v in pick(Deployment, options).items() if k != "engine"}
+
+
+# disaggregated prefill / decode runs in virtual time only (virtual/disagg.py)
+DISAGG = ("prefill", "decode", "decode_gpus", "decode_parallelism")
+
 
 @sim_app.command("serve")
+@config_options(EngineConfig, Deployment, ServeConfig, FaultConfig, skip=("overhead_s",) + DISAGG,
+                help={"replicas": "Engine replicas (each --gpus GPUs) behind one endpoint."})
 def sim_serve_cmd(
-    hardware: str = typer.Option("H200", "--hardware", help="Hardware preset (see `agentx sim presets`)."),
-    gpus: int = typer.Option(8, "--gpus", min=1, help="GPUs in the tensor-parallel group."),
-    model: str = typer.Option("qwen3-235b-a22b", "--model", help="Model preset (see `agentx sim presets`)."),
-    precision: str = OPT_PRECISION,
-    engine_kind: str = OPT_ENGINE,
-    parallelism: str = OPT_PARALLELISM,
-    host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(8000, "--port", min=0, help="0 picks a free port (printed at start)."),
-    speed: float = typer.Option(1.0, "--speed", help="Run the modeled hardware this many times faster."),
-    served_model_name: str = typer.Option("", "--served-model-name", help="Default: the preset's model name."),
-    block_size: int = typer.Option(16, "--block-size", min=1),
-    gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization"),
-    cpu_offload_gb: float = typer.Option(0.0, "--cpu-offload-gb", help="Host DRAM for KV blocks, per replica."),
-    max_num_seqs: int = typer.Option(256, "--max-num-seqs", min=1),
-    max_num_batched_tokens: int = typer.Option(8192, "--max-num-batched-tokens", min=1),
-    max_model_len: int = typer.Option(0, "--max-model-len", min=0, help="0: the model's maximum context."),
-    num_gpu_blocks_override: int = typer.Option(0, "--num-gpu-blocks-override", min=0,
-                                                help="This many KV blocks instead of the memory arithmetic."),
-    mfu: float = typer.Option(0.0, "--mfu", help="Model FLOP utilization (0: the engine profile's)."),
-    mbu: float = typer.Option(0.0, "--mbu", help="Memory bandwidth utilization (0: the engine profile's)."),
-    overhead_ms: Optional[float] = typer.Option(None, "--overhead-ms", help="Fixed cost of one iteration "
+    overhead_ms: Optional[float] = typer.Option(None, "--overhead-ms", min=0, help="Fixed cost of one iteration "
                                                 "(default: the engine profile's)."),
-    host_links: int = typer.Option(1, "--host-links", min=1, help="Host links a KV transfer is striped over."),
-    seed: int = typer.Option(0, "--seed", help="Seed of answer lengths and faults."),
-    fault_rate: float = typer.Option(0.0, "--fault-rate", help="Probability that a request gets a fault."),
-    fault_kinds: str = typer.Option("http500,disconnect,stall,malformed,overflow", "--fault-kinds",
+    fault_kinds: str = typer.Option(",".join(KINDS), "--fault-kinds",
                                     help="Drawn uniformly; 'corrupt' (silent KV corruption of cache hits) only when named."),
-    fault_stall_s: float = typer.Option(5.0, "--fault-stall-s", help="Length of a stall fault."),
-    truth_log: Optional[Path] = typer.Option(None, "--truth-log", help="JSONL of true per-request times."),
-    reasoning_share: float = typer.Option(0.0, "--reasoning-share", help="Chat answers stream this share as reasoning first."),
-    reasoning_field: str = typer.Option("reasoning_content", "--reasoning-field", help="reasoning_content or reasoning."),
-    request_timeout_s: float = typer.Option(30.0, "--request-timeout-s", help=REQUEST_TIMEOUT_HELP),
-    replicas: int = typer.Option(1, "--replicas", min=1, help="Engine replicas (each --gpus GPUs) behind one endpoint."),
-    router: str = typer.Option("round-robin", "--router", help="round-robin, least-loaded, session-affinity or "
-                               "prefix-aware (SPEC section 6)."),
-    spec_decode: str = typer.Option("", "--spec-decode", help="Speculative decoding method (mtp, eagle3, ...)."),
-    draft_tokens: int = typer.Option(0, "--draft-tokens", min=0, help="Draft tokens verified per decode step."),
-    acceptance_length: float = typer.Option(0.0, "--acceptance-length",
-                                            help="Tokens kept per decode step on average (0: the preset's)."),
+    options: dict = None,
 ):
     """Serve a simulated deployment over the OpenAI API (default: 8 x H200, Qwen3-235B-A22B)."""
-    from agentx.engine.config import EngineConfig
-    from agentx.engine.faults import FaultConfig
-    from agentx.engine.server import ServeConfig, serve
+    from agentx.engine.server import serve
 
-    engine = EngineConfig(
-        hardware=hardware, model=model, gpus=gpus, precision=precision, gpu_memory_utilization=gpu_memory_utilization,
-        block_size=block_size, cpu_offload_gb=cpu_offload_gb, max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
-        num_gpu_blocks_override=num_gpu_blocks_override, mfu=mfu, mbu=mbu, engine=engine_kind, parallelism=parallelism,
-        overhead_s=None if overhead_ms is None else overhead_ms / 1000, host_links=host_links, seed=seed, spec_decode=spec_decode,
-        draft_tokens=draft_tokens, acceptance_length=acceptance_length,
-    )
-    faults = FaultConfig(rate=fault_rate, kinds=tuple(k.strip() for k in fault_kinds.split(",") if k.strip()),
-                         stall_s=fault_stall_s, seed=seed)
-    serve(ServeConfig(engine=engine, host=host, port=port, speed=speed, served_model_name=served_model_name,
-                      faults=faults, truth_log=str(truth_log) if truth_log else None, replicas=replicas,
-                      router=router, reasoning_share=reasoning_share, reasoning_field=reasoning_field,
-                      request_timeout_s=request_timeout_s))
+    engine = EngineConfig(**pick(EngineConfig, options), overhead_s=None if overhead_ms is None else overhead_ms / 1000)
+    faults = FaultConfig(**pick(FaultConfig, options), kinds=tuple(k.strip() for k in fault_kinds.split(",") if k.strip()))
+    serve(ServeConfig(**{**pick(ServeConfig, options), "deployment": Deployment(engine, **_deployment(options)),
+                         "faults": faults}))
+
+
+# what `sim bench` leaves to `sim serve` (the timing model's tuning) and to bench (schedule mode)
+SIM_BENCH_SKIPS = ("block_size", "num_gpu_blocks_override", "mfu", "mbu", "overhead_s", "moe_efficiency",
+                   "host_link_efficiency", "host_links", "mode", "time_scale", "warmup_seconds")
 
 
 @sim_app.command("bench")
+@config_options(EngineConfig, Deployment, PlanConfig, ContentConfig, (TargetConfig, ("grace",)), (Labels, ("cost_basis",)),
+                skip=SIM_BENCH_SKIPS,
+                help={"duration": "Profiling window in (modeled) seconds.",
+                      "seed": "Seed of the plan, the content and the engine."})
 def sim_bench_cmd(
     traces: list[Path] = OPT_TRACES,
     more_traces: list[Path] = OPT_MORE_TRACES,
@@ -97,70 +68,20 @@ def sim_bench_cmd(
     range_ratio: Optional[float] = OPT_RANGE_RATIO,
     offline: int = OPT_OFFLINE,
     concurrency: str = OPT_CONCURRENCY,
-    duration: float = typer.Option(3600.0, "--duration", help="Profiling window in (modeled) seconds."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the plan, the content and the engine."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/sim-bench-TIMESTAMP)."),
-    warmup_requests_per_lane: int = OPT_WARMUP_REQUESTS_PER_LANE,
-    no_warmup: bool = OPT_NO_WARMUP,
-    idle_cap: float = OPT_IDLE_CAP,
-    system_idle_cap: float = OPT_SYSTEM_IDLE_CAP,
-    grace: float = OPT_GRACE,
-    token_scale: int = typer.Option(1, "--token-scale", min=1, help="Render each hash block as block/K tokens."),
-    cost_basis: CostBasis = typer.Option("neocloud", "--cost-basis", help="Which price of the GPU counts."),
-    hardware: str = typer.Option("H200", "--hardware", help="Hardware preset (see `agentx sim presets`)."),
-    gpus: int = typer.Option(8, "--gpus", min=1, help="GPUs in each replica's tensor-parallel group."),
-    model: str = typer.Option("qwen3-235b-a22b", "--model", help="Model preset (see `agentx sim presets`)."),
-    precision: str = OPT_PRECISION,
-    engine_kind: str = OPT_ENGINE,
-    parallelism: str = OPT_PARALLELISM,
-    gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization"),
-    cpu_offload_gb: float = typer.Option(0.0, "--cpu-offload-gb", help="Host DRAM for KV blocks, per replica."),
-    max_num_seqs: int = typer.Option(256, "--max-num-seqs", min=1),
-    max_num_batched_tokens: int = typer.Option(8192, "--max-num-batched-tokens", min=1),
-    max_model_len: int = typer.Option(0, "--max-model-len", min=0, help="0: the model's maximum context."),
-    replicas: int = typer.Option(1, "--replicas", min=1, help="Engine replicas (each --gpus GPUs) behind a router."),
-    router: str = typer.Option("round-robin", "--router", help="round-robin, least-loaded, session-affinity or prefix-aware."),
-    spec_decode: str = typer.Option("", "--spec-decode", help="Speculative decoding method (mtp, eagle3, ...)."),
-    draft_tokens: int = typer.Option(0, "--draft-tokens", min=0, help="Draft tokens verified per decode step."),
-    acceptance_length: float = typer.Option(0.0, "--acceptance-length", help="Tokens kept per step (0: the preset's)."),
-    prefill: int = typer.Option(0, "--prefill", min=0, help="Disaggregated: prefill workers (each --gpus, "
-                                "--parallelism); needs --decode."),
-    decode: int = typer.Option(0, "--decode", min=0, help="Disaggregated: decode workers."),
-    decode_gpus: int = typer.Option(0, "--decode-gpus", min=0, help="GPUs of a decode worker (default --gpus)."),
-    decode_parallelism: str = typer.Option("", "--decode-parallelism", help="A decode worker's (default --parallelism)."),
+    options: dict = None,
 ):
     """Replay traces on the simulated engine in modeled time: no HTTP, no waiting (bench's run folder)."""
-    from dataclasses import replace
-
-    from agentx.engine.config import EngineConfig
-    from agentx.replay.scenarios import scenario_sessions
     from agentx.replay.settings import BenchSettings
-    from agentx.virtual.runner import SimDeployment, sim_bench
+    from agentx.virtual.runner import sim_bench
 
-    sc = _scenario(scenario, range_ratio, offline)
-    levels = [sc.offline] if sc and sc.offline else _concurrencies(concurrency)
-    no_warmup, duration = (True, max(duration, OFFLINE_WINDOW_S)) if sc and sc.offline else (no_warmup, duration)
-    traces = [*(traces or []), *(more_traces or [])]
-    if duration <= 0:
-        raise AgentxError("must be > 0", "duration")
-    engine = EngineConfig(
-        hardware=hardware, model=model, gpus=gpus, precision=precision, gpu_memory_utilization=gpu_memory_utilization,
-        cpu_offload_gb=cpu_offload_gb, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-        max_model_len=max_model_len, seed=seed, spec_decode=spec_decode, draft_tokens=draft_tokens,
-        acceptance_length=acceptance_length, engine=engine_kind, parallelism=parallelism)
-    if bool(prefill) != bool(decode):
-        raise AgentxError("--prefill and --decode go together", "prefill")
-    decode_engine = replace(engine, gpus=decode_gpus or gpus, parallelism=decode_parallelism or parallelism)
-    sim = SimDeployment(engine, replicas, router, prefill=prefill, decode=decode,
-                        decode_engine=decode_engine if prefill else None)
-    settings = BenchSettings.build(
-        url="virtual", concurrency=levels[0], duration=duration, seed=seed, warmup=not no_warmup,
-        warmup_requests_per_lane=warmup_requests_per_lane, idle_cap=idle_cap, system_idle_cap=system_idle_cap,
-        grace=grace, token_scale=token_scale, cost_basis=cost_basis.value, scenario=sc.name if sc else None,
-        reuse_sessions=not (sc and sc.offline),
-        dataset=sc.name if sc else (", ".join(map(str, traces)) if traces else "bundled WEKA sample"),
-        variant=max_context)
-    sessions = scenario_sessions(sc, max(levels), seed=seed) if sc else _load(traces, fmt, max_context)
+    corpus = _corpus(traces, more_traces, fmt, max_context, scenario, range_ratio=range_ratio, offline=offline)
+    levels = _offline(corpus, options) or _concurrencies(concurrency)
+    engine, deployment = pick(EngineConfig, options), _deployment(options)
+    sim = Deployment(EngineConfig(**engine), **deployment)
+    bench = {k: v for k, v in options.items() if k not in engine and k not in deployment}
+    settings = BenchSettings.build(url="virtual", concurrency=levels[0], seed=options["seed"], **bench, **corpus.labels)
+    sessions = corpus.sessions(max(levels), warn=_warn)
     _sweep(settings, sessions, levels, out or _default_out("sim-bench"), "sim bench (virtual time)",
            lambda s, sess, command, tick: sim_bench(s, sess, sim, command))
 
@@ -178,8 +99,8 @@ def sim_plan_cmd(
     from agentx.report.html import write_report
     from agentx.results.db import connect
     from agentx.virtual.capacity import load_plan, run_plan
-    from agentx.virtual.report import plan_table
-    from agentx.virtual.store import store_plan
+    from agentx.virtual.answer_table import plan_table
+    from agentx.virtual.plan_points import store_plan
 
     plan = load_plan(plan_file)
     database = connect(db, lambda m: typer.echo(m, err=True))  # a bad URL fails before any run
@@ -235,7 +156,7 @@ def sim_calibrate_cmd(
 
 @sim_app.command("presets")
 def sim_presets_cmd():
-    """List the hardware and model presets with their key figures."""
+    """List the hardware and model presets and the timing constants, with their sources."""
     from agentx.engine.presets import preset_tables
 
     for table in preset_tables():

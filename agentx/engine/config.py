@@ -1,10 +1,14 @@
-"""Settings of one simulated deployment (typed; the CLI maps its flags onto this)."""
+"""Settings of one simulated deployment, each declared once (`option`: default, help, bounds); the
+CLI's flags for `sim serve` and `sim bench` and the capacity plan's grid read these declarations."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
+from agentx.engine.faults import FaultConfig
+from agentx.engine.presets import ENGINES
 from agentx.errors import AgentxError
+from agentx.options import check_bounds, option
 
 PRECISIONS = ("bf16", "fp8", "nvfp4", "mxfp4")
 PARALLELISMS = ("tp", "tep", "dep")
@@ -12,50 +16,41 @@ PARALLELISMS = ("tp", "tep", "dep")
 
 @dataclass(frozen=True)
 class EngineConfig:
-    hardware: str = "H200"
-    model: str = "qwen3-235b-a22b"
-    gpus: int = 8  # one model instance: its tensor- (or expert- / attention-data-) parallel group
-    precision: str = "bf16"  # of weights and matmuls: bf16, fp8, nvfp4 or mxfp4 (KV: bf16 or fp8)
-    engine: str = "vllm"  # whose timing profile (agentx/engine/presets.toml [profile.*]): vllm, sglang, trtllm, atom
-    parallelism: str = "tp"  # tp | tep (TP attention, EP experts) | dep (attention data-parallel, EP experts)
-    gpu_memory_utilization: float = 0.9
-    block_size: int = 16
-    cpu_offload_gb: float = 0.0  # host DRAM for KV blocks, whole deployment (0: no CPU tier)
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
-    max_model_len: int = 0  # 0: the model's own maximum context
-    num_gpu_blocks_override: int = 0  # as vLLM's flag: this many KV blocks instead of the memory math
-    # timing model (see agentx/engine/timing.py); 0 / None: the engine profile's value
-    mfu: float = 0.0  # model FLOP utilization of the matmuls
-    mbu: float = 0.0  # memory bandwidth utilization
-    overhead_s: float | None = None  # per iteration: scheduling, launches, collective latency
-    moe_efficiency: float = 0.0  # expert-weight streaming relative to mbu
-    host_link_efficiency: float = 0.5  # achieved / peak host-link bandwidth for KV block copies
-    host_links: int = 1  # host links a KV transfer is striped over (1: one link, conservative)
+    hardware: str = option("H200", "Hardware preset (see `agentx sim presets`).")
+    model: str = option("qwen3-235b-a22b", "Model preset (see `agentx sim presets`).")
+    gpus: int = option(8, "GPUs of one model instance (its TP / TEP / DEP group).", min=1)
+    precision: str = option("bf16", "bf16, fp8, nvfp4 or mxfp4 (weights and matmuls; FP4 runs with an FP8 KV "
+                            "cache; nvfp4 needs FP4 tensor cores).", choices=PRECISIONS)
+    engine: str = option("vllm", "Engine whose calibrated timing profile is used: vllm, sglang, trtllm or atom "
+                         "(`agentx sim presets`).", choices=ENGINES)
+    parallelism: str = option("tp", "How --gpus split a model instance: tp, tep (TP attention + EP experts) or "
+                              "dep (attention data-parallel + EP experts, e.g. DEP8).", choices=PARALLELISMS)
+    gpu_memory_utilization: float = option(0.9, "Share of GPU memory the engine may use.", gt=0, max=1)
+    block_size: int = option(16, "Tokens per KV block.", min=1)
+    cpu_offload_gb: float = option(0.0, "Host DRAM for KV blocks, per replica.", min=0)
+    max_num_seqs: int = option(256, "Most sequences in a batch.", min=1)
+    max_num_batched_tokens: int = option(8192, "Most tokens in one iteration.", min=1)
+    max_model_len: int = option(0, "0: the model's maximum context.", min=0)
+    num_gpu_blocks_override: int = option(0, "This many KV blocks instead of the memory arithmetic.", min=0)
+    # timing model (see agentx/engine/timing.py); 0 / None: the engine profile's (presets.toml [timing])
+    mfu: float = option(0.0, "Model FLOP utilization of the matmuls (0: the engine profile's).", min=0, max=1)
+    mbu: float = option(0.0, "Memory bandwidth utilization (0: the engine profile's).", min=0, max=1)
+    overhead_s: float | None = option(None, "Fixed cost of one iteration: scheduling, launches, collective "
+                                      "latency (default: the engine profile's).", min=0)
+    moe_efficiency: float = option(0.0, "Expert-weight streaming relative to MBU (0: the profile's).", min=0, max=1)
+    host_link_efficiency: float = option(0.5, "Achieved / peak host-link bandwidth for KV block copies.",
+                                         gt=0, max=1)
+    host_links: int = option(1, "Host links a KV transfer is striped over.", min=1)
     # speculative decoding: each decode step verifies `draft_tokens` drafts and keeps
     # `acceptance_length` tokens on average (0: the model preset's published figure)
-    spec_decode: str = ""  # method (mtp, eagle3, ngram, ...); empty: off
-    draft_tokens: int = 0
-    acceptance_length: float = 0.0
-    seed: int = 0  # natural answer lengths and faults
+    spec_decode: str = option("", "Speculative decoding method (mtp, eagle3, ...); empty: off.")
+    draft_tokens: int = option(0, "Draft tokens verified per decode step.", min=0)
+    acceptance_length: float = option(0.0, "Tokens kept per decode step on average (0: the preset's).", min=0)
+    seed: int = option(0, "Seed of answer lengths and faults.")
 
     def __post_init__(self):
-        checks = [
-            (self.gpus >= 1, "gpus must be >= 1"),
-            (self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}"),
-            (self.parallelism in PARALLELISMS, f"parallelism must be one of {', '.join(PARALLELISMS)}"),
-            (0 < self.gpu_memory_utilization <= 1, "gpu_memory_utilization must be in (0, 1]"),
-            (self.block_size >= 1, "block_size must be >= 1"),
-            (self.cpu_offload_gb >= 0, "cpu_offload_gb must be >= 0"),
-            (self.max_num_seqs >= 1, "max_num_seqs must be >= 1"),
-            (self.max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1"),
-            (self.max_model_len >= 0, "max_model_len must be >= 0"),
-            (self.num_gpu_blocks_override >= 0, "num_gpu_blocks_override must be >= 0"),
-            (0 <= self.mfu <= 1 and 0 <= self.mbu <= 1 and 0 <= self.moe_efficiency <= 1,
-             "mfu, mbu and moe_efficiency must be in (0, 1] (0: the profile's)"),
-            (0 < self.host_link_efficiency <= 1, "host_link_efficiency must be in (0, 1]"),
-            (self.overhead_s is None or self.overhead_s >= 0, "overhead_s must be >= 0"),
-            (self.host_links >= 1, "host_links must be >= 1"),
+        check_bounds(self)
+        checks = [  # what ties fields together (the bounds of each are declared above)
             (not self.spec_decode or self.draft_tokens >= 1, "spec_decode needs draft_tokens >= 1"),
             (self.acceptance_length == 0 or 1 <= self.acceptance_length <= self.draft_tokens + 1,
              "acceptance_length must be in [1, draft_tokens + 1]"),
@@ -63,3 +58,73 @@ class EngineConfig:
         for ok, problem in checks:
             if not ok:
                 raise AgentxError(f"engine config: {problem}")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One engine configuration, replicated behind a router (what `sim serve` serves and `sim bench`
+    simulates)."""
+
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    replicas: int = option(1, "Engine replicas (each --gpus GPUs) behind a router.", min=1)
+    router: str = option("round-robin", "round-robin, least-loaded, session-affinity or prefix-aware (SPEC section 6).")
+    # disaggregated prefill / decode (virtual/disagg.py; sim bench only): prefill workers of `engine`,
+    # decode workers of `engine` with the decode_* settings, instead of replicas
+    prefill: int = option(0, "Disaggregated: prefill workers (each --gpus, --parallelism); needs --decode.", min=0)
+    decode: int = option(0, "Disaggregated: decode workers.", min=0)
+    decode_gpus: int = option(0, "GPUs of a decode worker (0: --gpus).", min=0)
+    decode_parallelism: str = option("", "A decode worker's parallelism: tp, tep or dep (default: --parallelism).")
+
+    def __post_init__(self):
+        check_bounds(self)
+        if bool(self.prefill) != bool(self.decode):
+            raise AgentxError("--prefill and --decode go together", "prefill")
+        if self.decode_parallelism not in ("",) + PARALLELISMS:
+            raise AgentxError(f"want one of {', '.join(PARALLELISMS)}, got {self.decode_parallelism!r}",
+                              "decode_parallelism")
+        if self.prefill and self.replicas != 1:
+            raise AgentxError("a disaggregated deployment has prefill and decode workers, not replicas", "replicas")
+
+    def decode_engine(self) -> EngineConfig:
+        return replace(self.engine, gpus=self.decode_gpus or self.engine.gpus,
+                       parallelism=self.decode_parallelism or self.engine.parallelism)
+
+    def label(self) -> str:
+        """TP8, 2 x DEP8, 2 x DEP8 prefill + DEP16 decode: as InferenceX and the AgentX article name them."""
+        if not self.prefill:
+            return parallelism_label(self.engine, self.replicas)
+        return (f"{parallelism_label(self.engine, self.prefill)} prefill + "
+                f"{parallelism_label(self.decode_engine(), self.decode)} decode")
+
+    def gpus(self) -> int:
+        if not self.prefill:
+            return self.engine.gpus * self.replicas
+        return self.engine.gpus * self.prefill + self.decode_engine().gpus * self.decode
+
+
+def parallelism_label(e: EngineConfig, instances: int = 1) -> str:
+    one = f"{e.parallelism.upper()}{e.gpus}"
+    return one if instances == 1 else f"{instances} x {one}"
+
+
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    deployment: Deployment = field(default_factory=Deployment)
+    host: str = option("127.0.0.1", "Address to listen on.")
+    port: int = option(8000, "0 picks a free port (printed at start).", min=0)
+    speed: float = option(1.0, "Run the modeled hardware this many times faster.", gt=0)
+    served_model_name: str = option("", "Default: the preset's model name.")
+    faults: FaultConfig = field(default_factory=FaultConfig)
+    truth_log: str | None = option(None, "JSONL of true per-request times.")
+    reasoning_share: float = option(0.0, "Chat answers stream this share as reasoning first.", min=0, max=1)
+    reasoning_field: str = option("reasoning_content", "reasoning_content or reasoning (vLLM's newer name).")
+    request_timeout_s: float = option(30.0, "Seconds a client has to send a request's head and body (and an idle "
+                                      "connection stays).", gt=0)
+
+    def __post_init__(self):
+        check_bounds(self)
+        if self.reasoning_field not in REASONING_FIELDS:
+            raise AgentxError(f"reasoning field must be one of {', '.join(REASONING_FIELDS)}, got {self.reasoning_field!r}")

@@ -58,7 +58,8 @@ class Outcome:
 def run_row(row: Row, params, fitted_on: list[str], out: str, prompts_per_lane: int = PROMPTS_PER_LANE) -> Outcome:
     from agentx.replay.scenarios import Scenario, scenario_sessions
     from agentx.replay.settings import BenchSettings
-    from agentx.virtual.runner import SimDeployment, parallelism_label, sim_bench
+    from agentx.engine.config import Deployment, parallelism_label
+    from agentx.virtual.runner import sim_bench
 
     timing = {"mfu": params["mfu"], "mbu": params["mbu"], "overhead_s": params["overhead_ms"] / 1000,
               "moe_efficiency": params["moe_efficiency"]} if params else {}
@@ -76,7 +77,7 @@ def run_row(row: Row, params, fitted_on: list[str], out: str, prompts_per_lane: 
     settings = BenchSettings.build(out=out, url="virtual", concurrency=row.concurrency, duration=1e7, seed=0,
                                    warmup_requests_per_lane=WARMUP_PER_LANE, scenario=sc.name, dataset=sc.name,
                                    reuse_sessions=False)
-    result = sim_bench(settings, sessions, SimDeployment(cfg), command=f"agentx sim calibrate ({row.id})")
+    result = sim_bench(settings, sessions, Deployment(cfg), command=f"agentx sim calibrate ({row.id})")
     rm = result["request_metrics"]
     tp, ttft, itl = rm.get("throughput") or {}, rm.get("ttft_s") or {}, rm.get("itl_s") or {}
     return Outcome(**base, tok_s_per_gpu=tp.get("total_tok_s_per_gpu"),

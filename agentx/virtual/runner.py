@@ -25,27 +25,20 @@ import itertools
 import json
 import math
 import time
-import uuid
-from dataclasses import dataclass, field, replace
-from pathlib import Path
 
-from agentx.common import gc_paused, key64, peak_rss_mb
+from agentx.common import key64, peak_rss_mb
 from agentx.content.engine_blocks import EngineBlocks
-from agentx.engine.config import EngineConfig
+from agentx.engine.config import Deployment, EngineConfig
 from agentx.engine.metrics import ServerStats, samples
 from agentx.engine.replicas import Replicas
 from agentx.engine.timing import Roofline
 from agentx.engine.window import decode_finish_bound
 from agentx.records import Record, RecordWriter
-from agentx.replay.folder import RunFolder, report
-from agentx.replay.plan import DONE, PROFILE, Dispatch, ReplayPlan
-from agentx.replay.render import Renderer
+from agentx.replay.folder import report
+from agentx.replay.plan import DONE, PROFILE, Dispatch
+from agentx.replay.run import RunSkeleton
 from agentx.replay.session_ids import stream_session_id
 from agentx.replay.settings import BenchSettings
-from agentx.traces.digest import write_digest
-from agentx.traces.graph import build_graph
-
-LEAD_S = 0.5  # modeled seconds between the warmup's drain and profiling (bench's lead, SPEC section 2)
 
 
 def engine_settings(e: EngineConfig) -> str:
@@ -58,61 +51,27 @@ def engine_settings(e: EngineConfig) -> str:
     return ", ".join(parts)
 
 
-def parallelism_label(e: EngineConfig, replicas: int = 1) -> str:
-    """TP8, DEP8, 2 x TEP4: as InferenceX and the AgentX article name deployments."""
-    one = f"{e.parallelism.upper()}{e.gpus}"
-    return one if replicas == 1 else f"{replicas} x {one}"
-
-
-@dataclass(frozen=True)
-class SimDeployment:
-    """What `sim bench` simulates: one engine configuration, replicated behind a router."""
-
-    engine: EngineConfig = field(default_factory=EngineConfig)
-    replicas: int = 1
-    router: str = "round-robin"
-    # disaggregated: this many prefill workers of `engine` and decode workers of `decode_engine`
-    # (default: `engine`) instead of replicas (virtual/disagg.py)
-    prefill: int = 0
-    decode: int = 0
-    decode_engine: EngineConfig | None = None
-
-    def label(self) -> str:
-        if not self.prefill:
-            return parallelism_label(self.engine, self.replicas)
-        return (f"{parallelism_label(self.engine, self.prefill)} prefill + "
-                f"{parallelism_label(self.decode_engine or self.engine, self.decode)} decode")
-
-    def gpus(self) -> int:
-        if not self.prefill:
-            return self.engine.gpus * self.replicas
-        return self.engine.gpus * self.prefill + (self.decode_engine or self.engine).gpus * self.decode
-
-
-def _cores(sim: SimDeployment):
+def _cores(sim: Deployment):
     """The engine cores (prefill workers first when disaggregated) and the disaggregation's state."""
     if not sim.prefill:
         return Replicas(sim.engine, sim.replicas, sim.router), None
     from agentx.engine import presets
-    from agentx.errors import AgentxError
     from agentx.virtual.disagg import Disagg
 
-    if sim.decode < 1 or sim.replicas != 1:
-        raise AgentxError("a disaggregated deployment needs --decode >= 1 and no --replicas", "prefill")
     cores = Replicas(sim.engine, sim.prefill, "least-loaded")
-    cores.cores += Replicas(sim.decode_engine or sim.engine, sim.decode, "least-loaded").cores
+    cores.cores += Replicas(sim.decode_engine(), sim.decode, "least-loaded").cores
     return cores, Disagg(cores, sim.prefill, presets.hardware(sim.engine.hardware).kv_transfer_bw)
 
 
-class VirtualRun:
+class VirtualRun(RunSkeleton):
     """One virtual replay of `sessions` into the run folder `settings.out`."""
 
-    def __init__(self, settings: BenchSettings, sessions: list, sim: SimDeployment, command: str = ""):
+    def __init__(self, settings: BenchSettings, sessions: list, sim: Deployment, command: str = ""):
         self.replicas, self.disagg = _cores(sim)
         roof = self.replicas.roofline
-        self.s = settings = settings.replace(model=settings.target.model or roof.model.name, wire="tokens",
-                                             clock_scale=1.0, server_metrics=None)
-        self.sim, self.run_id = sim, uuid.uuid4().hex[:12]
+        settings = settings.replace(model=settings.target.model or roof.model.name, wire="tokens",
+                                    clock_scale=1.0, server_metrics=None)
+        self.sim = sim
         e = sim.engine
         simulated = {
             "engine": f"agentx-sim {e.engine} profile (virtual time)", "hardware": e.hardware, "gpus": sim.gpus(),
@@ -124,13 +83,7 @@ class VirtualRun:
             "simulated": {"hardware": e.hardware, "model": e.model, "gpus_per_replica": e.gpus,
                           "replicas": sim.replicas, "router": sim.router, "deployment": roof.describe()},
         }
-        self.folder = RunFolder(Path(settings.out), self.run_id, {**settings.flat(), "model": settings.target.model,
-                                                                  "sessions": len(sessions), **simulated}, command)
-        with gc_paused():
-            graphs = [build_graph(s) for s in sessions]
-        write_digest(self.folder.path, sessions, graphs)  # the dataset's trace stats (SPEC §8)
-        self.plan = ReplayPlan(graphs, replace(settings.plan, run_id=self.run_id, lead=LEAD_S))
-        self.render = Renderer(self.run_id, settings.content, settings.target.model, "tokens", None)
+        super().__init__(settings, sessions, command, simulated, tokenizer=None)  # no text: block hashes only
         self.blocks = EngineBlocks(self.render.prompts, e.block_size)
         self.hashes: dict = {}  # (tree, stream) -> block hashes of the stream's last request
         self.inflight: dict = {}  # sequence -> (dispatch, ISL, OSL, theoretical cached)
@@ -139,7 +92,6 @@ class VirtualRun:
         self.done: list = []  # heap of (finish time, replica, order, sequence) not handled yet
         self.order = itertools.count()
         self.records = self.series = None
-        self.trees_written = 0
         self.turns = 0  # loop turns that advanced a core (the cost the windows save)
         self.time = 0.0  # the loop's clock: every event before it has been handled
 
@@ -224,11 +176,11 @@ class VirtualRun:
         while self.disagg and self.disagg.pending:  # KV still in flight: the request is cancelled
             seq = heapq.heappop(self.disagg.pending)[-1].prefill
             d, isl, osl, theo = self.inflight.pop(seq)
-            self.records.write(self._record(d, isl, osl, theo, seq.arrival, deadline, error="cancelled"))
+            self.records.write(self.record(d, isl, osl, theo, seq.arrival, deadline, status=200, error="cancelled"))
         for seq in list(self.inflight):
             self.replicas.abort(seq)
             d, isl, osl, theo = self.inflight.pop(seq)
-            self.records.write(self._record(d, isl, osl, theo, seq.arrival, deadline, error="cancelled"))
+            self.records.write(self.record(d, isl, osl, theo, seq.arrival, deadline, status=200, error="cancelled"))
 
     # ------------------------------------------------------------- requests
 
@@ -243,8 +195,7 @@ class VirtualRun:
         theo = self.render.theoretical_cached(d, isl, k)
         problem = self.replicas.context_error(isl, osl)
         if problem:
-            rec = self._record(d, isl, osl, theo, now, now, error="context_overflow", status=400)
-            rec.detail = problem[:300]
+            rec = self.record(d, isl, osl, theo, now, now, error="context_overflow", status=400, detail=problem[:300])
             self._ended(d, rec, now)
             return
         tail_key = key64("tail", self.run_id, d.tree, d.node)
@@ -290,11 +241,10 @@ class VirtualRun:
             return
         del self.inflight[seq]
         first = self.disagg.decode_of.pop(seq, seq) if self.disagg else seq  # the prefill stage
-        rec = self._record(d, isl, osl, theo, first.arrival, seq.finished_at)
-        rec.ttft = first.first_token_at - first.arrival
         produced = len(first.output) + (len(seq.output) if seq is not first else 0)
-        rec.isl, rec.osl, rec.cached, rec.chunks = isl, produced, first.cached_tokens, produced
-        rec.finish_reason = seq.finish_reason
+        rec = self.record(d, isl, osl, theo, first.arrival, seq.finished_at, ttft=first.first_token_at - first.arrival,
+                          isl=isl, osl=produced, cached=first.cached_tokens, chunks=produced,
+                          finish_reason=seq.finish_reason, status=200)
         s = self.stats
         s.success[seq.finish_reason] = s.success.get(seq.finish_reason, 0) + 1
         s.ttft.observe(rec.ttft)
@@ -305,22 +255,9 @@ class VirtualRun:
     def _ended(self, d: Dispatch, rec: Record, at: float) -> None:
         self.records.write(rec)
         self.plan.ended(d.key, at)
-        done = self.plan.finished_trees
-        while self.trees_written < len(done):  # their rows, and their bookkeeping dropped
-            tree = done[self.trees_written]
-            self.trees_written += 1
-            self.render.forget(tree.uid, len(tree.graph.streams))
+        for tree in self.finished_trees():  # their rows written; their block hashes dropped
             for stream in range(len(tree.graph.streams)):
                 self.hashes.pop((tree.uid, stream), None)
-            self.folder.write_tree(tree, self.plan.profile_end)
-
-    def _record(self, d: Dispatch, isl: int, osl: int, theo: int, start: float, end: float,
-                error: str | None = None, status: int = 200) -> Record:
-        node = d.graph.nodes[d.node]
-        return Record(run=self.run_id, lane=d.lane, tree=d.tree, replay=d.replay, session=d.session.id,
-                      stream=node.stream, stream_kind=d.graph.kind(d.node), node=d.node, phase=d.phase,
-                      planned=d.planned, start=start, end=end, isl_planned=isl, osl_planned=osl, theo_cached=theo,
-                      status=status, error=error)
 
     # ------------------------------------------------------------- metrics
 
@@ -330,9 +267,7 @@ class VirtualRun:
             for duration, decodes in itl:
                 self.stats.itl.observe(duration, decodes)
             itl.clear()
-        phase = self.plan.phase
-        phase = "warmup" if phase in ("warmup1", "warmup2") or (phase == PROFILE and t < self.plan.profile_start) else phase
-        self.series.write(_series_line(t, phase, samples(self.replicas, self.stats, self.s.target.model)))
+        self.series.write(_series_line(t, self.phase_at(t), samples(self.replicas, self.stats, self.s.target.model)))
 
 
 _KEY_TEXT: dict[str, str] = {}  # sample name -> its JSON text and separator (the same names every second)
@@ -349,7 +284,7 @@ def _series_line(t: float, phase: str, values: dict[str, float]) -> bytes:
     return f'{{"t": {json.dumps(t)}, "phase": {json.dumps(phase)}, "samples": {{{", ".join(parts)}}}}}\n'.encode()
 
 
-def sim_bench(settings: BenchSettings, sessions: list, sim: SimDeployment, command: str = "", on_tick=None) -> dict:
+def sim_bench(settings: BenchSettings, sessions: list, sim: Deployment, command: str = "", on_tick=None) -> dict:
     """Replay `sessions` on the simulated deployment in modeled time; write the run folder;
     return the result point. (`on_tick` is accepted for `sweep`'s sake: a virtual run has no
     live display.)"""
