@@ -27,6 +27,8 @@ class Hardware:
     fp4_flops: float = 0.0  # dense FP4 (NVFP4 / MXFP4); 0: no FP4 tensor cores
     scale_up_bw: float = 0.0  # bytes/s per direction per GPU over NVLink / Infinity Fabric
     kv_transfer_bw: float = 0.0  # bytes/s per GPU between prefill and decode instances (disaggregated)
+    tdp_w: float = 0.0  # board power limit; 0: unknown (the sim then publishes no power)
+    idle_w: float = 0.0  # draw of an idle GPU with a model loaded
 
 
 @dataclass(frozen=True)

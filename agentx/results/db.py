@@ -13,12 +13,12 @@ from typing import Callable
 
 from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, event, inspect, select
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from agentx.errors import AgentxError
 from agentx.results import schema
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _versions = Table("agentx_schema", MetaData(), Column("version", Integer, primary_key=True),
                   Column("applied_at", String(40), nullable=False))
@@ -36,8 +36,18 @@ def _v2(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE deployments ADD COLUMN engine_settings VARCHAR(300)")
 
 
+def _v3(conn: Connection) -> None:
+    """points: the measured power columns and power_valid (SPEC §8)."""
+    have = {c["name"] for c in inspect(conn).get_columns("points")}
+    for name in schema.POWER_COLUMNS:
+        if name not in have:
+            conn.exec_driver_sql(f"ALTER TABLE points ADD COLUMN {name} FLOAT")
+    if "power_valid" not in have:
+        conn.exec_driver_sql("ALTER TABLE points ADD COLUMN power_valid BOOLEAN")
+
+
 # version -> migration; a later schema change appends one (e.g. an ALTER TABLE) and bumps SCHEMA_VERSION
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2, 3: _v3}
 
 
 def now() -> str:
@@ -65,18 +75,22 @@ def resolve_url(url: str | None, say: Callable[[str], None] = lambda _: None) ->
     return url
 
 
-def connect(url: str | None = None, say: Callable[[str], None] = lambda _: None) -> Engine:
-    """An engine on the database at `url`, its schema migrated to SCHEMA_VERSION."""
+def connect(url: str | None = None, say: Callable[[str], None] = lambda _: None,
+            pool_size: int | None = None) -> Engine:
+    """An engine on the database at `url`, its schema migrated to SCHEMA_VERSION. `pool_size`: at
+    most this many connections (a server's worker threads), none beyond it."""
+    pool = {"pool_size": pool_size, "max_overflow": 0, "pool_timeout": 60} if pool_size else {}
     try:
-        engine = create_engine(resolve_url(url, say))
+        engine = create_engine(resolve_url(url, say), **pool)
     except (ArgumentError, ImportError) as e:
         raise AgentxError(f"--db: cannot use {url!r}: {e}") from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     try:
         migrate(engine)
-    except OperationalError as e:
-        raise AgentxError(f"--db {engine.url.render_as_string(hide_password=True)}: {e.orig}") from None
+    except DBAPIError as e:  # not a database, refused, no such database, no permission
+        reason = "; ".join(line.strip() for line in str(e.orig).splitlines() if line.strip())
+        raise AgentxError(f"--db {engine.url.render_as_string(hide_password=True)}: {reason}") from None
     return engine
 
 
