@@ -67,6 +67,7 @@ class Sequence:
     finished_at: float | None = None  # modeled end of the iteration that produced its last token
     prompt_len: int = -1  # default: len(prompt)
     replica: int = 0  # the core a router sent it to (engine/replicas.py)
+    due: list[float] = field(default_factory=list)  # modeled time each output token was due (server-owned)
 
     def __post_init__(self):
         if self.prompt_len < 0:

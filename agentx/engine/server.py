@@ -136,7 +136,8 @@ class SimServer:
                 prev_end = start + step.duration / speed
                 if step.decodes:
                     self.stats.itl.observe(step.duration / speed, step.decodes)
-                for seq in step.emitted:
+                for seq in step.emitted:  # their new tokens are due at the iteration's modeled end
+                    seq.due.extend([core.now] * (len(seq.output) - len(seq.due)))
                     emitted[seq] = None
                 now = loop.time()
                 if prev_end > now or now - slice_start > SLICE_S:
@@ -236,7 +237,7 @@ class SimServer:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
             if style == "chat" and not tool:
                 seq.reasoning = round(self.cfg.reasoning_share * seq.stop_len)
-        timing = {"first": None}
+        timing = {"first": None, "written": 0, "first_lag": None, "last_lag": None, "max_lag": 0.0}
         try:
             if req.stream:
                 return await self._stream(request, seq, shape, include_usage, fault, timing)
@@ -249,7 +250,7 @@ class SimServer:
             self.core.abort(seq)
             raise
         finally:
-            self._finish(request, seq, arrival, timing["first"], fault)
+            self._finish(request, seq, arrival, timing, fault)
 
     def _prompt(self, body: bytes, style: str):
         tool = None
@@ -326,11 +327,12 @@ class SimServer:
             head = b""
             if fault == "malformed" and sent == 0:
                 frames.insert(2, b'data: {"id": "' + shape.rid.encode() + b'", "choices": [{"text\n\n')
+            self._written(seq, sent, sent + len(new), timing)
             sent += len(new)
             done = seq.finish_reason is not None and upto == len(seq.output) and not cut
             if done:
                 u = shape.usage(len(seq.prompt), len(seq.output), seq.cached_tokens)
-                frames.append(shape.close(seq.finish_reason, u, include_usage))
+                frames.append(shape.close(seq.finish_reason, u, include_usage, self._modeled(seq, timing)))
             await resp.write(b"".join(frames))
             if done:
                 return resp
@@ -347,6 +349,8 @@ class SimServer:
             seq.waiter.clear()
             if timing["first"] is None and seq.delivered:
                 timing["first"] = time.time()
+            if seq.delivered > timing["written"]:
+                self._written(seq, timing["written"], seq.delivered, timing)
         if fault == "stall":
             await asyncio.sleep(self.cfg.faults.stall_s)
         if fault == "disconnect":
@@ -358,17 +362,43 @@ class SimServer:
             body = shape.full_body(text, seq.finish_reason, u, thinking)
         else:
             body = shape.full_body(self.tokenizer.decode(seq.output), seq.finish_reason, u)
+        body = api.with_extension(body, self._modeled(seq, timing))
         if fault == "malformed":
             body = body[: len(body) // 2]
         return web.Response(body=body, content_type=JSON)
 
     # -------------------------------------------------------------- accounting
 
+    def _written(self, seq: Sequence, lo: int, hi: int, timing: dict) -> None:
+        """Tokens lo..hi are written now: their lag (now minus when the oldest was due, modeled
+        seconds) goes to the lag histogram, once per token, and to the request's figures."""
+        lag = max(0.0, self.modeled_now() - seq.due[lo])
+        self.stats.lag.observe(lag, hi - lo)
+        if lo == 0:
+            timing["first_lag"] = lag
+        timing["last_lag"] = max(0.0, self.modeled_now() - seq.due[hi - 1])
+        timing["max_lag"] = max(timing["max_lag"], lag)
+        timing["written"] = hi
+
+    def _modeled(self, seq: Sequence, timing: dict) -> dict:
+        """The request's modeled timings (modeled seconds): the `agentx_sim` extension object of
+        the final chunk, which other clients ignore (SPEC section 6, "Exactness over HTTP")."""
+        arrival = seq.arrival
+        out = {"speed": self.cfg.speed, "arrival_s": arrival,
+               "queue_s": None if seq.scheduled_at is None else max(0.0, seq.scheduled_at - arrival),
+               "ttft_s": None if seq.first_token_at is None else seq.first_token_at - arrival,
+               "e2el_s": None if seq.finished_at is None else seq.finished_at - arrival,
+               "first_token_lag_s": timing["first_lag"], "last_token_lag_s": timing["last_lag"],
+               "max_lag_s": timing["max_lag"], "preemptions": seq.preemptions,
+               "cached_tokens": max(seq.cached_tokens, 0), "replica": seq.replica}
+        timing["modeled"] = out
+        return out
+
     def _count_error(self, kind: str) -> None:
         self.stats.errors[kind] = self.stats.errors.get(kind, 0) + 1
 
-    def _finish(self, request, seq: Sequence, arrival: float, first: float | None, fault) -> None:
-        end = time.time()
+    def _finish(self, request, seq: Sequence, arrival: float, timing: dict, fault) -> None:
+        end, first = time.time(), timing["first"]
         if not seq.finish_reason:  # left by an unexpected exit: free its blocks
             self.core.abort(seq)
         reason = seq.finish_reason
@@ -383,9 +413,10 @@ class SimServer:
         elif fault:
             self._count_error(fault)
         self._log(request, seq.id, arrival, first, len(seq.prompt), max(seq.cached_tokens, 0), len(seq.output),
-                  fault or reason, end)
+                  fault or reason, end, timing.get("modeled") or self._modeled(seq, timing))
 
-    def _log(self, request, rid, arrival, first, prompt_tokens, cached, completion, status, end=None) -> None:
+    def _log(self, request, rid, arrival, first, prompt_tokens, cached, completion, status, end=None,
+             modeled: dict | None = None) -> None:
         if not self.truth:
             return
         record = {
@@ -396,6 +427,7 @@ class SimServer:
             "arrival": arrival, "first_token": first,
             "last_token": end if first is not None else None, "prompt_tokens": prompt_tokens,
             "cached_tokens": cached, "completion_tokens": completion, "status": status,
+            "modeled": modeled,  # the agentx_sim object: modeled timings and the sim's lag
         }
         self.truth.write(json.dumps(record) + "\n")
 
