@@ -97,6 +97,8 @@ class SimServer:
         self._wakes: list[asyncio.Event] = []
         self._last_arrival = asyncio.Event()  # set once the latest request to arrive is queued or refused
         self._last_arrival.set()
+        self._reading: dict[asyncio.Event, float] = {}  # requests whose head came and body is being read: head time
+        self._queued = asyncio.Event()  # set when one of them is queued or refused
         self._t0 = 0.0
 
     # ------------------------------------------------------------------ engine
@@ -122,6 +124,7 @@ class SimServer:
                 wake.clear()
                 await wake.wait()
             now = slice_start = loop.time()
+            held = None
             while not core.idle:
                 if core.running:
                     start = prev_end
@@ -131,6 +134,9 @@ class SimServer:
                     start = t0 + modeled / speed
                 if now - start > RESYNC_S:
                     start, modeled = now, (now - t0) * speed
+                held = self._read_before(start, now)
+                if held is not None:  # a request that arrived before this iteration starts is still being read
+                    break
                 core.now = modeled
                 step = core.step()
                 prev_end = start + step.duration / speed
@@ -148,6 +154,22 @@ class SimServer:
                 seq.delivered = len(seq.output)
                 seq.waiter.set()
             emitted.clear()
+            if held is not None:
+                self._queued.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout_at(held + ORDER_WAIT_S):
+                        await self._queued.wait()
+
+    def _read_before(self, start: float, now: float) -> float | None:
+        """The head time of the oldest request still being read whose head came before `start`
+        (wall); None if none. The engine holds such an iteration until the request is queued, so
+        the sim's own reading and parsing of a body is not modeled time: the request arrives
+        when its head did (waiting at most ORDER_WAIT_S for a stalled body)."""
+        oldest = min(self._reading.values(), default=None)
+        if oldest is None or oldest > start:
+            return None
+        live = [h for h in self._reading.values() if now - h < ORDER_WAIT_S and h <= start]
+        return min(live) if live else None
 
     async def _start_engine(self, app) -> None:
         self._wakes = [asyncio.Event() for _ in self.core.cores]
@@ -207,6 +229,7 @@ class SimServer:
         anthropic = style == "messages"
         ahead, turn = self._last_arrival, asyncio.Event()
         self._last_arrival = turn
+        self._reading[turn] = head
         try:  # read and parse (concurrently with other requests), then queue in the order the heads arrived
             body = await read_body(request, self.cfg.request_timeout_s)
             try:
@@ -225,9 +248,11 @@ class SimServer:
                 return self._fault_response(request, rid, fault, prompt, arrival, anthropic)
             seq = self.core.new_sequence(rid, prompt, max_tokens, req.min_tokens, req.ignore_eos, fault == "corrupt")
             seq.waiter = asyncio.Event()
-            self.core.add(seq, self.modeled_now(), request.headers.get("X-Session-ID"))
+            self.core.add(seq, (head - self._t0) * self.cfg.speed, request.headers.get("X-Session-ID"))
         finally:
             turn.set()
+            del self._reading[turn]
+            self._queued.set()
         self._wakes[seq.replica].set()
         if anthropic:
             shape = AnthropicShape(rid, self.model_name, tool)
