@@ -160,15 +160,17 @@ def create_app(engine: Engine, token: str | None = None, writable: bool = True,
     def get_frontier(f: Annotated[Filters, Depends(_filters)], x: XMetric = fr.CANONICAL[0],
                      y: YMetric = fr.CANONICAL[1], overall: bool = False):
         curves = fr.frontier(fr.load_points(engine, f, x, y), x, y, per_curve=not overall)
-        return _json({"x": x, "y": y, "curves": [{"key": c.key, "points": c.points} for c in curves]})
+        return _json({"x": x, "y": y, "curves": [{"key": c.key, "points": c.points, "invalid": c.invalid}
+                                                 for c in curves]})
 
-    @app.get(PREFIX + "/frontier/interpolate", summary="y at a given x on each curve (monotone interpolation, "
-             "null outside a curve's range)")
+    @app.get(PREFIX + "/frontier/interpolate", summary="The best y at or better than x on each curve, within one "
+             "deployment configuration (named, with its concurrency; flagged when interpolated); null where no "
+             "point reaches x")
     def interpolate(f: Annotated[Filters, Depends(_filters)], at: Annotated[float, Query(allow_inf_nan=False)],
                     x: XMetric = fr.CANONICAL[0], y: YMetric = fr.CANONICAL[1]):
         curves = fr.frontier(fr.load_points(engine, f, x, y), x, y)
         return _json({"x": x, "y": y, "at": at,
-                      "curves": [{"key": c.key, "value": fr.interpolate(c, x, y, at)} for c in curves]})
+                      "curves": [_answer(c.key, fr.at_x(c, x, y, at)) for c in curves]})
 
     @app.get(PREFIX + "/datasets", summary="Datasets")
     def list_datasets():
@@ -194,6 +196,14 @@ def create_app(engine: Engine, token: str | None = None, writable: bool = True,
             return _json(_import_upload(engine, files, upload_dir), 201)
 
     return app
+
+
+def _answer(key: dict, found: dict | None) -> dict:
+    """One curve's "y at x": the value and which configuration and concurrency give it."""
+    if found is None:
+        return {"key": key, "value": None, "interpolated": None, "configuration": None, "deployment_id": None,
+                "concurrency": [], "point_ids": []}
+    return {"key": key, **found}
 
 
 def _authorize(token: str | None, credentials) -> None:

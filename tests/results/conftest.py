@@ -18,7 +18,6 @@ from agentx.engine.launch import sim_server
 from tests.conftest import WEKA
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
-SPEED = 50
 
 
 def free_port() -> int:
@@ -93,20 +92,17 @@ def db_url(request, new_database):
     return new_database(request.param)
 
 
-def bench_cli(url: str, out: Path, concurrency: str, *extra: str) -> None:
-    cmd = [sys.executable, "-m", "agentx.cli", "bench", "--url", url, "--traces", str(WEKA), "--concurrency",
-           concurrency, "--duration", "150", "--clock-scale", str(SPEED), "--gpus", "8", "--hardware", "H200",
-           "--engine", "agentx-sim", "--warmup-requests-per-lane", "3", "--grace", "10", "--out", str(out), *extra]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr
-
-
 @pytest.fixture(scope="session")
 def sweep_dir(tmp_path_factory) -> Path:
-    """A folder of two real runs (concurrency 2 and 6) of the bundled traces against the sim."""
+    """A folder of two real runs (concurrency 2 and 6) of the bundled traces on the sim, in
+    virtual time (`agentx sim bench`): exact modeled figures, so valid points however loaded the
+    machine is (over HTTP at speed 50 every millisecond of host work would be 50 modeled ones,
+    and the runs NOT VALID for their host error: SPEC section 3)."""
     out = tmp_path_factory.mktemp("runs") / "sweep"
-    with sim_server("--speed", str(SPEED)) as url:
-        bench_cli(url, out, "2,6")
+    cmd = [sys.executable, "-m", "agentx.cli", "sim", "bench", "--traces", str(WEKA), "--concurrency", "2,6",
+           "--duration", "150", "--warmup-requests-per-lane", "3", "--out", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
     return out
 
 
@@ -118,7 +114,8 @@ def replica_run(tmp_path_factory) -> Path:
                     "0.6", "--max-model-len", "200000") as url:
         cmd = [sys.executable, "-m", "agentx.cli", "bench", "--url", url, "--traces", str(WEKA), "--concurrency", "8",
                "--duration", "300", "--clock-scale", str(speed), "--gpus", "16", "--hardware", "H200", "--engine",
-               "agentx-sim", "--warmup-requests-per-lane", "2", "--grace", "10", "--out", str(out)]
+               "agentx-sim", "--warmup-requests-per-lane", "2", "--grace", "10", "--out", str(out),
+               "--allow-invalid"]  # at speed 20 the host's work may make it NOT VALID (host error): not what this tests
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         assert res.returncode == 0, res.stderr
     return out

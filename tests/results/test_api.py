@@ -43,7 +43,7 @@ def test_lists_and_point_detail(client, sweep_dir):
     result = json.loads((sweep_dir / "c6" / "result.json").read_text())
     assert detail["result"] == result and detail["tput_per_gpu"] == result["request_metrics"]["throughput"][
         "total_tok_s_per_gpu"]
-    assert detail["series"]["step_s"] == 50 and detail["histograms"]["isl"]["n"] == result["request_metrics"]["isl"]["n"]
+    assert detail["series"]["step_s"] == 1 and detail["histograms"]["isl"]["n"] == result["request_metrics"]["isl"]["n"]
     assert client.get(f"{V1}/points/999999").status_code == 404
 
 

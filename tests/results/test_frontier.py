@@ -80,7 +80,7 @@ def test_frontier_command_on_real_points(tmp_path, sweep_dir):
     assert run("db", "import", str(sweep_dir), "--db", db).returncode == 0
     res = run("frontier", "--db", db, "--at", "1")
     assert res.returncode == 0, res.stderr
-    assert "H200 / agentx-sim: tput_per_gpu against p90_e2e_norm_intvty" in res.stdout
+    assert "H200 / agentx-sim (virtual time): tput_per_gpu against" in res.stdout
     assert "tput_per_gpu at p90_e2e_norm_intvty = 1" in res.stdout
     bad = run("frontier", "--db", db, "--y", "watts")
     assert bad.returncode == 2 and "y: unknown metric 'watts'" in bad.stderr
