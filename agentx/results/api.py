@@ -24,6 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from agentx.errors import AgentxError
+from agentx.metrics.trust import diagnosis, provenance
 from agentx.results import frontier as fr
 from agentx.results.inferencex import export_row
 from agentx.results.query import Filters, filtered
@@ -133,7 +134,15 @@ def create_app(engine: Engine, token: str | None = None, writable: bool = True,
             parts.append(b',"%s":%s' % (key.encode(), (text or "null").encode()))
         for kind in ("series", "histograms"):
             parts.append(b',"%s":%s' % (kind.encode(), gzip.decompress(blobs[kind]) if kind in blobs else b"null"))
+        parts.append(b',"trust":' + msgspec.json.encode(_trust(texts.result, point_id)))
         return Response(b"".join(parts) + b"}", media_type="application/json")
+
+    @app.get(PREFIX + "/points/{point_id}/result.json", summary="The point's result.json (SPEC section 4), "
+             "as a download")
+    def point_result(point_id: ItemId):
+        text = one(select(points.c.result).where(points.c.id == point_id), f"point {point_id}")["result"]
+        return Response(text or "null", media_type="application/json",
+                        headers={"Content-Disposition": f'attachment; filename="point-{point_id}-result.json"'})
 
     @app.get(PREFIX + "/points/{point_id}/series", summary="Series on the 1 s grid (compact arrays)")
     def point_series(request: Request, point_id: ItemId):
@@ -196,6 +205,19 @@ def create_app(engine: Engine, token: str | None = None, writable: bool = True,
             return _json(_import_upload(engine, files, upload_dir), 201)
 
     return app
+
+
+def _trust(result_text: str | None, point_id: int) -> dict:
+    """A point's provenance, validity rules with their figures and diagnosis (what its page shows),
+    and where to download its result.json."""
+    result = json.loads(result_text) if result_text else None
+    if not result:
+        return {"provenance": None, "validity": None, "diagnosis": None, "result_url": None}
+    v = result.get("validity") or {}
+    return {"provenance": provenance(result), "diagnosis": diagnosis(result),
+            "validity": {"valid": v.get("valid"), "reasons": v.get("reasons"), "rules": v.get("rules"),
+                         "low_sample": v.get("low_sample")},
+            "result_url": f"{PREFIX}/points/{point_id}/result.json"}
 
 
 def _answer(key: dict, found: dict | None) -> dict:
