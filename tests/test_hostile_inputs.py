@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from agentx import cli
 from agentx.engine.launch import sim_server
-from tests.conftest import MOONCAKE, WEKA
+from tests.conftest import MOONCAKE, WEKA, ran_but_for_host_timing
 
 HOSTILE = Path(__file__).parent / "data" / "hostile"
 ACCEPTED = {"bom_ok.json", "bom_ok.jsonl", "zero_output_ok.jsonl", "at_the_bounds_ok.json", "tracelab_bom_ok.csv",
@@ -128,13 +128,13 @@ def run_process(*args) -> tuple[int, str, float]:
     return res.returncode, err, int(peak_kb) / 1024
 
 
-def check_outcome(name: str, code: int, err: str, command: str = "trace") -> None:
+def check_outcome(name: str, code: int, err: str, command: str = "trace", run=None) -> None:
     assert "Traceback" not in err, err
     if command == "bench" and name in BENCH_INVALID:
         assert code == 3 and err.strip().splitlines()[-1].startswith("not valid: the run"), err
         return
-    if name in ACCEPTED:
-        assert code == 0, err
+    if name in ACCEPTED:  # a replay at speed 100 may be NOT VALID for host timing alone (SPEC section 3)
+        assert code == 0 or (command == "bench" and ran_but_for_host_timing(code, run)), err
         return
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1, err
@@ -162,7 +162,7 @@ def test_hostile_file_is_accepted_or_rejected_in_one_line(sim, tmp_path, monkeyp
             code, err, peak_mb = run_process(*args)
         else:
             code, err, peak_mb = run_main(monkeypatch, capsys, *args)
-        check_outcome(name, code, err, args[0])
+        check_outcome(name, code, err, args[0], tmp_path / "run")
         assert peak_mb < MEMORY_BOUND_MB, (args, peak_mb)
     if name in ACCEPTED:  # what was written reads back
         code, err, _ = run_main(monkeypatch, capsys, "trace", "stats", out)

@@ -17,7 +17,7 @@ import itertools
 import json
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from aiohttp import web
 
@@ -72,6 +72,24 @@ class ServeConfig:
             raise AgentxError(f"must be > 0, got {self.request_timeout_s}", "request_timeout_s")
 
 
+def deployment_settings(cfg: ServeConfig) -> str:
+    """Every setting of this sim that changes its performance or its answers, in words: the
+    deployment (hardware, model, GPUs, precision), each engine setting that differs from its
+    default (offload, speculative decoding, batching, ...), replicas and router, and faults.
+    `/version` publishes it; bench's identity takes it as `engine_settings`, a part of the
+    deployment key (SPEC section 8), so a faulty sim never shares a curve with a clean one."""
+    e, default = cfg.engine, EngineConfig()
+    parts = [f"{e.hardware} x{e.gpus} {e.model} {e.precision}"]
+    parts += [f"{f.name}={getattr(e, f.name)}" for f in fields(e)
+              if f.name not in ("hardware", "gpus", "model", "precision") and getattr(e, f.name) != getattr(default, f.name)]
+    if cfg.replicas > 1:
+        parts.append(f"replicas={cfg.replicas} router={cfg.router}")
+    f = cfg.faults
+    if f.rate:
+        parts.append(f"faults={'+'.join(f.kinds)}@{f.rate:g} seed={f.seed} stall={f.stall_s:g}s")
+    return ", ".join(parts)
+
+
 def _error_response(request: web.Request, status: int, message: str, kind: str) -> web.Response:
     """An error body in the API's shape: Anthropic's on /v1/messages, OpenAI's elsewhere."""
     if request.path.startswith("/v1/messages"):
@@ -100,6 +118,7 @@ class SimServer:
         self._reading: dict[asyncio.Event, float] = {}  # requests whose head came and body is being read: head time
         self._queued = asyncio.Event()  # set when one of them is queued or refused
         self._t0 = 0.0
+        self.settings = deployment_settings(cfg)
 
     # ------------------------------------------------------------------ engine
 
@@ -203,7 +222,7 @@ class SimServer:
 
     async def version(self, request):
         """vLLM's /version ({"version"}), plus the engine's name (vLLM's has none)."""
-        return web.json_response({"version": __version__, "engine": "agentx-sim"})
+        return web.json_response({"version": __version__, "engine": "agentx-sim", "engine_settings": self.settings})
 
     async def metrics(self, request):
         body = exposition(self.core, self.stats, self.model_name)

@@ -120,6 +120,11 @@ def identity(settings: dict, run: dict) -> dict:
     user = {"engine": settings.get("engine"), "block_size": settings.get("engine_block_size")}
     server = {k: tuple(v) for k, v in (run.get("server_identity") or {}).items()}
     values, sources = merge(user, server)
+    label = out.get("engine_settings")
+    if label:  # the user's (or a virtual run's) label, and what the server published beside it
+        published = values.get("engine_settings")
+        values["engine_settings"] = label if not published or published == label else f"{label}; server: {published}"
+        sources["engine_settings"] = "user" if values["engine_settings"] == label else f"user and {sources['engine_settings']}"
     out.update(values)
     out["sources"] = sources
     return out
