@@ -54,25 +54,43 @@ def host_error(ok: list[Record]) -> dict | None:
         p = percentiles(np.asarray(values, dtype=float), (50, 90))
         return None if p is None else {"p50": float(p[0]), "p90": float(p[1]), "max": max(values), "n": len(values)}
 
+    measured_itl = [_itl(r.end - r.start, r.ttft, _osl(r)) for r in decoding]
+    modeled_itl = [_itl(r.modeled_e2el, r.modeled_ttft, _osl(r)) for r in decoding]
     return {"ttft_s": dist(ttft), "itl_s": dist(itl), "sim_lag_ttft_s": dist(lag_ttft), "sim_lag_itl_s": dist(lag_itl),
-            "modeled_ttft_p50_s": _p50([r.modeled_ttft for r in sim]),
-            "modeled_itl_p50_s": _p50([_itl(r.modeled_e2el, r.modeled_ttft, _osl(r)) for r in decoding])}
+            "modeled_ttft_p50_s": _p50([r.modeled_ttft for r in sim]), "modeled_itl_p50_s": _p50(modeled_itl),
+            # what the printed percentiles move by: percentile of measured minus percentile of modeled
+            "ttft_shift_s": _shift([r.ttft for r in sim], [r.modeled_ttft for r in sim]),
+            "itl_shift_s": _shift(measured_itl, modeled_itl)}
+
+
+def _shift(measured: list[float], modeled: list[float]) -> dict | None:
+    """{p50, p90}: the measured percentile minus the modeled one (the same requests)."""
+    a, b = (percentiles(np.asarray(v, dtype=float), (50, 90)) for v in (measured, modeled))
+    return None if a is None else {"p50": a[0] - b[0], "p90": a[1] - b[1]}
 
 
 def _rule(rules: list, name: str, figure, bound, failed: bool, text: str) -> None:
     rules.append({"rule": name, "figure": figure, "bound": bound, "ok": not failed, "reason": text if failed else None})
 
 
-def _relative_rules(rules: list, err: dict | None, metric_p50: dict, name: str, what: str) -> None:
-    """`name` for TTFT and ITL: |p50 of `err`| within HOST_ERROR_LIMIT of the metric's p50."""
+def _relative_rules(rules: list, err: dict | None, metric: dict, name: str, what: str) -> None:
+    """`name` for TTFT and ITL: |p50 of `err`| within HOST_ERROR_LIMIT of the metric's p50, and
+    (where given) the shift of its printed p50 and p90 within HOST_ERROR_LIMIT of each."""
     for key, label in (("ttft_s", "TTFT"), ("itl_s", "ITL")):
-        d, ref = (err or {}).get(key), metric_p50.get(key)
-        if not d or not ref:
+        d, dist = (err or {}).get(key), metric.get(key) or {}
+        if not d or not dist.get("p50"):
             continue
-        share = abs(d["p50"]) / ref
+        checks = [(abs(d["p50"]) / dist["p50"], f"{what} {label} p50 {d['p50'] * 1000:+,.1f} ms is "
+                   f"{abs(d['p50']) / dist['p50']:.1%} of {label} p50 {dist['p50'] * 1000:,.1f} ms")]
+        shift = (err or {}).get(key[:-2] + "_shift_s")
+        for q in ("p50", "p90") if shift else ():
+            if dist.get(q):
+                share = abs(shift[q]) / dist[q]
+                checks.append((share, f"{what} it moves {label} {q} by {shift[q] * 1000:+,.1f} ms, {share:.1%} of "
+                                      f"{dist[q] * 1000:,.1f} ms"))
+        share, text = max(checks, key=lambda c: c[0])  # the first of equal ones
         _rule(rules, f"{name}_{label.lower()}", share, HOST_ERROR_LIMIT, share > HOST_ERROR_LIMIT,
-              f"{what} {label} p50 {d['p50'] * 1000:+,.1f} ms is {share:.1%} of {label} p50 "
-              f"{ref * 1000:,.1f} ms (limit {HOST_ERROR_LIMIT:.0%})")
+              f"{text} (limit {HOST_ERROR_LIMIT:.0%})")
 
 
 def validity(prof: list[Record], ok: list[Record], run: dict, health: dict, rm: dict, errors: Counter,
@@ -106,11 +124,11 @@ def validity(prof: list[Record], ok: list[Record], run: dict, health: dict, rm: 
               f"the client could not keep the schedule ({verdict}: dispatch lateness p99 "
               f"{late if late is not None else float('nan'):,.1f} ms, limit {health.get('late_bound_ms')} ms wall; "
               f"client CPU {health.get('cpu_percent')}%)")
-    p50 = {"ttft_s": (rm.get("ttft_s") or {}).get("p50"), "itl_s": (rm.get("itl_s") or {}).get("p50")}
+    metric = {"ttft_s": rm.get("ttft_s"), "itl_s": rm.get("itl_s")}
     if host:
-        _relative_rules(rules, {"ttft_s": host["sim_lag_ttft_s"], "itl_s": host["sim_lag_itl_s"]}, p50, "sim_lag",
+        _relative_rules(rules, {"ttft_s": host["sim_lag_ttft_s"], "itl_s": host["sim_lag_itl_s"]}, metric, "sim_lag",
                         "the simulated engine's own lag:")
-        _relative_rules(rules, host, p50, "host_error", "host error (measured minus modeled):")
+        _relative_rules(rules, host, metric, "host_error", "host error (measured minus modeled):")
     reasons = [r["reason"] for r in rules if not r["ok"]]
     return {"valid": not reasons, "reasons": reasons, "rules": rules,
             "low_sample": len(ok) < LOW_SAMPLE, "sample": len(ok), "low_sample_below": LOW_SAMPLE}

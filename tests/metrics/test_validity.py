@@ -101,3 +101,19 @@ def test_every_rule_is_stored_with_its_figure_and_bound():
     for rule in v["rules"]:
         assert set(rule) == {"rule", "figure", "bound", "ok", "reason"} and rule["ok"] and rule["reason"] is None
     assert Counter(r["rule"] for r in v["rules"])["client"] == 1
+
+
+def test_a_host_error_that_moves_a_printed_percentile_is_not_valid():
+    """A median per-request error of 0 can still move the printed p50: the 14 requests around the
+    median are 0.3 s late, the 26 others on time (p50 1.195 s modeled, 1.335 s measured)."""
+    def one(i: int) -> Record:
+        modeled = 1.0 + i / 100
+        late = 0.3 if 14 <= i < 28 else 0.0
+        return rec(i, ttft=modeled + late, e2el=modeled + late + 2.0, modeled=(modeled, modeled + 2.0))
+
+    result = summarize([one(i) for i in range(40)], FINISHED, [], [])
+    assert result["host_error"]["ttft_s"]["p50"] == 0  # the median request is on time
+    assert result["host_error"]["ttft_shift_s"]["p50"] == pytest.approx(0.14)
+    got = result["validity"]["reasons"]
+    assert got == ["host error (measured minus modeled): it moves TTFT p90 by +180.0 ms, 11.8% of 1,531.0 ms "
+                   "(limit 3%)"], got  # the larger of the p50 (10.5 %) and p90 shifts
