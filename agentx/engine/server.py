@@ -152,7 +152,7 @@ class SimServer:
                     modeled = max((prev_end - t0) * speed, core.waiting[0].arrival)
                     start = t0 + modeled / speed
                 if now - start > RESYNC_S:
-                    start, modeled = now, (now - t0) * speed
+                    start, modeled = now, self._restart(core, modeled, (now - t0) * speed)
                 held = self._read_before(start, now)
                 if held is not None:  # a request that arrived before this iteration starts is still being read
                     break
@@ -178,6 +178,19 @@ class SimServer:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout_at(held + ORDER_WAIT_S):
                         await self._queued.wait()
+
+    def _restart(self, core, behind: float, modeled: float) -> float:
+        """Restart the modeled schedule at `modeled` (now), `behind` being where it was: the
+        skipped modeled time is no engine's, so each request in flight keeps its share
+        (`jumped`) and the modeled timings it is told leave it out: a restart shows as lag."""
+        self.stats.restarts += 1
+        for seq in (*core.running, *core.waiting):
+            share = modeled - max(behind, seq.arrival)
+            if share > 0:
+                seq.jumped += share
+                if seq.first_token_at is None:
+                    seq.jumped_first += share
+        return modeled
 
     def _read_before(self, start: float, now: float) -> float | None:
         """The head time of the oldest request still being read whose head came before `start`
@@ -430,10 +443,13 @@ class SimServer:
         arrival = seq.arrival
         out = {"speed": self.cfg.speed, "arrival_s": arrival,
                "queue_s": None if seq.scheduled_at is None else max(0.0, seq.scheduled_at - arrival),
-               "ttft_s": None if seq.first_token_at is None else seq.first_token_at - arrival,
-               "e2el_s": None if seq.finished_at is None else seq.finished_at - arrival,
-               "first_token_lag_s": timing["first_lag"], "last_token_lag_s": timing["last_lag"],
-               "max_lag_s": timing["max_lag"], "preemptions": seq.preemptions,
+               "ttft_s": None if seq.first_token_at is None else seq.first_token_at - arrival - seq.jumped_first,
+               "e2el_s": None if seq.finished_at is None else seq.finished_at - arrival - seq.jumped,
+               "schedule_skipped_s": seq.jumped,
+               # a restart's skipped time is lag too: the tokens came that much later than the model says
+               "first_token_lag_s": None if timing["first_lag"] is None else timing["first_lag"] + seq.jumped_first,
+               "last_token_lag_s": None if timing["last_lag"] is None else timing["last_lag"] + seq.jumped,
+               "max_lag_s": timing["max_lag"] + seq.jumped, "preemptions": seq.preemptions,
                "cached_tokens": max(seq.cached_tokens, 0), "replica": seq.replica}
         timing["modeled"] = out
         return out
