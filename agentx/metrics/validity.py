@@ -123,7 +123,7 @@ def validity(prof: list[Record], ok: list[Record], run: dict, health: dict, rm: 
         _rule(rules, "client", late, health.get("late_bound_ms"), verdict not in (None, "ok"),
               f"the client could not keep the schedule ({verdict}: dispatch lateness p99 "
               f"{late if late is not None else float('nan'):,.1f} ms, limit {health.get('late_bound_ms')} ms wall; "
-              f"client CPU {health.get('cpu_percent')}%)")
+              f"client CPU {health.get('cpu_percent') or 0:.0f}%)")
     metric = {"ttft_s": rm.get("ttft_s"), "itl_s": rm.get("itl_s")}
     if host:
         _relative_rules(rules, {"ttft_s": host["sim_lag_ttft_s"], "itl_s": host["sim_lag_itl_s"]}, metric, "sim_lag",

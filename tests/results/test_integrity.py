@@ -22,7 +22,7 @@ V1 = "/api/v1"
 
 def bench(url: str, out) -> None:
     cmd = [sys.executable, "-m", "agentx.cli", "bench", "--url", url, "--traces", str(WEKA), "--concurrency", "3",
-           "--duration", "60", "--clock-scale", str(SPEED), "--gpus", "8", "--hardware", "H200", "--engine",
+           "--duration", "30", "--clock-scale", str(SPEED), "--gpus", "8", "--hardware", "H200", "--engine",
            "agentx-sim", "--warmup-requests-per-lane", "1", "--grace", "10", "--probe-cache", "6", "--out", str(out),
            "--allow-invalid"]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
