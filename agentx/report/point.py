@@ -31,10 +31,11 @@ def _fmt(value, fmt: str = "{:,.1f}", scale: float = 1.0) -> str:
 def summary_rows(result: dict) -> dict:
     """{"distributions": [(label, definition, [p50, p90, p99, mean])], "figures": [(label, value, definition)]}"""
     rm, req, sm, health = result["request_metrics"], result["requests"], result["server_metrics"], result["client_health"]
-    dists = []
+    dists, v = [], result["validity"]
+    low = f" (low sample: n = {v.get('sample')} < {v.get('low_sample_below')})" if v.get("low_sample") else ""
     for label, key, scale, fmt, definition in REQUEST_ROWS:
         d = rm.get(key) or {}
-        dists.append((label, definition, [_fmt(d.get(c), fmt, scale) for c in COLUMNS]))
+        dists.append((label + low, definition, [_fmt(d.get(c), fmt, scale) for c in COLUMNS]))
     tp, cache = rm.get("throughput", {}), rm.get("cache", {})
     late = health.get("dispatch_lateness_ms") or {}
     pct = lambda v: _fmt(v, "{:.1f}%", 100)  # noqa: E731

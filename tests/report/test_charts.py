@@ -154,9 +154,12 @@ def test_summary_rows_define_every_figure(sweep):
     rows = summary_rows(read_run(sweep / "c2").result)
     assert all(definition for _, definition, _ in rows["distributions"])
     assert all(definition and value for _, value, definition in rows["figures"])
-    ttft = next(cells for label, _, cells in rows["distributions"] if label == "TTFT ms")
-    p50 = read_run(sweep / "c2").result["request_metrics"]["ttft_s"]["p50"] * 1000
+    result = read_run(sweep / "c2").result
+    ttft = next(cells for label, _, cells in rows["distributions"] if label.startswith("TTFT ms"))
+    p50 = result["request_metrics"]["ttft_s"]["p50"] * 1000
     assert ttft[0] == f"{p50:,.1f}"
+    low = result["validity"]["low_sample"]  # marked beside every percentile row when so
+    assert all(("(low sample: n = " in label) == low for label, _, _ in rows["distributions"])
 
 
 def test_report_files_and_json_payload(sweep, tmp_path):
