@@ -141,8 +141,12 @@ def result_lines(result: dict) -> list[str]:
                  + (f", or the host kept it waiting for a CPU {_pct(waited / 100)} of the time)" if waited is not None
                     else ")"))
     lines.append(line)
-    for when, probe in (result.get("cache_probe") or {}).items():
-        lines.append(f"{probe_line(probe)} ({when} the run)")
+    return lines + trust_lines(result)
+
+
+def trust_lines(result: dict) -> list[str]:
+    """The cache probes, the host error, low sample, and the verdict with its reasons."""
+    lines = [f"{probe_line(probe)} ({when} the run)" for when, probe in (result.get("cache_probe") or {}).items()]
     if result.get("host_error"):
         lines.append(host_error_line(result["host_error"]))
     if low_sample_note(result):
