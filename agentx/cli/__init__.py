@@ -1,7 +1,7 @@
 """The `agentx` command: thin; it parses, calls, and prints. This module holds the root command,
 its entry point and what the command groups share; a module per group adds its commands:
 traces (`trace ...`), sim (`sim ...`), capture (`capture ...`), bench (`bench`, `report`, `demo`,
-`probe cache`) and agentx.results.cli (`db ...`, `frontier`, `serve`, `sweep`)."""
+`probe cache`) and agentx.cli.results (`db ...`, `frontier`, `serve`, `sweep`)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from agentx.content.wire import WIRE_MODES
-from agentx.engine.presets import COST_BASES
 from agentx.errors import AgentxError
-from agentx.replay.session_ids import PRESETS as SESSION_PRESETS
-from agentx.replay.plan import MODES
+from agentx.replay.corpus import Corpus
+from agentx.replay.plan import PlanConfig
 from agentx.replay.scenarios import SCENARIOS
 from agentx.traces.load import FORMATS, WRITE_FORMATS
 from agentx.traces.model import HashScope
@@ -45,10 +43,6 @@ Format = _choices("Format", FORMATS)
 WriteFormat = _choices("WriteFormat", WRITE_FORMATS)
 Basis = _choices("Basis", get_args(TimeBasis))
 Scope = _choices("Scope", get_args(HashScope))
-Wire = _choices("Wire", WIRE_MODES)
-CostBasis = _choices("CostBasis", COST_BASES)
-Mode = _choices("Mode", MODES)
-SessionHeaders = _choices("SessionHeaders", SESSION_PRESETS)
 Scenario = _choices("Scenario", SCENARIOS)
 
 
@@ -71,22 +65,16 @@ def _max_context(text: Optional[str]) -> Optional[int]:
     return parse_tokens(text) if text else None
 
 
+def _corpus(traces: list[Path] | None, more_traces: list[Path] | None = None, fmt: Optional[Format] = None,
+            max_context: Optional[str] = None, scenario: Optional[Scenario] = None,
+            provider: Optional[str] = None) -> Corpus:
+    """The corpus of a command's --traces (and the paths after them), --format, --max-context,
+    --scenario and --provider."""
+    return Corpus(tuple([*(traces or []), *(more_traces or [])]), _value(fmt), max_context, provider, _value(scenario))
+
+
 def _load(paths: list[Path], fmt: Optional[Format], max_context: Optional[str]):
-    from agentx.data import sample_traces
-    from agentx.traces.load import load_sessions
-    from agentx.traces.variants import limit_corpus
-
-    sessions = load_sessions(paths or [sample_traces()], _value(fmt), warn=_warn)
-    return limit_corpus(sessions, _max_context(max_context))
-
-
-def _of_provider(sessions: list, provider: str) -> list:
-    from agentx.traces.stats import by_provider
-
-    groups = by_provider(sessions)
-    if provider not in groups:
-        raise AgentxError(f"no session of {provider!r} in the traces (they have: {', '.join(groups)})", "provider")
-    return groups[provider]
+    return _corpus(paths, fmt=fmt, max_context=max_context).sessions(warn=_warn)
 
 
 FORMAT_HELP = (f"Input format: {', '.join(FORMATS)}; detected from the content when omitted "
@@ -101,12 +89,7 @@ OPT_MORE_TRACES = typer.Argument(None, metavar="TRACES", help="More trace files 
 OPT_FMT = typer.Option(None, "--format", metavar="FORMAT", help=FORMAT_HELP)
 OPT_MAX_CONTEXT = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP)
 OPT_SCENARIO = typer.Option(None, "--scenario", help="Fixed-sequence baseline instead of traces.")
-OPT_CONCURRENCY = typer.Option("8", "--concurrency", help="Lanes; a list (1,4,16) runs a sweep.")
-OPT_WARMUP_REQUESTS_PER_LANE = typer.Option(10, "--warmup-requests-per-lane", min=0)
-OPT_NO_WARMUP = typer.Option(False, "--no-warmup", help="Start every lane at t = 0 without warmup.")
-OPT_IDLE_CAP = typer.Option(300.0, "--idle-cap", help="Longest gap a session tree waits with nothing in flight.")
-OPT_SYSTEM_IDLE_CAP = typer.Option(10.0, "--system-idle-cap", help="Longest gap with nothing in flight anywhere.")
-OPT_GRACE = typer.Option(60.0, "--grace", help="Seconds in-flight requests may finish after the window.")
+OPT_CONCURRENCY = typer.Option(str(PlanConfig.concurrency), "--concurrency", help="Lanes; a list (1,4,16) runs a sweep.")
 
 # `sim serve` and `capture proxy`
 REQUEST_TIMEOUT_HELP = "Seconds a client has to send a request's head and body (and an idle connection stays)."
@@ -124,7 +107,7 @@ def main() -> None:
 
 # The command tree. Help lists commands and groups each in the order they are added here.
 from agentx.cli import bench, capture, sim, traces  # noqa: E402  (they use the helpers above)
-from agentx.results.cli import register as register_results  # noqa: E402
+from agentx.cli.results import register as register_results  # noqa: E402
 
 app.add_typer(traces.trace_app, name="trace")
 app.add_typer(sim.sim_app, name="sim")

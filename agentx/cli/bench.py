@@ -10,11 +10,16 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from agentx.cli import (OPT_CONCURRENCY, OPT_FMT, OPT_GRACE, OPT_IDLE_CAP, OPT_MAX_CONTEXT, OPT_MORE_TRACES,
-                        OPT_NO_WARMUP, OPT_SCENARIO, OPT_SYSTEM_IDLE_CAP, OPT_TRACES, OPT_WARMUP_REQUESTS_PER_LANE,
-                        PLAIN, CostBasis, Format, Mode, Scenario, SessionHeaders, Wire, _load, _of_provider, _value,
-                        console, err_console)
+from agentx.cli import (OPT_CONCURRENCY, OPT_FMT, OPT_MAX_CONTEXT, OPT_MORE_TRACES, OPT_SCENARIO, OPT_TRACES, PLAIN,
+                        Format, Scenario, _corpus, _load, _warn, console, err_console)
+from agentx.cli.options import config_options
+from agentx.content.tokens import DEFAULT_TOKEN_RANGE, ContentConfig
 from agentx.errors import AgentxError
+from agentx.replay.plan import PlanConfig, PlanMode
+from agentx.replay.settings import Labels, TargetConfig
+
+OPT_TOKEN_RANGE = typer.Option("{}:{}".format(*DEFAULT_TOKEN_RANGE), "--token-range",
+                               help="Token ids to draw content from, LO:HI.")
 
 probe_app = typer.Typer(help="Correctness probes of a serving engine.", **PLAIN)
 
@@ -29,7 +34,7 @@ def _concurrencies(text: str) -> list[int]:
 
 
 def _print_result(result: dict, title: str, folder: Path) -> None:
-    from agentx.metrics.report import result_lines, result_table
+    from agentx.metrics.tables import result_lines, result_table
 
     console.print(result_table(result, title))
     for line in result_lines(result):
@@ -38,9 +43,9 @@ def _print_result(result: dict, title: str, folder: Path) -> None:
 
 
 def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str, run=None) -> list[dict]:
-    from agentx.metrics.report import sweep_table
+    from agentx.metrics.tables import sweep_table
     from agentx.replay.folder import command_line
-    from agentx.replay.sweep import sweep
+    from agentx.replay.concurrency_sweep import sweep
 
     def level(plan) -> str:  # schedule mode has no lanes: its concurrency is whatever the schedule makes it
         return f"schedule mode, time scale {plan.time_scale:g}" if plan.mode == "schedule" else \
@@ -106,79 +111,37 @@ def _default_out(prefix: str) -> Path:
     return Path("runs") / f"{prefix}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
+@config_options(TargetConfig, PlanConfig, ContentConfig, Labels,
+                help={"seed": "Seed of the plan and the content.",
+                      "duration": "Profiling window in seconds."})
 def bench_cmd(
-    url: str = typer.Option(..., "--url", help="Base URL of an OpenAI-compatible server."),
-    model: Optional[str] = typer.Option(None, "--model", help="Model name; discovered from /v1/models when omitted."),
     traces: list[Path] = OPT_TRACES,
     more_traces: list[Path] = OPT_MORE_TRACES,
     fmt: Optional[Format] = OPT_FMT,
     max_context: Optional[str] = OPT_MAX_CONTEXT,
     scenario: Optional[Scenario] = OPT_SCENARIO,
-    concurrency: str = OPT_CONCURRENCY,
-    duration: float = typer.Option(3600.0, "--duration", help="Profiling window in seconds."),
-    wire: Wire = typer.Option("tokens", "--wire", help="tokens (/v1/completions, token ids) or chat (/v1/chat/completions)."),
-    seed: int = typer.Option(0, "--seed"),
-    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs of the deployment (per-GPU, cost and power figures)."),
-    hardware: Optional[str] = typer.Option(None, "--hardware", help="GPU kind for cost and power (H100, H200, B200, ...)."),
-    engine: Optional[str] = typer.Option(None, "--engine", help="Engine label for the result (e.g. vllm-0.11)."),
-    engine_block_size: Optional[int] = typer.Option(None, "--engine-block-size", min=1,
-                                                    help="The engine's KV block (default: what the server publishes)."),
-    probe_cache: int = typer.Option(0, "--probe-cache", min=0, help="Cache-correctness probes before and after the run."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/bench-TIMESTAMP)."),
-    warmup_requests_per_lane: int = OPT_WARMUP_REQUESTS_PER_LANE,
-    no_warmup: bool = OPT_NO_WARMUP,
-    idle_cap: float = OPT_IDLE_CAP,
-    system_idle_cap: float = OPT_SYSTEM_IDLE_CAP,
-    grace: float = OPT_GRACE,
-    request_timeout: float = typer.Option(600.0, "--request-timeout"),
-    token_range: str = typer.Option("1000:30000", "--token-range", help="Token ids to draw content from, LO:HI."),
-    token_scale: int = typer.Option(1, "--token-scale", min=1, help="Render each hash block as block/K tokens (tiny models)."),
-    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="tokenizer.json for --wire chat (default: the sim's)."),
-    server_metrics: str = typer.Option("", "--server-metrics", help="Prometheus URL (default: the target's /metrics; 'none': off)."),
-    keep_chunks: bool = typer.Option(False, "--keep-chunks", help="Keep every chunk's arrival time in the records."),
-    cost_basis: CostBasis = typer.Option("neocloud", "--cost-basis", help="Which price of the GPU counts."),
-    mode: Mode = typer.Option("lanes", "--mode", help="lanes (closed loop) or schedule (open loop at recorded start times)."),
-    session_headers: SessionHeaders = typer.Option("plain", "--session-headers", help="How each stream's session id "
-                                                   "and its parent's are sent: plain, dynamo, sglang or llm-d (SPEC 2)."),
     provider: Optional[str] = typer.Option(None, "--provider", help="Replay only the sessions of this agent "
                                            "(claude, codex: as TraceLab and capture import name them)."),
-    time_scale: float = typer.Option(1.0, "--time-scale", help="Schedule mode: divide recorded session start times by this."),
-    warmup_seconds: float = typer.Option(0.0, "--warmup-seconds", help="Schedule mode: this prefix counts as warmup."),
-    clock_scale: float = typer.Option(1.0, "--clock-scale", help="Target runs X times faster than it models "
-                                      "(agentx sim --speed X): delays shrink, times are reported modeled."),
+    concurrency: str = OPT_CONCURRENCY,
+    token_range: str = OPT_TOKEN_RANGE,
+    out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/bench-TIMESTAMP)."),
     allow_invalid: bool = typer.Option(False, "--allow-invalid", help=ALLOW_INVALID_HELP),
+    options: dict = None,
 ):
     """Replay agentic traces (or a fixed scenario) against a server and summarize the run."""
     from agentx.content.tokens import parse_token_range
-    from agentx.replay.scenarios import scenario_sessions
     from agentx.replay.settings import BenchSettings
 
     levels = _concurrencies(concurrency)
-    traces = [*(traces or []), *(more_traces or [])]
-    if mode.value == "schedule" and len(levels) > 1:
+    schedule = options["mode"] == PlanMode.SCHEDULE
+    if schedule and len(levels) > 1:
         raise AgentxError("schedule mode replays at the recorded start times: it has no lanes to sweep",
                           "concurrency")
-    if duration <= 0 or clock_scale <= 0 or time_scale <= 0 or warmup_seconds < 0:
-        raise AgentxError("--duration, --clock-scale and --time-scale must be > 0, --warmup-seconds >= 0")
-    settings = BenchSettings.build(
-        url=url, concurrency=levels[0], duration=duration, model=model, wire=wire.value, seed=seed, gpus=gpus,
-        hardware=hardware, engine=engine, engine_block_size=engine_block_size, probe_cache=probe_cache,
-        warmup_requests_per_lane=warmup_requests_per_lane,
-        idle_cap=idle_cap, system_idle_cap=system_idle_cap, grace=grace, request_timeout=request_timeout,
-        token_range=parse_token_range(token_range), token_scale=token_scale, tokenizer=tokenizer,
-        server_metrics=None if server_metrics == "none" else server_metrics, keep_chunks=keep_chunks,
-        cost_basis=cost_basis.value, scenario=_value(scenario), clock_scale=clock_scale, mode=mode.value,
-        session_headers=session_headers.value,
-        time_scale=time_scale, warmup_seconds=warmup_seconds, warmup=not no_warmup and mode.value == "lanes",
-        dataset=_value(scenario) or (", ".join(map(str, traces)) if traces else "bundled WEKA sample")
-        + (f" ({provider})" if provider and not scenario else ""),
-        variant=max_context)
-    if scenario:
-        sessions = scenario_sessions(scenario.value, max(levels))
-    else:
-        sessions = _load(traces, fmt, max_context)
-        if provider:
-            sessions = _of_provider(sessions, provider)
+    corpus = _corpus(traces, more_traces, fmt, max_context, None if scenario is None else scenario, provider)
+    settings = BenchSettings.build(**{**options, "concurrency": levels[0], "token_range": parse_token_range(token_range),
+                                      "server_metrics": None if options["server_metrics"] == "none" else options["server_metrics"],
+                                      "warmup": options["warmup"] and not schedule}, **corpus.labels)
+    sessions = corpus.sessions(max(levels), warn=_warn)
     _exit_if_invalid(_sweep(settings, sessions, levels, out or _default_out("bench"), "bench"), allow_invalid)
 
 
@@ -189,7 +152,7 @@ def probe_cache_cmd(
     traces: list[Path] = typer.Option(None, "--traces", help="Trace files or folders (default: the bundled real traces)."),
     probes: int = typer.Option(8, "--probes", min=1, help="Trace requests to probe."),
     seed: int = typer.Option(0, "--seed"),
-    token_range: str = typer.Option("1000:30000", "--token-range", help="Token ids to draw content from, LO:HI."),
+    token_range: str = OPT_TOKEN_RANGE,
     token_scale: int = typer.Option(1, "--token-scale", min=1, help="Render each hash block as block/K tokens."),
     max_isl: Optional[int] = typer.Option(None, "--max-isl", help="Probe only prompts up to this many tokens."),
     flush_tokens: int = typer.Option(0, "--flush-tokens", min=0, help="Other traffic between cold and warm."),
@@ -200,7 +163,7 @@ def probe_cache_cmd(
     import json
 
     from agentx.content.tokens import ContentConfig, parse_token_range
-    from agentx.metrics.report import probe_line
+    from agentx.metrics.tables import probe_line
     from agentx.replay.driver import discover_model
     from agentx.replay.probe import ProbeConfig, probe_cache
 
@@ -256,7 +219,8 @@ def demo_cmd(
     from agentx.report.html import write_report
 
     levels = _concurrencies(concurrency)
-    sessions = _load([], None, None)
+    corpus = _corpus([])  # the bundled real traces
+    sessions = corpus.sessions(warn=_warn)
     out = out or _default_out("demo")
     out.mkdir(parents=True, exist_ok=True)
     console.print(f"agentx demo: simulated 8 x H200 serving Qwen3-235B-A22B (BF16), run {speed:g}x faster than "
@@ -264,7 +228,7 @@ def demo_cmd(
                   f"{len(sessions)} bundled real Claude Code sessions; concurrency {concurrency}", highlight=False)
     with sim_server("--speed", str(speed), "--truth-log", str(out / "sim_truth.jsonl")) as url:
         settings = BenchSettings.build(url=url, concurrency=levels[0], duration=duration, gpus=8, hardware="H200",
-                                       engine="agentx-sim", dataset="bundled WEKA sample", clock_scale=speed,
+                                       engine="agentx-sim", dataset=corpus.label, clock_scale=speed,
                                        grace=30.0)
         results = _sweep(settings, sessions, levels, out, "demo")
     first = out / f"c{levels[0]}" if len(levels) > 1 else out

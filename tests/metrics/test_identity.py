@@ -24,18 +24,21 @@ def test_the_sim_publishes_engine_version_block_size_and_context():
 def test_every_setting_that_changes_performance_is_in_the_sims_published_settings():
     """Faults, replicas, router, offload and speculative decoding each change what the sim
     publishes as its engine settings (a part of the deployment key)."""
-    from agentx.engine.config import EngineConfig
+    from agentx.engine.config import Deployment, EngineConfig, ServeConfig
     from agentx.engine.faults import FaultConfig
-    from agentx.engine.server import ServeConfig, deployment_settings
+    from agentx.engine.server import deployment_settings
+
+    def on(**engine) -> ServeConfig:
+        return ServeConfig(deployment=Deployment(EngineConfig(**engine)))
 
     base = deployment_settings(ServeConfig())
     variants = {
         "faults": ServeConfig(faults=FaultConfig(rate=0.5, kinds=("corrupt",))),
-        "replicas": ServeConfig(replicas=2),
-        "router": ServeConfig(replicas=2, router="prefix-aware"),
-        "offload": ServeConfig(engine=EngineConfig(cpu_offload_gb=200)),
-        "spec decode": ServeConfig(engine=EngineConfig(spec_decode="mtp", draft_tokens=1)),
-        "batching": ServeConfig(engine=EngineConfig(max_num_seqs=64)),
+        "replicas": ServeConfig(deployment=Deployment(replicas=2)),
+        "router": ServeConfig(deployment=Deployment(replicas=2, router="prefix-aware")),
+        "offload": on(cpu_offload_gb=200),
+        "spec decode": on(spec_decode="mtp", draft_tokens=1),
+        "batching": on(max_num_seqs=64),
     }
     published = {name: deployment_settings(cfg) for name, cfg in variants.items()}
     assert base == "H200 x8 qwen3-235b-a22b bf16" and base not in published.values()

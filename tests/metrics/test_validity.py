@@ -83,7 +83,7 @@ def test_schedule_mode_with_many_cancelled_requests_is_not_valid(cancelled, vali
 
 
 def test_low_sample_is_marked_and_printed_not_invalid():
-    from agentx.metrics.report import result_lines, result_table
+    from agentx.metrics.tables import result_lines, result_table
     from rich.console import Console
 
     result = summarize([rec(i) for i in range(4)], FINISHED, [], [])

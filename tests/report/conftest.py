@@ -4,10 +4,10 @@ speed the host's work is modeled time, and the runs NOT VALID for their host err
 
 import pytest
 
-from agentx.engine.config import EngineConfig
+from agentx.engine.config import Deployment, EngineConfig
 from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
-from agentx.virtual.runner import SimDeployment, sim_bench
+from agentx.virtual.runner import sim_bench
 from tests.conftest import WEKA
 
 LEVELS = (2, 6)
@@ -21,7 +21,7 @@ def sweep(tmp_path_factory):
     for n in LEVELS:
         sim_bench(BenchSettings.build(url="virtual", concurrency=n, duration=240, out=str(out / f"c{n}"), gpus=8,
                                       hardware="H200", dataset="weka sample", warmup_requests_per_lane=3),
-                  sessions, SimDeployment(EngineConfig()))
+                  sessions, Deployment(EngineConfig()))
     return out
 
 

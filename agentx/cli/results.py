@@ -176,7 +176,7 @@ def sweep_cmd(
                                        "runs/sweep-NAME-FINGERPRINT)."),
 ):
     """Run a sweep recipe: each deployment's points, stored as they finish; re-running resumes."""
-    from agentx.results.sweep import run_sweep
+    from agentx.results.recipe_sweep import run_sweep
 
     run_sweep(recipe, _engine(db), out, say=lambda m: console.print(m, highlight=False))
 
