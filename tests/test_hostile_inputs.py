@@ -1,7 +1,7 @@
 """Hostile trace input through the `agentx` command (issue #12): `trace stats`, `trace convert`
 and `bench` against the simulated engine; every input is either accepted (exit 0, a valid run)
 or rejected with one line naming the file (exit 2), in bounded memory; never a traceback. How
-long each command takes is measured by `benchmarks/hostile_inputs.py` (a loaded machine is no
+long each command takes is measured by `benchmarks/hostile_traces.py` (a loaded machine is no
 defect of the code, so no test here asserts a wall-clock bound).
 
 Two legs: the hand-made files of `tests/data/hostile/`, and hypothesis-corrupted real traces of
