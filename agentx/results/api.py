@@ -187,7 +187,7 @@ def _point_routes(app: FastAPI, db: _Reads) -> None:
              "as a download")
     def point_result(point_id: ItemId):
         text = db.one(select(points.c.result).where(points.c.id == point_id), f"point {point_id}")["result"]
-        return Response(text or "null", media_type="application/json",
+        return Response(strict_json(text), media_type="application/json",
                         headers={"Content-Disposition": f'attachment; filename="point-{point_id}-result.json"'})
 
     @app.get(PREFIX + "/points/{point_id}/series", summary="Series on the 1 s grid (compact arrays)")

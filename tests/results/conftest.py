@@ -18,6 +18,7 @@ from agentx.engine.launch import sim_server
 from tests.conftest import WEKA
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
+SPEED = 50  # the sim runs of the tests here that need a real server
 
 
 def free_port() -> int:
