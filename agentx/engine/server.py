@@ -211,8 +211,15 @@ class SimServer:
         """vLLM's /version ({"version"}), plus the engine's name (vLLM's has none)."""
         return web.json_response({"version": __version__, "engine": "agentx-sim", "engine_settings": self.settings})
 
+    def energy_j(self) -> float | None:
+        """Joules all the modeled GPUs have drawn until now (modeled time); None without power figures."""
+        if not self.core.cores[0].power.known:
+            return None
+        now, gpus = self.modeled_now(), self.core.cfg.gpus
+        return sum(gpus * c.power.energy_j(now) for c in self.core.cores)
+
     async def metrics(self, request):
-        body = exposition(self.core, self.stats, self.model_name)
+        body = exposition(self.core, self.stats, self.model_name, self.modeled_now())
         return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
     async def models(self, request):
@@ -255,6 +262,7 @@ class SimServer:
             seq = self.core.new_sequence(rid, prompt, max_tokens, req.min_tokens, req.ignore_eos, fault == "corrupt")
             seq.waiter = asyncio.Event()
             self.core.add(seq, (head - self._t0) * self.cfg.speed, request.headers.get("X-Session-ID"))
+            energy_at_arrival = self.energy_j()
         finally:
             turn.set()
             del self._reading[turn]
@@ -268,7 +276,8 @@ class SimServer:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
             if style == "chat" and not tool:
                 seq.reasoning = round(self.cfg.reasoning_share * seq.stop_len)
-        timing = {"first": None, "written": 0, "first_lag": None, "last_lag": None, "max_lag": 0.0}
+        timing = {"first": None, "written": 0, "first_lag": None, "last_lag": None, "max_lag": 0.0,
+                  "energy_j": energy_at_arrival}
         try:
             if req.stream:
                 return await self._stream(request, seq, shape, include_usage, fault, timing)
@@ -432,7 +441,7 @@ class SimServer:
         self.stats.errors[kind] = self.stats.errors.get(kind, 0) + 1
 
     def _finish(self, request, seq: Sequence, arrival: float, timing: dict, fault) -> None:
-        end, first = time.time(), timing["first"]
+        end, first, energy_at_arrival = time.time(), timing["first"], timing.get("energy_j")
         if not seq.finish_reason:  # left by an unexpected exit: free its blocks
             self.core.abort(seq)
         reason = seq.finish_reason
@@ -446,11 +455,12 @@ class SimServer:
             fault = "corrupt" if seq.cached_tokens > 0 else None
         elif fault:
             self._count_error(fault)
+        energy = {"arrival": energy_at_arrival, "end": self.energy_j()} if energy_at_arrival is not None else None
         self._log(request, seq.id, arrival, first, len(seq.prompt), max(seq.cached_tokens, 0), len(seq.output),
-                  fault or reason, end, timing.get("modeled") or self._modeled(seq, timing))
+                  fault or reason, end, energy, timing.get("modeled") or self._modeled(seq, timing))
 
     def _log(self, request, rid, arrival, first, prompt_tokens, cached, completion, status, end=None,
-             modeled: dict | None = None) -> None:
+             energy=None, modeled: dict | None = None) -> None:
         if not self.truth:
             return
         record = {
@@ -463,6 +473,8 @@ class SimServer:
             "cached_tokens": cached, "completion_tokens": completion, "status": status,
             "modeled": modeled,  # the agentx_sim object: modeled timings and the sim's lag
         }
+        if energy is not None:  # the modeled energy of all GPUs (J, engine/power.py) as it arrived and ended
+            record["energy_j"] = energy
         self.truth.write(json.dumps(record) + "\n")
 
 
