@@ -129,6 +129,6 @@ def test_frontier_command_on_real_points(tmp_path, sweep_dir):
     assert "H200 / agentx-sim (virtual time): tput_per_gpu against" in res.stdout
     assert "tput_per_gpu at p90_e2e_norm_intvty = 1" in res.stdout
     joules = run("frontier", "--db", db, "--y", "joules_per_output_token")  # measured (bench --power)
-    assert joules.returncode == 0 and "joules_per_output_token against p90_e2e_norm_intvty" in joules.stdout
+    assert joules.returncode == 0 and "joules_per_output_token against p90_e2e_norm_intvty" in " ".join(joules.stdout.split())
     bad = run("frontier", "--db", db, "--y", "watts")
     assert bad.returncode == 2 and "y: unknown metric 'watts'" in bad.stderr
