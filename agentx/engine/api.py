@@ -6,6 +6,8 @@ from typing import Annotated, Any
 
 import msgspec
 
+from agentx.engine.hints import Hints
+
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
 
@@ -30,6 +32,7 @@ class _Common(_Sampling, kw_only=True):
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = 1
+    agentx_hints: Hints | None = None  # harness hints (SPEC §2), what the KV policy reads
 
 
 class CompletionRequest(_Common, kw_only=True):
@@ -66,6 +69,7 @@ class MessagesRequest(_Sampling, kw_only=True):
     stream: bool = False
     min_tokens: NonNegativeInt = 0
     ignore_eos: bool = False
+    agentx_hints: Hints | None = None
 
 
 _decoders = {cls: msgspec.json.Decoder(cls) for cls in (CompletionRequest, ChatRequest, MessagesRequest)}
@@ -148,6 +152,14 @@ def _check_sampling(req) -> None:
     for bad, param, message in problems:
         if bad:
             raise BadRequest(message, param=param)
+
+
+EXTENSION = "agentx_sim"  # the sim's extension object (modeled timings) in a final chunk or body
+
+
+def with_extension(body: bytes, modeled: dict) -> bytes:
+    """A JSON object body with the sim's extension object added as its last member."""
+    return body[:-1] + b',"' + EXTENSION.encode() + b'":' + encode(modeled) + b"}"
 
 
 def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict:
@@ -255,13 +267,15 @@ class OpenAIShape:
             delta = {"role": "assistant", "content": None, "tool_calls": [{"index": 0, **self._call(ARGS_OPEN)}]}
         return _frame({**self._head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}]})
 
-    def close(self, reason: str, u: dict, include_usage: bool) -> bytes:
+    def close(self, reason: str, u: dict, include_usage: bool, modeled: dict | None = None) -> bytes:
+        """The last frames; `modeled` (the sim's timings) rides in the finish chunk as `agentx_sim`."""
         frames = []
         if self.tool:
             frames.append(self.token_frame(encode(ARGS_CLOSE)))
         choice = {"index": 0, "logprobs": None, "finish_reason": self._reason(reason)}
         choice.update({"delta": {}} if self.chat else {"text": ""})
-        frames.append(_frame({**self._head, "choices": [choice]}))
+        extension = {EXTENSION: modeled} if modeled is not None else {}
+        frames.append(_frame({**self._head, "choices": [choice], **extension}))
         if include_usage:
             frames.append(_frame({**self._head, "choices": [], "usage": u}))
         frames.append(DONE)
@@ -326,13 +340,14 @@ class AnthropicShape:
             frames.append(self.token_frame(encode(ARGS_OPEN)))
         return b"".join(frames)
 
-    def close(self, reason: str, u: dict, include_usage: bool) -> bytes:
+    def close(self, reason: str, u: dict, include_usage: bool, modeled: dict | None = None) -> bytes:
         frames = [self.token_frame(encode(ARGS_CLOSE))] if self.tool else []
+        extension = {EXTENSION: modeled} if modeled is not None else {}
         frames += [
             _event("content_block_stop", {"type": "content_block_stop", "index": 0}),
             _event("message_delta", {"type": "message_delta",
                                      "delta": {"stop_reason": self._reason(reason), "stop_sequence": None},
-                                     "usage": {"output_tokens": u["output_tokens"]}}),
+                                     "usage": {"output_tokens": u["output_tokens"]}, **extension}),
             _event("message_stop", {"type": "message_stop"}),
         ]
         return b"".join(frames)

@@ -22,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from agentx.engine.config import EngineConfig
+from agentx.engine.hints import Hints
 from agentx.engine.kvcache import KVCache, block_hashes
 from agentx.engine.power import PowerModel
 from agentx.engine.timing import Roofline, Work
@@ -68,6 +69,10 @@ class Sequence:
     finished_at: float | None = None  # modeled end of the iteration that produced its last token
     prompt_len: int = -1  # default: len(prompt)
     replica: int = 0  # the core a router sent it to (engine/replicas.py)
+    hints: Hints | None = None  # the harness hints it came with (engine/hints.py)
+    due: list[float] = field(default_factory=list)  # modeled time each output token was due (server-owned)
+    jumped: float = 0.0  # modeled seconds the server's schedule skipped (restarts) while it was in flight
+    jumped_first: float = 0.0  # of them, before its first token
 
     def __post_init__(self):
         if self.prompt_len < 0:
@@ -106,6 +111,7 @@ class EngineCore:
             num_blocks=max(1, self.roofline.kv_capacity_tokens // bs),
             block_size=bs,
             cpu_blocks=self.roofline.cpu_capacity_tokens // bs,
+            eviction=cfg.kv_policy,
         )
         self.max_model_len = cfg.max_model_len or self.roofline.model.max_context
         if self.kv.num_blocks * bs < self.max_model_len:  # vLLM refuses to start too
@@ -191,7 +197,7 @@ class EngineCore:
             self._admit_waiting(work, scheduled, budget)
         duration = self.roofline.iteration_s(work)
         if duration:  # busy: the roofline time, without the fixed overhead and host-link waits
-            busy = duration - self.cfg.overhead_s - self.roofline.transfer_s(work.loaded_tokens)
+            busy = duration - self.roofline.overhead_s - self.roofline.transfer_s(work.loaded_tokens)
             self.power.iteration(self.now, duration, busy)
         self.now += duration
         emitted, finished, decodes, tokens = [], [], 0, 0
@@ -222,7 +228,7 @@ class EngineCore:
             self.spec_steps += 1
         if finished:
             for seq in finished:
-                self.kv.free_seq(seq)
+                self.kv.free_seq(seq, seq.hints, self.now)
             self.running = [s for s in self.running if s.finish_reason is None]
         return Step(duration, emitted, finished, len(scheduled), work.new_tokens, decodes)
 
@@ -247,12 +253,17 @@ class EngineCore:
         """A time before which no sequence of this core can finish: every iteration lasts at
         least the fixed overhead and emits at most ceil(AL) tokens per sequence."""
         per_step = math.ceil(self.accept_len)
+<<<<<<< HEAD
         if self._waiting_left is None:
             self._waiting_left = min((s.stop_len - len(s.output) for s in self.waiting), default=0)
         left = min((s.stop_len - len(s.output) for s in self.running), default=0)
         if self.waiting:
             left = min(left, self._waiting_left) if self.running else self._waiting_left
         return self.now + self.cfg.overhead_s * max(1, -(-left // per_step))
+=======
+        left = min((s.stop_len - len(s.output) for s in (*self.running, *self.waiting)), default=0)
+        return self.now + self.roofline.overhead_s * max(1, -(-left // per_step))
+>>>>>>> main
 
     def accepted(self) -> int:
         """Tokens each decoding sequence emits this iteration: AL on average, the same pattern

@@ -34,7 +34,7 @@ def decode_window(core, until: float, finished: list, itl: list) -> bool:
     if len(cumulative) < 2:
         del itl[logged:]
         return False
-    start, overhead, transfer = core.now, core.cfg.overhead_s, core.roofline.transfer_s(0)
+    start, overhead, transfer = core.now, core.roofline.overhead_s, core.roofline.transfer_s(0)
     for duration, _ in itl[logged:]:  # each iteration's power, as step() records it
         core.power.iteration(start, duration, duration - overhead - transfer)
         start += duration
@@ -145,7 +145,7 @@ def _apply(core, cumulative: list[int], rem: list[int], finished: list) -> None:
     core.generation_tokens += tokens
     core.spec_steps += len(cumulative)
     for seq in done:
-        kv.free_seq(seq)
+        kv.free_seq(seq, seq.hints, core.now)
     if done:
         core.running = [s for s in running if s.finish_reason is None]
         finished.extend(done)
