@@ -253,17 +253,12 @@ class EngineCore:
         """A time before which no sequence of this core can finish: every iteration lasts at
         least the fixed overhead and emits at most ceil(AL) tokens per sequence."""
         per_step = math.ceil(self.accept_len)
-<<<<<<< HEAD
         if self._waiting_left is None:
             self._waiting_left = min((s.stop_len - len(s.output) for s in self.waiting), default=0)
         left = min((s.stop_len - len(s.output) for s in self.running), default=0)
         if self.waiting:
             left = min(left, self._waiting_left) if self.running else self._waiting_left
-        return self.now + self.cfg.overhead_s * max(1, -(-left // per_step))
-=======
-        left = min((s.stop_len - len(s.output) for s in (*self.running, *self.waiting)), default=0)
         return self.now + self.roofline.overhead_s * max(1, -(-left // per_step))
->>>>>>> main
 
     def accepted(self) -> int:
         """Tokens each decoding sequence emits this iteration: AL on average, the same pattern

@@ -29,12 +29,7 @@ from agentx.power.sources import find_source, make_source
 from agentx.records import Record, RecordWriter
 from agentx.replay.client import Client
 from agentx.replay.folder import report
-<<<<<<< HEAD
 from agentx.replay.session_ids import SessionIdentity
-=======
-from agentx.replay.hints import hint_headers, hint_member
-from agentx.replay.session_ids import SessionIdentity, with_body_field
->>>>>>> main
 from agentx.replay.plan import DONE, PROFILE, Dispatch
 from agentx.replay.probe import ANSWER_TOKENS, ProbeConfig, probe_cache
 from agentx.replay.run import RunSkeleton
@@ -365,60 +360,9 @@ class Dispatcher:
         self.wake.set()
 
     def _render_ahead(self, now: float) -> bool:
-<<<<<<< HEAD
         """Let the sender prepare the next request due within AHEAD_S; False when there is none
         to prepare here (or the bodies held ahead are too big already)."""
         return self.sender.ahead(lambda: self.plan.upcoming(now, AHEAD_S * self.scale))
-=======
-        """Prepare the next request due within AHEAD_S that is not prepared yet; False when there
-        is none (or the bodies held ahead are too big already)."""
-        render = self.run.render
-        if render.ahead_full():
-            return False
-        return render.prepare_ahead(self.plan.upcoming(now, AHEAD_S * self.scale))
-
-    def _begin(self, d: Dispatch) -> tuple[Exchange, int, int, int]:
-        """Start the request of a dispatch: (exchange, ISL, OSL, theoretical cached)."""
-        run = self.run
-        body, isl, osl, k = run.render.prepared(d)
-        theo = run.render.theoretical_cached(d, isl, k)
-        turn = run.identity.turn(d.tree, d.graph, d.node)
-        headers = run.identity.preset.headers(turn)
-        headers["X-Correlation-ID"] = f"{run.run_id}-{d.tree}-{d.node}"
-        hints = run.hints_of(d, turn.session_id, turn.parent_id, k, osl)
-        headers.update(hint_headers(hints))
-        body = with_body_field(body, run.identity.preset.body_field(turn, hints))
-        body = with_body_field(body, hint_member(hints))
-        return self.client.begin(run.render.bodies.path, body, headers), isl, osl, theo
-
-    async def _record(self, d: Dispatch, ex: Exchange, isl: int, osl: int, theo: int) -> Record:
-        base, scale = self.run.t0, self.scale
-        rec = self.run.record(d, isl, osl, theo, (ex.res.start - base) * scale, 0.0)
-        try:
-            res = await self.client.finish(ex)
-        except asyncio.CancelledError:
-            rec.end, rec.error = self.run.clock(), "cancelled"
-            return rec
-        rec.start, rec.end = (res.start - base) * scale, (res.end - base) * scale
-        self.run.identity.answered(d.tree, d.graph.nodes[d.node].stream, res.set_cookie)
-        rec.ttft = (res.first - res.start) * scale if res.first is not None else None
-        rec.isl, rec.osl, rec.cached = res.prompt_tokens, res.completion_tokens, res.cached_tokens
-        if rec.osl is None and res.error is None:
-            rec.osl = res.chunks
-        rec.chunks, rec.finish_reason, rec.status = res.chunks, res.finish_reason, res.status
-        if res.reasoning_tokens is not None or res.reasoning_chunks:
-            rec.reasoning = res.reasoning_tokens if res.reasoning_tokens is not None else res.reasoning_chunks
-        rec.error, rec.detail = res.error, res.detail
-        if res.modeled is not None:
-            m = res.modeled
-            rec.modeled_ttft, rec.modeled_e2el = m.ttft_s, m.e2el_s
-            rec.sim_first_lag, rec.sim_last_lag = m.first_token_lag_s, m.last_token_lag_s
-        if res.error is None and res.first is None:
-            rec.error = "empty"  # a 200 with no output at all
-        if self.keep_chunks:
-            rec.chunk_times = [(t - res.start) * scale for t in res.chunk_times]
-        return rec
->>>>>>> main
 
 
 def _runqueue_wait_s() -> float | None:

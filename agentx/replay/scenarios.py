@@ -1,15 +1,3 @@
-<<<<<<< HEAD
-"""The classic fixed-sequence scenarios (1k1k, 8k1k, 1k8k) as sessions the replayer runs like
-any trace: per lane, back-to-back requests of fixed ISL/OSL with random, never-shared tokens.
-
-A session holds `requests_per_session` requests; a lane that drains it takes the next (the closed
-loop refills lanes), and every replay of a session has its own cache-bust marker, so no prompt
-shares a block with another however long the run. What a scenario costs to build is per lane,
-not per request the run may send (10,000 requests per lane held 1,024 lanes in 7.8 GB)."""
-
-from __future__ import annotations
-
-=======
 """Fixed-length scenarios as the published synthetic benchmarks run them, as sessions the replayer
 runs like any trace: per lane, back-to-back requests of random, never-shared tokens.
 
@@ -18,6 +6,11 @@ ratio R: each request draws its input and its output length uniformly from [R x 
 benchmark_serving random dataset (`--random-range-ratio`) draws them and InferenceX runs it (R =
 0.8). The aliases default to R = 0.8 because they name InferenceX's published scenarios; an explicit
 ISL:OSL defaults to R = 1 (fixed lengths, as trtllm-bench and MLPerf's synthetic sets use).
+
+Lanes hold `requests_per_session` requests each (32); a lane that drains its session takes the
+next (the closed loop refills lanes), and every replay has its own cache-bust marker, so no prompt
+shares a block with another however long the run. What a scenario costs to build is per lane, not
+per request the run may send (10,000 requests per lane held 1,024 lanes in 7.8 GB).
 
 Offline (`offline=N`): N single-request sessions, all queued at time 0; the engine batches them
 within its limits and throughput is over the makespan (what `trtllm-bench throughput` and MLPerf
@@ -29,7 +22,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
->>>>>>> main
 import numpy as np
 
 from agentx.errors import AgentxError
@@ -41,21 +33,6 @@ BLOCK = 64
 MAX_LEN = 10_000_000
 
 
-<<<<<<< HEAD
-def scenario_sessions(name: str, lanes: int, requests_per_session: int = 32) -> list[Session]:
-    if name not in SCENARIOS:
-        raise AgentxError(f"want one of {', '.join(SCENARIOS)}, got {name!r}", "scenario")
-    isl, osl = SCENARIOS[name]
-    blocks = isl // BLOCK
-    sessions = []
-    for lane in range(lanes):
-        base = lane * requests_per_session * blocks
-        ids = ids_array(np.arange(base, base + requests_per_session * blocks))
-        reqs = tuple(Request(t=0.0, model="", isl=isl, osl=osl, hash_ids=ids[k * blocks:(k + 1) * blocks])
-                     for k in range(requests_per_session))
-        sessions.append(Session(id=f"{name}-{lane}", block_size=BLOCK, hash_id_scope="global",
-                                streams=(Stream("main", reqs),)))
-=======
 @dataclass(frozen=True)
 class Scenario:
     isl: int
@@ -99,7 +76,7 @@ def _lengths(rng, nominal: int, ratio: float, n: int) -> np.ndarray:
     return rng.integers(low, nominal + 1, size=n) if low < nominal else np.full(n, nominal)
 
 
-def scenario_sessions(scenario: Scenario | str, lanes: int, requests_per_session: int = 10_000,
+def scenario_sessions(scenario: Scenario | str, lanes: int, requests_per_session: int = 32,
                       seed: int = 0) -> list[Session]:
     """Sessions of the scenario: `lanes` of back-to-back requests, or its offline requests."""
     sc = parse_scenario(scenario) if isinstance(scenario, str) else scenario
@@ -119,5 +96,4 @@ def scenario_sessions(scenario: Scenario | str, lanes: int, requests_per_session
         base += int(ends[-1])
         sessions.append(Session(id=f"{sc.isl}-{sc.osl}-{lane}", block_size=BLOCK, hash_id_scope="global",
                                 streams=(Stream("main", tuple(reqs)),)))
->>>>>>> main
     return sessions

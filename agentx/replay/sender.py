@@ -8,6 +8,7 @@ import asyncio
 
 from agentx.records import Record
 from agentx.replay.client import Client, Exchange
+from agentx.replay.hints import hint_headers, hint_member
 from agentx.replay.plan import Dispatch
 from agentx.replay.session_ids import with_body_field
 
@@ -32,7 +33,10 @@ class HttpSender:
         turn = run.identity.turn(d.tree, d.graph, d.node)
         headers = run.identity.preset.headers(turn)
         headers["X-Correlation-ID"] = f"{run.run_id}-{d.tree}-{d.node}"
-        body = with_body_field(body, run.identity.preset.body_field(turn))
+        hints = run.hints_of(d, turn.session_id, turn.parent_id, k, osl)
+        headers.update(hint_headers(hints))
+        body = with_body_field(body, run.identity.preset.body_field(turn, hints))
+        body = with_body_field(body, hint_member(hints))
         return self.client.begin(run.render.bodies.path, body, headers), isl, osl, theo
 
     async def answer(self, d: Dispatch, sent) -> Record:
@@ -80,6 +84,10 @@ class HttpSender:
         if res.reasoning_tokens is not None or res.reasoning_chunks:
             rec.reasoning = res.reasoning_tokens if res.reasoning_tokens is not None else res.reasoning_chunks
         rec.error, rec.detail = res.error, res.detail
+        if res.modeled is not None:
+            m = res.modeled
+            rec.modeled_ttft, rec.modeled_e2el = m.ttft_s, m.e2el_s
+            rec.sim_first_lag, rec.sim_last_lag = m.first_token_lag_s, m.last_token_lag_s
         if res.error is None and res.first is None:
             rec.error = "empty"  # a 200 with no output at all
         if self.keep_chunks:

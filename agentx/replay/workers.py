@@ -31,7 +31,7 @@ from agentx.records import Record
 from agentx.replay.client import Client
 from agentx.replay.plan import Dispatch
 from agentx.replay.render import Renderer
-from agentx.replay.run import make_record
+from agentx.replay.run import RunSkeleton, make_record
 from agentx.replay.sender import HttpSender
 from agentx.replay.session_ids import SessionIdentity
 from agentx.replay.settings import BenchSettings
@@ -109,6 +109,8 @@ class _WorkerRun:
 
     def record(self, d: Dispatch, *args, **answer) -> Record:
         return make_record(self.run_id, d, *args, **answer)
+
+    hints_of = RunSkeleton.hints_of  # (it asks only the settings and the renderer, which a worker has)
 
 
 def run_worker(spec: WorkerSpec) -> dict:

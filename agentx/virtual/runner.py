@@ -97,8 +97,8 @@ class VirtualRun(RunSkeleton):
         self.records = self.series = None
         self.turns = 0  # loop turns that advanced a core (the cost the windows save)
         self.time = 0.0  # the loop's clock: every event before it has been handled
-        # per core, its finish bound while its state is unchanged: a core's bound changes only when
-        # it advances or a request reaches it (replicas share nothing), so each turn computes one
+        # per core, its finish bound while no core's state changed but by its own advance (cleared
+        # when a request arrives, hands off or finishes), so a turn computes one bound, not one per core
         self.bounds: dict = {}
         self.power = None  # power.jsonl: the modeled GPUs' DCGM readings (none without power figures)
         self.window_open, self.last_profile_end = False, None
@@ -209,6 +209,7 @@ class VirtualRun(RunSkeleton):
 
     def _submit(self, d: Dispatch) -> None:
         """Hand a dispatch to the engine at the loop's time (or record its refusal)."""
+        self.bounds.clear()  # (a core's state changes outside its own advance: no cached bound holds)
         now, prompts = self.time, self.render.prompts
         if d.phase == "profile" and not self.window_open:
             self.window_open = True
@@ -244,11 +245,6 @@ class VirtualRun(RunSkeleton):
         for core in self.replicas.cores:
             if core.idle and core.now < now:
                 core.now = now  # an idle engine starts its next iteration when work arrives
-<<<<<<< HEAD
-        # the stream's session id as bench sends it (`TREE`, `TREE.k`) less bench's random run id
-        self.bounds.pop(self.replicas.add(seq, now, stream_session_id(str(d.tree), stream[1])), None)
-        self.inflight[seq] = (d, isl, osl, theo)
-=======
 
     def _add_to(self, index: int, seq, now: float) -> None:
         seq.replica = index
@@ -256,6 +252,7 @@ class VirtualRun(RunSkeleton):
 
     def _decode(self, handoff) -> None:
         """The prompt's KV has reached the decode side: its decode-stage sequence starts there."""
+        self.bounds.clear()
         first = handoff.prefill
         index = self.disagg.decode_core()
         self.disagg.receive(index, first, first.hashes)
@@ -266,11 +263,11 @@ class VirtualRun(RunSkeleton):
         self._add_to(index, seq, self.time)
         self.inflight[seq] = self.inflight.pop(first)
         self.disagg.decode_of[seq] = first
->>>>>>> main
 
     def _finish(self, seq) -> None:
         """A finished sequence at its time: its record, and the plan told (the loop then sends
         what that made due at this time)."""
+        self.bounds.clear()
         d, isl, osl, theo = self.inflight[seq]
         if self.disagg and seq not in self.disagg.decode_of and osl > 1:
             self.disagg.hand_off(seq, seq.finished_at, osl)  # the first token is out; the KV moves
