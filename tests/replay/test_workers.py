@@ -67,7 +67,8 @@ def test_lanes_of_multi_turn_sessions_on_two_workers(sim, tmp_path):
     bench(_settings(sim, out1, workers="1"), sessions)
     result = bench(_settings(sim, out2, workers="2"), sessions)
     records = read_records(out2)
-    assert result["validity"]["valid"] and result["requests"]["profiled"] > 0
+    # (not `validity`: its sim-lag and host-error rules depend on how loaded the test host is)
+    assert result["requests"]["profiled"] > 0 and not result["requests"]["errors"]
     assert all(r.error is None and r.isl == r.isl_planned for r in records)
     first = {(r.lane, r.session) for r in records if r.replay == 0}  # each lane's first tree: seeded
     assert first == {(r.lane, r.session) for r in read_records(out1) if r.replay == 0}
