@@ -26,7 +26,7 @@ from sqlalchemy.engine import Engine
 from agentx.errors import AgentxError
 from agentx.results import frontier as fr
 from agentx.results.inferencex import export_row
-from agentx.results.query import Filters, filtered
+from agentx.results.query import KINDS, Filters, filtered
 from agentx.results.schema import (DEPLOYMENT_LABELS, METRIC_COLUMNS, conversations, datasets, deployments,
                                    point_blobs, points, sweeps)
 from agentx.results.points import unpack
@@ -67,8 +67,11 @@ def _json(obj, status: int = 200) -> Response:
 
 
 def _filters(model: Label = None, hardware: Label = None, engine: Label = None, dataset: Label = None,
-             since: When = None, until: When = None) -> Filters:
-    return Filters(model, hardware, engine, dataset, _utc(since), _utc(until))
+             since: When = None, until: When = None, engine_version: Label = None, precision: Label = None,
+             parallelism: Label = None, spec_decoding: Label = None, kv_offload: Label = None, router: Label = None,
+             kind: Literal[KINDS] | None = None) -> Filters:  # type: ignore[valid-type]
+    return Filters(model, hardware, engine, dataset, _utc(since), _utc(until), engine_version, precision, parallelism,
+                   spec_decoding, kv_offload, router, kind)
 
 
 def _utc(when: datetime | date | None) -> str | None:
@@ -80,7 +83,9 @@ def _utc(when: datetime | date | None) -> str | None:
 
 def create_app(engine: Engine, token: str | None = None, writable: bool = True,
                upload_dir: Path | None = None) -> FastAPI:
-    app = FastAPI(title="agentx results", version="1", description="Points, frontiers and chart data of agentx runs.")
+    # /docs is the dashboard's (agentx/report/pages.py: a vendored Swagger UI, offline), not one from a CDN
+    app = FastAPI(title="agentx results", version="1", description="Points, frontiers and chart data of agentx runs.",
+                  docs_url=None, redoc_url=None)
     app.add_middleware(GZipMiddleware, minimum_size=1000, compresslevel=4)
 
     db = _Reads(engine)

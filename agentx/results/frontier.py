@@ -18,7 +18,8 @@ from agentx.results.query import Filters, filtered
 from agentx.results.schema import DEPLOYMENT_LABELS, deployments, points
 
 # x metric -> +1 if higher is better, -1 if lower is better
-X_METRICS = {"p50_intvty": 1, "p90_intvty": 1, "p50_e2e_norm_intvty": 1, "p90_e2e_norm_intvty": 1, "p90_ttft": -1}
+X_METRICS = {"p50_intvty": 1, "p90_intvty": 1, "p50_e2e_norm_intvty": 1, "p90_e2e_norm_intvty": 1, "p90_ttft": -1,
+             "p50_e2el": -1, "p90_e2el": -1}
 Y_METRICS = ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu", "tok_per_usd_hyperscaler",
              "tok_per_usd_neocloud", "tok_per_usd_rental_3y", "tok_s_per_mw")
 CANONICAL = ("p90_e2e_norm_intvty", "tput_per_gpu")

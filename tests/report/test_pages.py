@@ -73,7 +73,9 @@ def test_frontier_page_to_point_page(dashboard, tmp_path):
             .map((t, i) => [i, t.visible, t.customdata, t.text])""")
         trace, ids, labels = next((i, cd, text) for i, visible, cd, text in fig if visible is True and "c6" in text)
         point_id = ids[labels.index("c6")]
-        page.click_point("frontier", trace, labels.index("c6"))
+        page.click_point("frontier", trace, labels.index("c6"))  # pins the point's figures, with a link to it
+        page.page.wait_for_selector("#tip:not([hidden])")
+        page.page.click("#tip a.open")
         page.page.wait_for_url(f"{dashboard}/points/{point_id}")
         page.draw_all(12)
         assert_every_graph_has_points(page, POINT_GRAPHS)

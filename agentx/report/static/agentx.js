@@ -1,0 +1,44 @@
+"use strict";
+// agentx's page helpers (inlined in every page): the plotly config, the chart theme (light / dark by
+// prefers-color-scheme), drawing a figure afresh, numbers by unit (toolkit.py fmt_number's rule).
+const AX = (() => {
+  const CONFIG = {responsive: true, displaylogo: false};
+  const dark = window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches;
+  const INK = dark ? {fg: "#e4e8ef", grid: "#333b48", bg: "#14171d", zero: "#5a6474"}
+                   : {fg: "#1d2330", grid: "#e3e7ee", bg: "#ffffff", zero: "#b8c0cc"};
+
+  function themed(layout) {  // a copy of `layout` in the page's colours (its own settings win)
+    const out = Object.assign({paper_bgcolor: INK.bg, plot_bgcolor: INK.bg}, layout);
+    out.font = Object.assign({color: INK.fg, family: "system-ui, sans-serif"}, layout.font);
+    for (const key of Object.keys(layout).filter(k => /^[xy]axis\d*$/.test(k)).concat(["xaxis", "yaxis"])) {
+      out[key] = Object.assign({gridcolor: INK.grid, zerolinecolor: INK.zero, linecolor: INK.grid, automargin: true},
+                               layout[key]);
+    }
+    if (layout.updatemenus) {
+      out.updatemenus = layout.updatemenus.map(m => Object.assign({bgcolor: INK.bg, bordercolor: INK.grid,
+                                                                  font: Object.assign({color: INK.fg}, m.font)}, m));
+    }
+    return out;
+  }
+
+  function react(div, fig) { return Plotly.react(div, fig.data, themed(fig.layout), CONFIG); }
+
+  // A fresh chart: plotly.react of a figure whose traces differ in kind and count from the drawn one can
+  // keep stale state (the request timeline drew bars on wrong rows); purge it and draw anew.
+  function redraw(div, fig) { Plotly.purge(div); return Plotly.newPlot(div, fig.data, themed(fig.layout), CONFIG); }
+
+  function fmt(v, unit) {
+    if (v === null || v === undefined || Number.isNaN(v)) return "-";
+    if (typeof v !== "number") return String(v);
+    if (unit === "%") return (v * 100).toFixed(1) + "%";
+    const a = Math.abs(v);
+    if (a >= 100 || a === 0) return Math.round(v).toLocaleString("en-US");
+    return a >= 10 ? v.toFixed(1) : a >= 1 ? v.toFixed(2) : Number(v.toPrecision(3)).toString();
+  }
+
+  function esc(s) {  // text for innerHTML
+    return String(s).replace(/[&<>"']/g, c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"})[c]);
+  }
+
+  return {CONFIG, dark, themed, react, redraw, fmt, esc};
+})();
