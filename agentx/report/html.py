@@ -69,7 +69,7 @@ def point_view(name: str, result: dict, command: str, blobs: dict[str, dict], fl
 
 
 # a figure's label -> (what it is, its unit): "total tok/s per GPU" -> ("total per GPU", "tok/s")
-UNIT = re.compile(r"^(?P<what>.*?)\s*(?P<unit>tok/s|ms|s|W|J|\$)(?P<per> per .+)?$")
+UNIT = re.compile(r"^(?P<what>.*?)\s+(?P<unit>tok/s|ms|s|W|J)(?P<per> per .+)?$|^(?P<usd>\$) per ")
 
 
 def summary_cards(summary: dict) -> list[dict]:
@@ -77,9 +77,9 @@ def summary_cards(summary: dict) -> list[dict]:
     cards = []
     for label, value, definition in summary["figures"]:
         m = UNIT.match(label)
-        what, unit = (label, "") if m is None else ((m["what"] + (m["per"] or "")).strip(), m["unit"])
-        if unit == "$":  # "$ per M output tokens": the unit reads before the number
-            what, unit, value = label, "", f"${value}" if value != "-" else value
+        what, unit = (label, "") if m is None or m["usd"] else ((m["what"] + (m["per"] or "")).strip(), m["unit"])
+        if m is not None and m["usd"] and value != "-":  # "$ per M output tokens": the unit reads before the number
+            value = f"${value}"
         cards.append({"label": what or label, "value": value, "unit": unit, "definition": definition,
                       "bad": label == "valid" and not str(value).startswith("yes")})
     return cards

@@ -99,6 +99,11 @@ class _Pages:
                      .join(deployments, points.c.deployment_id == deployments.c.id), f)
         return {r.id: dict(r._mapping) for r in self.rows(q.where(points.c.status == "ok"))}
 
+    def digest(self, dataset_id: int) -> dict | None:
+        """The dataset's stored digest (datasets.summary), None when it has none."""
+        found = self.rows(select(datasets.c.summary).where(datasets.c.id == dataset_id))
+        return json.loads(found[0].summary) if found and found[0].summary else None
+
     def blobs_of(self, point_id: int, kinds: set[str]) -> dict[str, dict]:
         """The point's stored chart data of these kinds (404 when a kind is missing)."""
         found = {kind: unpack(data) for kind, data in self.rows(select(point_blobs.c.kind, point_blobs.c.data).where(
@@ -278,15 +283,18 @@ def _dataset_routes(app: FastAPI, db: _Pages) -> None:
             raise HTTPException(404, f"dataset {dataset_id} not found")
         convs = [{**r._mapping, "tree": json.loads(r.tree)} for r in
                  db.rows(select(conversations).where(conversations.c.dataset_id == dataset_id).order_by(conversations.c.id))]
-        columns = ["session", "requests", "subagent groups", "input tokens", "cached tokens", "output tokens",
+        digest = json.loads(found[0].summary) if found[0].summary else None
+        whole = (digest or {}).get("conversations") or {}
+        columns = ["session", "requests replayed", "subagent groups", "input tokens", "cached tokens", "output tokens",
                    "theoretical hit"]
+        replayed = lambda c: (f"{c['turns']:,} of {len(whole[c['session']]['nodes']):,}"  # noqa: E731
+                              if c["session"] in whole else f"{c['turns']:,}")
         table = {"columns": columns, "rows": [
-            (f"/conversations/{c['id']}", [c["session"], c["turns"], c["subagent_groups"], f"{c['input_tokens']:,}",
+            (f"/conversations/{c['id']}", [c["session"], replayed(c), c["subagent_groups"], f"{c['input_tokens']:,}",
                                            f"{c['cached_tokens']:,}", f"{c['output_tokens']:,}",
                                            f"{c['cached_tokens'] / c['input_tokens']:.1%}" if c["input_tokens"] else "-"])
             for c in convs]}
         name = found[0].name + (f" ({found[0].variant})" if found[0].variant else "")
-        digest = json.loads(found[0].summary) if found[0].summary else None
         stats = None
         if digest is not None:
             rows_, caption = stats_rows(digest_stats(digest))
@@ -295,7 +303,7 @@ def _dataset_routes(app: FastAPI, db: _Pages) -> None:
         charts = digest_charts(digest) if digest else dataset_charts(convs)
         note = "" if digest else " (no trace stats stored: charts over the replayed conversations)"
         return charts_page(f"agentx dataset: {name}, {len(convs)} conversations{note}", charts,
-                           [("frontier", "/")], table, "Conversations (as replayed in the first run imported)",
+                           [("frontier", "/")], table, "Conversations (as replayed in the first run imported, of the requests the trace has)",
                            stats=stats)
 
     @app.get("/conversations/{conversation_id}", response_class=HTMLResponse, include_in_schema=False)
@@ -304,5 +312,6 @@ def _dataset_routes(app: FastAPI, db: _Pages) -> None:
         if not found:
             raise HTTPException(404, f"conversation {conversation_id} not found")
         conv = {**found[0]._mapping, "tree": json.loads(found[0].tree)}
-        return charts_page(f"agentx conversation: {conv['session']}", {"flame": conversation_flamegraph(conv)},
+        whole = (db.digest(conv["dataset_id"]) or {}).get("conversations", {}).get(conv["session"])
+        return charts_page(f"agentx conversation: {conv['session']}", {"flame": conversation_flamegraph(conv, whole)},
                            [("frontier", "/"), ("dataset", f"/datasets/{conv['dataset_id']}")])

@@ -20,30 +20,6 @@ from tests.results.conftest import free_port
 FRONTIERS = {"frontier"}
 
 
-@pytest.fixture(scope="module")
-def dashboard(sweep, tmp_path_factory):
-    db = str(tmp_path_factory.mktemp("dashboard") / "results.db")
-    cli = [sys.executable, "-m", "agentx.cli"]
-    subprocess.run([*cli, "db", "import", str(sweep), "--db", db], check=True, capture_output=True)
-    port = free_port()
-    proc = subprocess.Popen([*cli, "serve", "--db", db, "--port", str(port), "--read-only"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(url + "/api/v1/points", timeout=2).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and proc.poll() is None, "agentx serve did not start"
-                time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
 def test_frontier_page_to_point_page(dashboard, tmp_path):
     with chromium_page(allow=dashboard) as page:
         page.page.goto(dashboard + "/")

@@ -3,20 +3,25 @@
 // prefers-color-scheme), drawing a figure afresh, numbers by unit (toolkit.py fmt_number's rule).
 const AX = (() => {
   const CONFIG = {responsive: true, displaylogo: false};
+  const narrow = window.innerWidth < 640;
   const dark = window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches;
-  const INK = dark ? {fg: "#e4e8ef", grid: "#333b48", bg: "#14171d", zero: "#5a6474"}
-                   : {fg: "#1d2330", grid: "#e3e7ee", bg: "#ffffff", zero: "#b8c0cc"};
+  const INK = dark ? {fg: "#e4e8ef", grid: "#333b48", bg: "#14171d", zero: "#5a6474", active: "#3a4456"}
+                   : {fg: "#1d2330", grid: "#e3e7ee", bg: "#ffffff", zero: "#b8c0cc", active: "#dde6f3"};
 
   function themed(layout) {  // a copy of `layout` in the page's colours (its own settings win)
     const out = Object.assign({paper_bgcolor: INK.bg, plot_bgcolor: INK.bg}, layout);
     out.font = Object.assign({color: INK.fg, family: "system-ui, sans-serif"}, layout.font);
+    if (narrow && layout.title) {  // a phone: titles and legends in a smaller size (plotly does not wrap them)
+      out.title = Object.assign({}, layout.title, {font: Object.assign({}, layout.title.font, {size: 11})});
+      out.legend = Object.assign({}, layout.legend, {font: {size: 9}});
+    }
     for (const key of Object.keys(layout).filter(k => /^[xy]axis\d*$/.test(k)).concat(["xaxis", "yaxis"])) {
       out[key] = Object.assign({gridcolor: INK.grid, zerolinecolor: INK.zero, linecolor: INK.grid, automargin: true},
                                layout[key]);
     }
     if (layout.updatemenus) {
       out.updatemenus = layout.updatemenus.map(m => Object.assign({bgcolor: INK.bg, bordercolor: INK.grid,
-                                                                  font: Object.assign({color: INK.fg}, m.font)}, m));
+        activecolor: INK.active}, m, {font: Object.assign({}, m.font, {color: INK.fg})}));
     }
     return out;
   }
