@@ -29,6 +29,22 @@ def assert_every_graph_has_points(page: "Page", expected: set[str]) -> None:
         assert drawn and max(drawn) > 0, g
 
 
+# every graph's toolbar box against its title's and its buttons' boxes: pairs that overlap
+TOOLBAR_OVERLAPS = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(gd => {
+    const bar = gd.querySelector('.modebar'); if (!bar) return [];
+    const a = bar.getBoundingClientRect();
+    return [...gd.querySelectorAll('.gtitle, .updatemenu-container, .legend')].filter(el => {
+        const b = el.getBoundingClientRect();
+        return b.width && a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+    }).map(el => gd.id + ': ' + el.getAttribute('class'));
+})"""
+
+
+def assert_toolbars_clear(page: "Page") -> None:
+    """No chart's plotly toolbar covers its title, its buttons or its legend."""
+    assert page.page.evaluate(TOOLBAR_OVERLAPS) == []
+
+
 class Page:
     """A page and everything it said on its console."""
 

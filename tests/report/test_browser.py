@@ -12,7 +12,8 @@ from agentx.report.timeline import request_timeline
 from agentx.results import frontier as fr
 from agentx.results.importer import chart_blobs
 from agentx.report.figures import COLORS
-from tests.report.browser import POINT_GRAPHS, assert_every_graph_has_points, chromium_page, timeline_bars_on_their_rows
+from tests.report.browser import (POINT_GRAPHS, assert_every_graph_has_points, assert_toolbars_clear, chromium_page,
+                                  timeline_bars_on_their_rows)
 
 
 def test_sweep_report_in_chromium(sweep, tmp_path):
@@ -82,6 +83,7 @@ def test_sweep_report_in_chromium(sweep, tmp_path):
         assert timeline_bars_on_their_rows(page, decode) > 1
         page.page.locator("#fig-timeline").screenshot(path=tmp_path / "timeline-back.png")
         assert page.page.evaluate("document.documentElement.scrollWidth") <= 1400  # fits its window
+        assert_toolbars_clear(page)
         assert page.errors == []
 
 
