@@ -3,10 +3,12 @@ offline), in headless Chromium against `agentx serve` on a database of real sim 
 sweep (8 GPUs at c2 and c6) and the two-replica run (16 GPUs at c8), one curve of two
 configurations. Screenshots go to tmp_path."""
 
+import gzip
 import json
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -182,3 +184,32 @@ def test_pages_dark_and_at_390_px(served, tmp_path, dark, width):
         assert page.errors == []
     with urllib.request.urlopen(served + "/favicon.ico", timeout=5) as r:
         assert r.status == 200 and r.headers["Content-Type"].startswith("image/svg+xml")
+
+
+def test_compare_filters_and_docs_bounds(served):
+    """Compare takes one to four existing point ids (422 otherwise, 404 for a missing one); the kind
+    filter splits measured, simulated and plan points; /docs names no URL off the server."""
+    def status(path: str) -> int:
+        try:
+            with urllib.request.urlopen(served + path, timeout=10) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    assert [status(p) for p in ("/compare?points=abc", "/compare?points=1,2,3,4,5", "/compare?points=999",
+                                "/compare", "/?kind=bogus", "/api/v1/points?kind=bogus")] == [422, 422, 404, 200, 422, 422]
+    ok = api(served, "/points", status="ok")
+    assert api(served, "/points", kind="measured") == []  # every point here is the sim's
+    assert len(api(served, "/points", kind="simulated", status="ok")) == len(ok) == 3
+    assert api(served, "/points", kind="plan") == []
+    assert api(served, "/points", precision="no-such") == []
+    docs = urllib.request.urlopen(served + "/docs", timeout=10).read().decode()
+    assert "http://" not in docs and "https://" not in docs.replace("https://www.w3.org", "")
+    for name in ("swagger-ui-bundle.js", "swagger-ui.css"):
+        for encoding in ("identity", "gzip"):
+            req = urllib.request.Request(f"{served}/static/swagger-ui/{name}", headers={"Accept-Encoding": encoding})
+            with urllib.request.urlopen(req, timeout=10) as r:
+                body = r.read()
+                assert r.headers.get("Content-Encoding", "identity") == encoding
+                text = gzip.decompress(body) if encoding == "gzip" else body
+                assert len(text) > (1_000_000 if name.endswith(".js") else 100_000) and b"swagger" in text.lower()
