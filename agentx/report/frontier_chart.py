@@ -20,7 +20,10 @@ X_LABELS = {"p90_e2e_norm_intvty": "p90 E2E-normalized interactivity tok/s",
 Y_LABELS = {"tput_per_gpu": "total tok/s per GPU", "output_tput_per_gpu": "output tok/s per GPU",
             "input_tput_per_gpu": "input tok/s per GPU", "tok_per_usd_hyperscaler": "total tokens per $ (hyperscaler)",
             "tok_per_usd_neocloud": "total tokens per $ (neocloud)",
-            "tok_per_usd_rental_3y": "total tokens per $ (3-yr rental)", "tok_s_per_mw": "total tok/s per MW"}
+            "tok_per_usd_rental_3y": "total tokens per $ (3-yr rental)", "tok_s_per_mw": "total tok/s per MW",
+            "usd_per_m_tok_hyperscaler": "$ per M total tokens (hyperscaler)",
+            "usd_per_m_tok_neocloud": "$ per M total tokens (neocloud)",
+            "usd_per_m_tok_rental_3y": "$ per M total tokens (3-yr rental)"}
 assert set(X_LABELS) == set(fr.X_METRICS)
 assert set(Y_LABELS) == set(fr.Y_METRICS)
 TABLE_COLUMNS = ["run", "concurrency", "deployment", "ok", "total_tok_s", "output_tok_s", "total_tok_s_per_gpu",
@@ -46,7 +49,7 @@ def frontier_rows(results: list[tuple[str, dict]]) -> list[dict]:
     id = the point's name, its deployment labels and metric columns."""
     return [{"id": name, "concurrency": r["identity"].get("concurrency"),
              "simulated": str(r["identity"].get("engine") or "").startswith("agentx-sim"),
-             **deployment_labels(r["identity"]), **metric_columns(r)} for name, r in results]
+             **deployment_labels(r["identity"]), **fr.with_derived(metric_columns(r))} for name, r in results]
 
 
 # Past these a frontier's concurrency labels, and its legend, are in each point's hover only: laying

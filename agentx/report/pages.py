@@ -95,9 +95,9 @@ class _Pages:
 
     def axis_figures(self, f: Filters) -> dict[int, dict]:
         """Every axis metric of the points the filters match (a pinned tooltip shows them all)."""
-        q = filtered(select(points.c.id, *[points.c[k] for k in (*X_LABELS, *Y_LABELS)])
+        q = filtered(select(points.c.id, *[fr.metric_column(k) for k in (*X_LABELS, *Y_LABELS)])
                      .join(deployments, points.c.deployment_id == deployments.c.id), f)
-        return {r.id: dict(r._mapping) for r in self.rows(q.where(points.c.status == "ok"))}
+        return {r.id: fr.with_derived(dict(r._mapping)) for r in self.rows(q.where(points.c.status == "ok"))}
 
     def digest(self, dataset_id: int) -> dict | None:
         """The dataset's stored digest (datasets.summary), None when it has none."""

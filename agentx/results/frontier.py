@@ -13,6 +13,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
+from agentx.engine.presets import COST_BASES
 from agentx.errors import AgentxError
 from agentx.results.query import Filters, filtered
 from agentx.results.schema import DEPLOYMENT_LABELS, deployments, points
@@ -20,8 +21,11 @@ from agentx.results.schema import DEPLOYMENT_LABELS, deployments, points
 # x metric -> +1 if higher is better, -1 if lower is better
 X_METRICS = {"p50_intvty": 1, "p90_intvty": 1, "p50_e2e_norm_intvty": 1, "p90_e2e_norm_intvty": 1, "p90_ttft": -1,
              "p50_e2el": -1, "p90_e2el": -1}
+# y metrics computed from a stored column: name -> the column ($ per million total tokens = 1e6 / tokens per $)
+DERIVED_Y = {f"usd_per_m_tok_{basis}": f"tok_per_usd_{basis}" for basis in COST_BASES}
 Y_METRICS = ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu", "tok_per_usd_hyperscaler",
-             "tok_per_usd_neocloud", "tok_per_usd_rental_3y", "tok_s_per_mw")
+             "tok_per_usd_neocloud", "tok_per_usd_rental_3y", "tok_s_per_mw", *DERIVED_Y)
+Y_LOWER_BETTER = {*DERIVED_Y}  # every other y: higher is better
 CANONICAL = ("p90_e2e_norm_intvty", "tput_per_gpu")
 CURVE = ("model", "hardware", "engine")
 
@@ -45,24 +49,42 @@ def load_points(engine: Engine, filters: Filters, x: str, y: str) -> list[dict]:
     check_metrics(x, y)
     cols = [points.c.id, points.c.concurrency, points.c.started_at, points.c.valid, points.c.simulated,
             points.c.source, *[deployments.c[k] for k in DEPLOYMENT_LABELS],
-            *[points.c[name] for name in sorted({x, y, *CANONICAL})]]
+            *[metric_column(name) for name in sorted({x, y, *CANONICAL})]]
     q = filtered(select(*cols).join(deployments, points.c.deployment_id == deployments.c.id), filters)
     with engine.connect() as conn:
         result = conn.execute(q.where(points.c.status == "ok").order_by(points.c.id))
         keys = list(result.keys())
-        return [dict(zip(keys, row)) for row in result]
+        return [with_derived(dict(zip(keys, row))) for row in result]
+
+
+def metric_column(name: str):
+    """The database column of a metric (a derived y: its stored column, computed in with_derived)."""
+    return points.c[DERIVED_Y[name]].label(f"{name}__from") if name in DERIVED_Y else points.c[name]
+
+
+def with_derived(row: dict) -> dict:
+    """`row` with each derived y whose column it holds ($ per million tokens from tokens per $)."""
+    for name, column in DERIVED_Y.items():
+        if f"{name}__from" in row:
+            v = row.pop(f"{name}__from")
+        elif column in row:
+            v = row[column]
+        else:
+            continue
+        row[name] = 1e6 / v if v else None
+    return row
 
 
 def pareto(rows: list[dict], x: str, y: str) -> list[dict]:
-    """The non-dominated rows (y higher, x better), ordered from the best x to the worst."""
-    sign = X_METRICS[x]
+    """The non-dominated rows (y better, x better), ordered from the best x to the worst."""
+    sign, ysign = X_METRICS[x], -1 if y in Y_LOWER_BETTER else 1
     usable = [r for r in rows if r.get(x) is not None and r.get(y) is not None]
-    usable.sort(key=lambda r: (-sign * r[x], -r[y]))
+    usable.sort(key=lambda r: (-sign * r[x], -ysign * r[y]))
     out, best = [], -np.inf
     for r in usable:
-        if r[y] > best:
+        if ysign * r[y] > best:
             out.append(r)
-            best = r[y]
+            best = ysign * r[y]
     return out
 
 

@@ -148,6 +148,12 @@ def test_frontier_and_table_of_the_sweep(sweep, tmp_path):
     usd = frontier_chart(rows, "p90_e2e_norm_intvty", "tok_per_usd_hyperscaler")
     assert sorted(y for t in usd["data"] for y in t["y"]) == pytest.approx(sorted(
         r.result["request_metrics"]["throughput"]["total_tok_s_per_gpu"] * 3600 / 1.41 for r in runs))
+    # $ per million total tokens: 1e6 / tokens per $, lower is better (the cheaper point wins at equal x)
+    per_m = frontier_chart(rows, "p90_e2e_norm_intvty", "usd_per_m_tok_neocloud")
+    assert sorted(y for t in per_m["data"] for y in t["y"]) == pytest.approx(
+        sorted(1e6 / r["tok_per_usd_neocloud"] for r in rows))
+    cheap = [{**rows[0], "id": "a", "usd_per_m_tok_neocloud": 2.0}, {**rows[0], "id": "b", "usd_per_m_tok_neocloud": 1.0}]
+    assert [r["id"] for r in fr.pareto(cheap, "p90_e2e_norm_intvty", "usd_per_m_tok_neocloud")] == ["b"]
     rows = table_rows(results)
     assert [row["concurrency"] for row in rows] == [2, 6] and list(rows[0]) == TABLE_COLUMNS
     assert rows[1]["ok"] == runs[1].result["requests"]["succeeded"]
