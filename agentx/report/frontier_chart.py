@@ -180,8 +180,8 @@ def frontier_chart(rows: list[dict], x: str, y: str, palette: Palette | None = N
                          "marker": {"size": 10 if is_front else 7, "color": color, "symbol": symbol,
                                     "line": {"width": [3 if r.get("kv_offload") else 0 for r in pts], "color": "#888"},
                                     **({} if is_front else {"opacity": 0.5})},
-                         "hovertemplate": "%{text} (%{hovertext}): x %{x:.3~g}, y %{y:,.4~g}<br>click to pin"
-                                          "<extra></extra>"})
+                         "hovertemplate": f"<b>%{{text}}</b> %{{hovertext}}<br>{X_LABELS[x]}: %{{x:,.3~g}}<br>"
+                                          f"{Y_LABELS[y]}: %{{y:,.4~g}}<br><i>click to pin</i><extra></extra>"})
     toggle = [{"label": "all points", "method": "restyle", "args": [{"visible": True}, off]},
               {"label": "optimal only", "method": "restyle", "args": [{"visible": False}, off]}]
     menus = [{"type": "buttons", "buttons": toggle, "direction": "right", "x": 1, "xanchor": "right", "y": 1.02,
