@@ -78,10 +78,17 @@ def test_answer_layer_and_compare(served, tmp_path):
         assert f"at={at}" in page.page.url
         page.page.screenshot(path=tmp_path / "answer.png", full_page=True)
 
-        # A vs B: ticked in the table, opened by the bar's link
+        # A vs B: A ticked in the table, B added from its pinned tooltip on the chart, opened by the bar's link
         a, b = eight[0]["id"], next(p["id"] for p in pts if p["gpus"] == 16)
-        for pid in (a, b):
-            page.page.check(f"input.pick[data-point='{pid}']")
+        page.page.check(f"input.pick[data-point='{a}']")
+        trace, index = page.page.evaluate("""id => { const data = document.getElementById('frontier')._fullData;
+            const i = data.findIndex(t => t.meta !== 'answer' && Array.from(t.customdata).includes(id));
+            return [i, Array.from(data[i].customdata).indexOf(id)]; }""", b)
+        page.click_point("frontier", trace, index)
+        page.page.wait_for_selector("#tip:not([hidden])")
+        assert f"{b}" in page.page.inner_text("#tip") and "16 x H200" in page.page.inner_text("#tip")
+        page.page.click("#tip button.add")
+        assert page.page.is_checked(f"input.pick[data-point='{b}']")
         href = page.page.get_attribute("#compare-go", "href")
         assert href == f"/compare?points={a},{b}"
         with page.page.expect_navigation():
