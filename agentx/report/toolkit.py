@@ -1,5 +1,6 @@
 """The report toolkit every page shares: the vendored plotly.js bundles (the smallest holding a page's
-trace types), the Jinja2 templates, JSON safe inside a <script> element."""
+trace types), the Jinja2 templates, JSON safe inside a <script> element, the stylesheet and page
+helpers every page inlines (static/agentx.css, agentx.js), the favicon, numbers by unit."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import hashlib
 import json
 from functools import cache
 from importlib.resources import files
+from urllib.parse import quote
 
 import jinja2
 import markupsafe
-from urllib.parse import quote
 
 
 # The vendored plotly.js bundles (static/README.md), smallest first, and the trace types each
