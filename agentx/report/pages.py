@@ -39,6 +39,10 @@ from agentx.traces.stats_tables import STATS_COLUMNS, stats_rows
 from agentx.userfiles import is_regular
 
 TABLE_PAGE = 100  # rows of the frontier page's table
+# the figures the frontier's table shows beside its x and y
+TABLE_METRICS = ("tput_per_gpu", "output_tput_per_gpu", "p90_ttft", "p50_intvty", "p90_e2e_norm_intvty", "p90_e2el",
+                 "usd_per_m_tok_neocloud")
+LABELS = {**X_LABELS, **Y_LABELS}
 FLAME_MAX_RECORDS = 512 << 20  # a run folder's records this server reads to draw a flamegraph
 TreeId = Annotated[int, PathParam(ge=0, le=MAX_ID)]
 
@@ -146,8 +150,10 @@ def _frontier_route(app: FastAPI, db: _Pages) -> None:
         figures = db.axis_figures(f)
         found = [{**figures.get(r["id"], {}), **r} for r in found]
         shown = found[page * TABLE_PAGE:(page + 1) * TABLE_PAGE]
+        more = [k for k in TABLE_METRICS if k not in (x, y)]
         table = [{"point": r["id"], "concurrency": r["concurrency"], "deployment": deployment_label(r),
                   X_LABELS[x]: fmt_number(r[x]), Y_LABELS[y]: fmt_number(r[y]),
+                  **{LABELS[k]: fmt_number(r.get(k)) for k in more},
                   "started": (r["started_at"] or "")[:16].replace("T", " "),
                   "valid": {True: "yes", False: "no"}.get(r["valid"], "-")} for r in shown]
         query = {**{k: v for k, v in vars(f).items() if v}, "x": x, "y": y}
