@@ -65,7 +65,8 @@ def figure_rows(results: list[dict]) -> list[dict]:
     for label, key, scale, _, _ in REQUEST_ROWS:
         for q in COLUMNS:
             values = [(_section(r, key).get(q)) for r in results]
-            rows.append(_row(f"{label} {q}", [None if v is None else v * scale for v in values], ""))
+            name, unit = label.rsplit(" ", 1)  # "TTFT ms" -> "TTFT p50 ms"
+            rows.append(_row(f"{name} {q} {unit}", [None if v is None else v * scale for v in values], ""))
     for label, section, key, unit in FIGURES:
         rows.append(_row(label, [_section(r, section).get(key) for r in results], unit))
     return [r for r in rows if any(v != "-" for v in r["values"])]

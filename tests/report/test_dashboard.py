@@ -114,7 +114,7 @@ def check_compare(page, served: str, a: int, b: int) -> None:
     va, vb = pa["tput_per_gpu"], pb["tput_per_gpu"]
     fmt = lambda v: page.page.evaluate("v => AX.fmt(v)", v)  # noqa: E731
     assert rows["total tok/s per GPU"] == [fmt(va), fmt(vb), f"{(vb - va) / va:+.1%}"]
-    assert rows["TTFT ms p90"][:2] == [fmt(pa["p90_ttft"] * 1000), fmt(pb["p90_ttft"] * 1000)]
+    assert rows["TTFT p90 ms"][:2] == [fmt(pa["p90_ttft"] * 1000), fmt(pb["p90_ttft"] * 1000)]
     charts = page.page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].map(gd =>
         [gd.id, gd.data.map(t => [t.name, Math.min(...t.x), Math.max(...t.x)])])""")
     assert len(charts) >= 5

@@ -26,11 +26,24 @@ const AX = (() => {
     return out;
   }
 
-  function react(div, fig) { return Plotly.react(div, fig.data, themed(fig.layout), CONFIG); }
+  // in the dark, the palette's two darkest colours (its blue and black) in lighter tones, legible there
+  const LIGHTER = dark ? {"#0072b2": "#3d9be0", "#000000": "#e4e8ef"} : {};
+  function inked(data) {
+    if (!dark) return data;
+    const swap = obj => obj && typeof obj.color === "string" && LIGHTER[obj.color]
+      ? Object.assign({}, obj, {color: LIGHTER[obj.color]}) : obj;
+    return data.map(t => {
+      const out = Object.assign({}, t);
+      for (const key of ["line", "marker", "textfont"]) if (key in t) out[key] = swap(t[key]);
+      return out;
+    });
+  }
+
+  function react(div, fig) { return Plotly.react(div, inked(fig.data), themed(fig.layout), CONFIG); }
 
   // A fresh chart: plotly.react of a figure whose traces differ in kind and count from the drawn one can
   // keep stale state (the request timeline drew bars on wrong rows); purge it and draw anew.
-  function redraw(div, fig) { Plotly.purge(div); return Plotly.newPlot(div, fig.data, themed(fig.layout), CONFIG); }
+  function redraw(div, fig) { Plotly.purge(div); return Plotly.newPlot(div, inked(fig.data), themed(fig.layout), CONFIG); }
 
   function fmt(v, unit) {
     if (v === null || v === undefined || Number.isNaN(v)) return "-";
