@@ -120,7 +120,9 @@ def frontier_cmd(
     x: str = typer.Option("p90_e2e_norm_intvty", "--x", help="p50_intvty, p90_intvty, p50_e2e_norm_intvty, "
                           "p90_e2e_norm_intvty, or (lower is better) p90_ttft, p50_e2el, p90_e2el."),
     y: str = typer.Option("tput_per_gpu", "--y", help="tput_per_gpu, output_tput_per_gpu, input_tput_per_gpu, "
-                          "tok_per_usd_{hyperscaler,neocloud,rental_3y}, tok_s_per_mw, or (lower is better) "
+                          "tok_per_usd_{hyperscaler,neocloud,rental_3y}, tok_s_per_mw (the cost table's kW), "
+                          "measured_tok_s_per_mw, or (lower is better) joules_per_output_token, "
+                          "joules_per_total_token (measured power, bench --power), "
                           "usd_per_m_tok_{hyperscaler,neocloud,rental_3y}."),
     model: Optional[str] = typer.Option(None, "--model"), hardware: Optional[str] = typer.Option(None, "--hardware"),
     engine: Optional[str] = typer.Option(None, "--engine"), dataset: Optional[str] = typer.Option(None, "--dataset"),

@@ -21,6 +21,9 @@ Y_LABELS = {"tput_per_gpu": "total tok/s per GPU", "output_tput_per_gpu": "outpu
             "input_tput_per_gpu": "input tok/s per GPU", "tok_per_usd_hyperscaler": "total tokens per $ (hyperscaler)",
             "tok_per_usd_neocloud": "total tokens per $ (neocloud)",
             "tok_per_usd_rental_3y": "total tokens per $ (3-yr rental)", "tok_s_per_mw": "total tok/s per MW",
+            "measured_tok_s_per_mw": "total tok/s per MW (measured power)",
+            "joules_per_output_token": "J per output token (measured, lower is better)",
+            "joules_per_total_token": "J per token (measured, lower is better)",
             "usd_per_m_tok_hyperscaler": "$ per M total tokens (hyperscaler)",
             "usd_per_m_tok_neocloud": "$ per M total tokens (neocloud)",
             "usd_per_m_tok_rental_3y": "$ per M total tokens (3-yr rental)"}

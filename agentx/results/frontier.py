@@ -24,8 +24,9 @@ X_METRICS = {"p50_intvty": 1, "p90_intvty": 1, "p50_e2e_norm_intvty": 1, "p90_e2
 # y metrics computed from a stored column: name -> the column ($ per million total tokens = 1e6 / tokens per $)
 DERIVED_Y = {f"usd_per_m_tok_{basis}": f"tok_per_usd_{basis}" for basis in COST_BASES}
 Y_METRICS = ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu", "tok_per_usd_hyperscaler",
-             "tok_per_usd_neocloud", "tok_per_usd_rental_3y", "tok_s_per_mw", *DERIVED_Y)
-Y_LOWER_BETTER = {*DERIVED_Y}  # every other y: higher is better
+             "tok_per_usd_neocloud", "tok_per_usd_rental_3y", "tok_s_per_mw", "measured_tok_s_per_mw",
+             "joules_per_output_token", "joules_per_total_token", *DERIVED_Y)
+Y_LOWER_BETTER = {"joules_per_output_token", "joules_per_total_token", *DERIVED_Y}  # every other y: higher is better
 CANONICAL = ("p90_e2e_norm_intvty", "tput_per_gpu")
 CURVE = ("model", "hardware", "engine")
 
