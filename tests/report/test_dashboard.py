@@ -179,7 +179,8 @@ def test_pages_dark_and_at_390_px(served, tmp_path, dark, width):
             if name == "docs":
                 page.page.wait_for_selector(".swagger-ui .info .title")
                 assert "agentx results" in page.page.inner_text(".swagger-ui .info .title")
-            else:
+            else:  # a page draws a chart as it comes near the viewport: bring the first one there
+                page.page.evaluate("document.querySelector('.chart').scrollIntoView()")
                 page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 1"
                                             " && [...document.querySelectorAll('.js-plotly-plot')].every(d => d._fullLayout)")
                 paper = page.page.evaluate("document.querySelector('.js-plotly-plot')._fullLayout.paper_bgcolor")
