@@ -24,14 +24,19 @@ FIGURES = (("total tok/s", "throughput", "total_tok_s", ""), ("output tok/s", "t
            ("server prefix hit", "server_metrics", "prefix_hit_rate", "%"),
            ("server CPU-tier hit", "server_metrics", "external_hit_rate", "%"),
            ("KV usage mean", "server_metrics", "kv_usage_mean", "%"), ("KV usage max", "server_metrics", "kv_usage_max", "%"),
-           ("requests ok", "requests", "succeeded", ""), ("requests profiled", "requests", "profiled", ""))
+           ("requests ok", "requests", "succeeded", ""), ("requests profiled", "requests", "profiled", ""),
+           ("J per output token (measured)", "power", "joules_per_output_token", ""),
+           ("J per token (measured)", "power", "joules_per_total_token", ""),
+           ("total tok/s per MW (measured)", "power", "total_tok_s_per_mw", ""),
+           ("GPU power average W", "power", "avg_w", ""), ("GPU power peak W", "power", "peak_w", ""))
 # over-time charts: (id, title, series key, scale, y title)
 OVERLAYS = (("throughput", "Decode throughput", "decode_tok_s", 1, "decode tok/s"),
             ("prefill", "Prefill throughput", "prefill_tok_s", 1, "prefill tok/s"),
             ("ttft", "TTFT p50 (requests ended in the step)", "ttft_p50_s", 1, "s"),
             ("interactivity", "Interactivity p50", "interactivity_p50_tok_s", 1, "tok/s"),
             ("kv", "GPU KV cache usage", "kv_usage", 100, "%"), ("running", "Requests running", "running", 1, "requests"),
-            ("hit_rate", "Prefix-cache hit rate (GPU)", "prefix_hit_rate", 100, "%"))
+            ("hit_rate", "Prefix-cache hit rate (GPU)", "prefix_hit_rate", 100, "%"),
+            ("power", "GPU power (all GPUs, measured)", "power_w", 1, "W"))
 
 
 def settings_rows(results: list[dict]) -> list[dict]:
@@ -84,7 +89,9 @@ def overlay_charts(names: list[str], series: list[dict]) -> dict[str, dict]:
     for chart, title, key, scale, y_title in OVERLAYS:
         data = []
         for k, (name, g) in enumerate(zip(names, grids)):
-            values = g.get(key)
+            values = g.get(key) if key != "power_w" else (g.series.get("power") or {}).get("power_w")
+            if values is not None and all(v is None for v in values):
+                values = None
             if values is None:
                 continue
             zero = g.window[0] if g.window else 0.0
