@@ -10,8 +10,9 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from agentx.cli import (OPT_CONCURRENCY, OPT_FMT, OPT_MAX_CONTEXT, OPT_MORE_TRACES, OPT_SCENARIO, OPT_TRACES, PLAIN,
-                        Format, Scenario, _corpus, _load, _warn, console, err_console)
+from agentx.cli import (OPT_CONCURRENCY, OPT_FMT, OPT_MAX_CONTEXT, OPT_MORE_TRACES, OPT_OFFLINE, OPT_RANGE_RATIO,
+                        OPT_SCENARIO, OPT_TRACES, PLAIN, Format, _corpus, _load, _offline, _warn, console,
+                        err_console)
 from agentx.cli.options import config_options
 from agentx.content.tokens import DEFAULT_TOKEN_RANGE, ContentConfig
 from agentx.errors import AgentxError
@@ -119,7 +120,9 @@ def bench_cmd(
     more_traces: list[Path] = OPT_MORE_TRACES,
     fmt: Optional[Format] = OPT_FMT,
     max_context: Optional[str] = OPT_MAX_CONTEXT,
-    scenario: Optional[Scenario] = OPT_SCENARIO,
+    scenario: Optional[str] = OPT_SCENARIO,
+    range_ratio: Optional[float] = OPT_RANGE_RATIO,
+    offline: int = OPT_OFFLINE,
     provider: Optional[str] = typer.Option(None, "--provider", help="Replay only the sessions of this agent "
                                            "(claude, codex: as TraceLab and capture import name them)."),
     concurrency: str = OPT_CONCURRENCY,
@@ -132,12 +135,12 @@ def bench_cmd(
     from agentx.content.tokens import parse_token_range
     from agentx.replay.settings import BenchSettings
 
-    levels = _concurrencies(concurrency)
+    corpus = _corpus(traces, more_traces, fmt, max_context, scenario, provider, range_ratio, offline)
+    levels = _offline(corpus, options) or _concurrencies(concurrency)
     schedule = options["mode"] == PlanMode.SCHEDULE
     if schedule and len(levels) > 1:
         raise AgentxError("schedule mode replays at the recorded start times: it has no lanes to sweep",
                           "concurrency")
-    corpus = _corpus(traces, more_traces, fmt, max_context, None if scenario is None else scenario, provider)
     settings = BenchSettings.build(**{**options, "concurrency": levels[0], "token_range": parse_token_range(token_range),
                                       "server_metrics": None if options["server_metrics"] == "none" else options["server_metrics"],
                                       "warmup": options["warmup"] and not schedule}, **corpus.labels)

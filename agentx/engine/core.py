@@ -187,7 +187,7 @@ class EngineCore:
             self._admit_waiting(work, scheduled, budget)
         duration = self.roofline.iteration_s(work)
         if duration:  # busy: the roofline time, without the fixed overhead and host-link waits
-            busy = duration - self.cfg.overhead_s - self.roofline.transfer_s(work.loaded_tokens)
+            busy = duration - self.roofline.overhead_s - self.roofline.transfer_s(work.loaded_tokens)
             self.power.iteration(self.now, duration, busy)
         self.now += duration
         emitted, finished, decodes, tokens = [], [], 0, 0
@@ -244,7 +244,7 @@ class EngineCore:
         least the fixed overhead and emits at most ceil(AL) tokens per sequence."""
         per_step = math.ceil(self.accept_len)
         left = min((s.stop_len - len(s.output) for s in (*self.running, *self.waiting)), default=0)
-        return self.now + self.cfg.overhead_s * max(1, -(-left // per_step))
+        return self.now + self.roofline.overhead_s * max(1, -(-left // per_step))
 
     def accepted(self) -> int:
         """Tokens each decoding sequence emits this iteration: AL on average, the same pattern
