@@ -131,10 +131,20 @@ def test_dataset_explorer_to_conversation_flamegraph(dashboard, tmp_path):
         assert rows >= 5  # the conversations the two runs replayed
         page.page.screenshot(path=tmp_path / "dataset.png", full_page=True)
         session = page.page.inner_text("#rows tr:nth-child(2) td:first-child")
+        # whole conversations: the requests replayed of those the trace has (the stored digest's)
+        sets = json.loads(urllib.request.urlopen(dashboard + "/api/v1/datasets", timeout=10).read())
+        digest = json.loads(next(d["summary"] for d in sets if d["summary"]))
+        total = dict(zip(digest["sessions"]["id"], digest["sessions"]["requests"]))[session]
+        replayed = page.page.inner_text("#rows tr:nth-child(2) td:nth-child(2)")
+        assert replayed.endswith(f" of {total:,}")
         page.page.click("#rows tr:nth-child(2) a")
         page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 1")
         assert_every_graph_has_points(page, {"fig-flame"})
         assert session in page.page.inner_text("h1")
+        flame = page.page.evaluate("document.getElementById('fig-flame').data.map(t => [t.name, t.y.length])")
+        assert all(n == total for _, n in flame)  # a row per request of the trace
+        assert f"{replayed.split()[0]} of {total} requests replayed" in page.page.evaluate(
+            "document.getElementById('fig-flame').layout.title.text")
         page.page.screenshot(path=tmp_path / "conversation.png", full_page=True)
         assert page.errors == []
 
