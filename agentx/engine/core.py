@@ -68,6 +68,9 @@ class Sequence:
     finished_at: float | None = None  # modeled end of the iteration that produced its last token
     prompt_len: int = -1  # default: len(prompt)
     replica: int = 0  # the core a router sent it to (engine/replicas.py)
+    due: list[float] = field(default_factory=list)  # modeled time each output token was due (server-owned)
+    jumped: float = 0.0  # modeled seconds the server's schedule skipped (restarts) while it was in flight
+    jumped_first: float = 0.0  # of them, before its first token
 
     def __post_init__(self):
         if self.prompt_len < 0:

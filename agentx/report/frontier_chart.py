@@ -52,6 +52,7 @@ def frontier_rows(results: list[tuple[str, dict]]) -> list[dict]:
     id = the point's name, its deployment labels and metric columns."""
     return [{"id": name, "concurrency": r["identity"].get("concurrency"),
              "simulated": str(r["identity"].get("engine") or "").startswith("agentx-sim"),
+             "valid": r["validity"]["valid"], "reasons": r["validity"]["reasons"],
              **deployment_labels(r["identity"]), **fr.with_derived(metric_columns(r))} for name, r in results]
 
 
@@ -139,6 +140,19 @@ def point_info(rows: list[dict]) -> dict:
                            "figures": {k: r.get(k) for k in keys}} for r in rows}
 
 
+def _invalid_trace(pts: list[dict], x: str, y: str, legend: str, color: str, symbol: str) -> dict:
+    """A curve's NOT VALID points: hollow markers (its colour and marker) never joined to it, each
+    with its reasons."""
+    reasons = ["NOT VALID: " + "; ".join(r.get("reasons") or ["NOT VALID"]) for r in pts]
+    return {"type": "scattergl" if len(pts) > 200 else "scatter", "mode": "markers", "x": [r[x] for r in pts],
+            "y": [r[y] for r in pts], "text": [point_label(r) for r in pts], "customdata": [r["id"] for r in pts],
+            "hovertext": [f"{deployment_label(r)}<br>{why}" for r, why in zip(pts, reasons)],
+            "name": f"{legend}: NOT VALID (never on the frontier)", "legendgroup": legend,
+            "marker": {"size": 9, "symbol": f"{symbol}-open", "line": {"width": 2}, "color": color},
+            "hovertemplate": f"<b>%{{text}}</b> %{{hovertext}}<br>{X_LABELS[x]}: %{{x:,.3~g}}<br>"
+                             f"{Y_LABELS[y]}: %{{y:,.4~g}}<br><i>click to pin</i><extra></extra>"}
+
+
 def frontier_chart(rows: list[dict], x: str, y: str, palette: Palette | None = None,
                    log: tuple[bool, bool] = (False, False)) -> dict:
     """Every point of `rows` against (x, y), a curve per (model, hardware, engine) through the
@@ -163,7 +177,7 @@ def frontier_chart(rows: list[dict], x: str, y: str, palette: Palette | None = N
         key = tuple(curve.key[k] for k in fr.CURVE)
         on = {r["id"] for r in curve.points}
         legend = ", ".join(str(v) for v in (key[1], key[2], key[0]) if v)
-        others = [r for r in by_curve[key] if r["id"] not in on]
+        others = [r for r in by_curve[key] if r["id"] not in on and r.get("valid") is not False]
         color, symbol = palette.color(curve.key["hardware"]), palette.symbol(curve.key["engine"])
         for pts, is_front in ((front, True), (others, False)):
             if not pts:
@@ -185,6 +199,9 @@ def frontier_chart(rows: list[dict], x: str, y: str, palette: Palette | None = N
                                     **({} if is_front else {"opacity": 0.5})},
                          "hovertemplate": f"<b>%{{text}}</b> %{{hovertext}}<br>{X_LABELS[x]}: %{{x:,.3~g}}<br>"
                                           f"{Y_LABELS[y]}: %{{y:,.4~g}}<br><i>click to pin</i><extra></extra>"})
+        if curve.invalid:  # hollow, apart from the curve, the reasons on hover
+            off.append(len(data))
+            data.append(_invalid_trace(curve.invalid, x, y, legend, color, symbol))
     toggle = [{"label": "all points", "method": "restyle", "args": [{"visible": True}, off]},
               {"label": "optimal only", "method": "restyle", "args": [{"visible": False}, off]}]
     menus = [{"type": "buttons", "buttons": toggle, "direction": "right", "x": 1, "xanchor": "right", "y": 1.02,
