@@ -57,7 +57,9 @@ def test_frontier_page_to_point_page(dashboard, tmp_path):
         page.page.wait_for_function("document.getElementById('frontier')._fullData !== undefined")
         fig = page.page.evaluate("""() => document.getElementById('frontier')._fullData
             .map((t, i) => [i, t.visible, t.customdata, t.text])""")
-        trace, ids, labels = next((i, cd, text) for i, visible, cd, text in fig if visible is True and "c6" in text)
+        # a label is the concurrency, then the parallelism where set ("c6 TP8")
+        trace, ids, labels = next((i, cd, [t.split()[0] for t in text]) for i, visible, cd, text in fig
+                                  if visible is True and any(t.split()[0] == "c6" for t in text))
         point_id = ids[labels.index("c6")]
         page.click_point("frontier", trace, labels.index("c6"))  # pins the point's figures, with a link to it
         page.page.wait_for_selector("#tip:not([hidden])")
