@@ -73,6 +73,9 @@ def point_view(name: str, result: dict, command: str, blobs: dict[str, dict], fl
 UNIT = re.compile(r"^(?P<what>.*?)\s+(?P<unit>tok/s|ms|s|W|J)(?P<per> per .+)?$|^(?P<usd>\$) per ")
 
 
+WIDE_CARD = 60  # characters
+
+
 def summary_cards(summary: dict) -> list[dict]:
     """The summary's single figures as cards: a label, the value with its unit apart, the definition."""
     cards = []
@@ -81,8 +84,11 @@ def summary_cards(summary: dict) -> list[dict]:
         what, unit = (label, "") if m is None or m["usd"] else ((m["what"] + (m["per"] or "")).strip(), m["unit"])
         if m is not None and m["usd"] and value != "-":  # "$ per M output tokens": the unit reads before the number
             value = f"${value}"
+        if not any(ch.isdigit() for ch in str(value)):  # "not measured", "none": no unit
+            unit = ""
         cards.append({"label": what or label, "value": value, "unit": unit, "definition": definition,
-                      "bad": label == "valid" and not str(value).startswith("yes")})
+                      "bad": label == "valid" and not str(value).startswith("yes"),
+                      "wide": len(str(value)) > WIDE_CARD})  # a sentence (a NOT VALID's reasons): a row of its own
     return cards
 
 
