@@ -18,7 +18,7 @@ from agentx.content.wire import WIRE_MODES
 from agentx.engine.presets import COST_BASES
 from agentx.errors import AgentxError
 from agentx.replay.session_ids import PRESETS as SESSION_PRESETS
-from agentx.replay.plan import MODES
+from agentx.replay.plan import ARRIVALS, MODES
 from agentx.replay.scenarios import SCENARIOS
 from agentx.traces.load import FORMATS, WRITE_FORMATS
 from agentx.traces.model import HashScope
@@ -50,6 +50,7 @@ CostBasis = _choices("CostBasis", COST_BASES)
 Mode = _choices("Mode", MODES)
 SessionHeaders = _choices("SessionHeaders", SESSION_PRESETS)
 Scenario = _choices("Scenario", SCENARIOS)
+Arrival = _choices("Arrival", ARRIVALS)
 
 
 def _value(choice: Enum | None):
@@ -80,6 +81,17 @@ def _load(paths: list[Path], fmt: Optional[Format], max_context: Optional[str]):
     return limit_corpus(sessions, _max_context(max_context))
 
 
+def _rate_settings(request_rate: Optional[float], arrival, levels: list[int]) -> dict:
+    """The plan settings of --request-rate: an open loop (schedule mode) at that rate, no lanes."""
+    if request_rate is None:
+        return {}
+    if request_rate <= 0:
+        raise AgentxError("must be > 0", "request_rate")
+    if len(levels) > 1:
+        raise AgentxError("an open loop at a request rate has no lanes to sweep", "concurrency")
+    return {"request_rate": request_rate, "arrival": _value(arrival)}
+
+
 def _of_provider(sessions: list, provider: str) -> list:
     from agentx.traces.stats import by_provider
 
@@ -102,7 +114,16 @@ OPT_FMT = typer.Option(None, "--format", metavar="FORMAT", help=FORMAT_HELP)
 OPT_MAX_CONTEXT = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP)
 OPT_SCENARIO = typer.Option(None, "--scenario", help="Fixed-sequence baseline instead of traces.")
 OPT_CONCURRENCY = typer.Option("8", "--concurrency", help="Lanes; a list (1,4,16) runs a sweep.")
-OPT_WARMUP_REQUESTS_PER_LANE = typer.Option(10, "--warmup-requests-per-lane", min=0)
+OPT_WARMUP_REQUESTS_PER_LANE = typer.Option(10, "--warmup-requests-per-lane", min=0, help="Warmup stage 2: requests "
+                                            "each lane sends at max_tokens = 1, after its primers (SPEC 2).")
+OPT_SEED = typer.Option(0, "--seed", help="Seed of the plan (session order, warmup start points, arrivals) and of "
+                        "the content (token ids): the same seed replays the same requests.")
+OPT_REQUEST_RATE = typer.Option(None, "--request-rate", min=0.0, help="Open loop: session trees start at R per second "
+                                "(a scenario: requests per second), instead of lanes; see --arrival.")
+OPT_ARRIVAL = typer.Option("poisson", "--arrival", help="How --request-rate spaces starts: poisson (seeded "
+                           "exponential gaps, vLLM bench's default) or constant (1/R apart).")
+OPT_SLO = typer.Option(None, "--slo", help="Goodput's objectives in ms, vLLM bench's form: 'ttft:2000 tpot:50 e2el:60000' "
+                       "(any of them; the flag may repeat).")
 OPT_NO_WARMUP = typer.Option(False, "--no-warmup", help="Start every lane at t = 0 without warmup.")
 OPT_IDLE_CAP = typer.Option(300.0, "--idle-cap", help="Longest gap a session tree waits with nothing in flight.")
 OPT_SYSTEM_IDLE_CAP = typer.Option(10.0, "--system-idle-cap", help="Longest gap with nothing in flight anywhere.")

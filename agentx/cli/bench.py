@@ -10,9 +10,10 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from agentx.cli import (OPT_CONCURRENCY, OPT_FMT, OPT_GRACE, OPT_IDLE_CAP, OPT_MAX_CONTEXT, OPT_MORE_TRACES,
-                        OPT_NO_WARMUP, OPT_SCENARIO, OPT_SYSTEM_IDLE_CAP, OPT_TRACES, OPT_WARMUP_REQUESTS_PER_LANE,
-                        PLAIN, CostBasis, Format, Mode, Scenario, SessionHeaders, Wire, _load, _of_provider, _value,
+from agentx.cli import (OPT_ARRIVAL, OPT_CONCURRENCY, OPT_FMT, OPT_GRACE, OPT_IDLE_CAP, OPT_MAX_CONTEXT,
+                        OPT_MORE_TRACES, OPT_NO_WARMUP, OPT_REQUEST_RATE, OPT_SCENARIO, OPT_SEED, OPT_SLO,
+                        OPT_SYSTEM_IDLE_CAP, OPT_TRACES, OPT_WARMUP_REQUESTS_PER_LANE, PLAIN, Arrival, CostBasis,
+                        Format, Mode, Scenario, SessionHeaders, Wire, _load, _of_provider, _rate_settings, _value,
                         console, err_console)
 from agentx.errors import AgentxError
 
@@ -43,6 +44,8 @@ def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str, 
     from agentx.replay.sweep import sweep
 
     def level(plan) -> str:  # schedule mode has no lanes: its concurrency is whatever the schedule makes it
+        if plan.request_rate is not None:
+            return f"request rate {plan.request_rate:g}/s ({plan.arrival})"
         return f"schedule mode, time scale {plan.time_scale:g}" if plan.mode == "schedule" else \
             f"concurrency {plan.concurrency}"
 
@@ -50,16 +53,14 @@ def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str, 
     def progress(s):
         console.print(f"[bold]{label}: {level(s.plan)}, {s.plan.duration:g} s profiling[/] -> {escape(str(s.out))}",
                       highlight=False)
-        if run is not None:  # a virtual run has no live display
-            yield None
-            return
-        with _progress() as tick:
+        with (_progress() if run is None else _virtual_progress()) as tick:
             yield tick
 
     def done(n: int, folder: Path, result: dict) -> None:
         _print_result(result, level(settings.replace(concurrency=n).plan), folder)
 
-    results = sweep(settings, sessions, concurrencies, out, command_line(), progress, done, **({"run": run} if run else {}))
+    results = sweep(settings, sessions, concurrencies, out, command_line(), progress, done,
+                    **({"run": run} if run else {}))
     if len(results) > 1:
         console.print(sweep_table(results))
     return [result for _, result in results]
@@ -84,20 +85,36 @@ def _exit_if_invalid(results: list[dict], allow_invalid: bool) -> None:
 
 @contextmanager
 def _progress():
-    """A live line: phase, lanes busy, requests done, live TTFT p50 and output tok/s."""
-    from rich.live import Live
+    """A live line (a line every 15 s in a log): phase, lanes busy, requests done, live TTFT p50
+    and output tok/s."""
+    from agentx.cli.progress import progress_line
 
     def line(snap: dict) -> str:
         left = snap["profile_left"]
         ttft = snap["ttft_p50"]
-        return (f"[bold]{snap['phase']}[/]" + (f" ({left:,.0f} s left)" if left is not None and snap["phase"] == "profile" else "")
+        return (f"{snap['phase']}" + (f" ({left:,.0f} s left)" if left is not None and snap["phase"] == "profile" else "")
                 + f"  lanes busy {snap['lanes_busy']}/{snap['lanes']}  in flight {snap['inflight']}"
                 + f"  done: warmup {snap['warmup']:,}, profile {snap['profile']:,}, errors {snap['errors']:,}"
                 + (f"  TTFT p50 {ttft * 1000:,.0f} ms" if ttft is not None else "")
                 + (f"  {snap['output_tok_s']:,.0f} output tok/s" if snap["output_tok_s"] else ""))
 
-    with Live("starting", console=console, refresh_per_second=4, transient=True) as live:
-        yield lambda snap: live.update(line(snap))
+    with progress_line(console) as update:
+        yield lambda snap: update(line(snap))
+
+
+@contextmanager
+def _virtual_progress():
+    """A virtual run's line: modeled seconds, phase, requests ended."""
+    from agentx.cli.progress import progress_line
+
+    def line(snap: dict) -> str:
+        left = snap["profile_left"]
+        return (f"virtual time {snap['modeled_s']:,.0f} s: {snap['phase']}"
+                + (f" ({left:,.0f} modeled s left)" if left is not None and snap["phase"] == "profile" else "")
+                + f", {snap['requests']:,} requests ended")
+
+    with progress_line(console) as update:
+        yield lambda snap: update(line(snap))
 
 
 def _default_out(prefix: str) -> Path:
@@ -106,8 +123,17 @@ def _default_out(prefix: str) -> Path:
     return Path("runs") / f"{prefix}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
+URL_HELP = "Base URL of an OpenAI-compatible server (http://host:8000, with or without /v1)."
+OPT_API_KEY = typer.Option(None, "--api-key", help="Sent as 'Authorization: Bearer KEY' (default: OPENAI_API_KEY "
+                           "when set); never written to the run folder.")
+OPT_HEADER = typer.Option(None, "--header", "-H", help="An extra header on every request, 'Name: value' (repeat "
+                          "the flag); values never written to the run folder.")
+
+
 def bench_cmd(
-    url: str = typer.Option(..., "--url", help="Base URL of an OpenAI-compatible server."),
+    url: str = typer.Option(..., "--url", help=URL_HELP),
+    api_key: Optional[str] = OPT_API_KEY,
+    header: list[str] = OPT_HEADER,
     model: Optional[str] = typer.Option(None, "--model", help="Model name; discovered from /v1/models when omitted."),
     traces: list[Path] = OPT_TRACES,
     more_traces: list[Path] = OPT_MORE_TRACES,
@@ -117,7 +143,10 @@ def bench_cmd(
     concurrency: str = OPT_CONCURRENCY,
     duration: float = typer.Option(3600.0, "--duration", help="Profiling window in seconds."),
     wire: Wire = typer.Option("tokens", "--wire", help="tokens (/v1/completions, token ids) or chat (/v1/chat/completions)."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = OPT_SEED,
+    request_rate: Optional[float] = OPT_REQUEST_RATE,
+    arrival: Arrival = OPT_ARRIVAL,
+    slo: list[str] = OPT_SLO,
     gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs of the deployment (per-GPU, cost and power figures)."),
     hardware: Optional[str] = typer.Option(None, "--hardware", help="GPU kind for cost and power (H100, H200, B200, ...)."),
     engine: Optional[str] = typer.Option(None, "--engine", help="Engine label for the result (e.g. vllm-0.11)."),
@@ -130,7 +159,7 @@ def bench_cmd(
     idle_cap: float = OPT_IDLE_CAP,
     system_idle_cap: float = OPT_SYSTEM_IDLE_CAP,
     grace: float = OPT_GRACE,
-    request_timeout: float = typer.Option(600.0, "--request-timeout"),
+    request_timeout: float = typer.Option(600.0, "--request-timeout", help="Seconds a request may take, end to end."),
     token_range: str = typer.Option("1000:30000", "--token-range", help="Token ids to draw content from, LO:HI."),
     token_scale: int = typer.Option(1, "--token-scale", min=1, help="Render each hash block as block/K tokens (tiny models)."),
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="tokenizer.json for --wire chat (default: the sim's)."),
@@ -146,22 +175,29 @@ def bench_cmd(
     warmup_seconds: float = typer.Option(0.0, "--warmup-seconds", help="Schedule mode: this prefix counts as warmup."),
     clock_scale: float = typer.Option(1.0, "--clock-scale", help="Target runs X times faster than it models "
                                       "(agentx sim --speed X): delays shrink, times are reported modeled."),
+    html: bool = typer.Option(False, "--html", help="Also write report.html in the run (or sweep) folder."),
     allow_invalid: bool = typer.Option(False, "--allow-invalid", help=ALLOW_INVALID_HELP),
 ):
     """Replay agentic traces (or a fixed scenario) against a server and summarize the run."""
     from agentx.content.tokens import parse_token_range
+    from agentx.metrics.goodput import parse_slo
+    from agentx.replay.endpoint import auth_headers, base_url
     from agentx.replay.scenarios import scenario_sessions
     from agentx.replay.settings import BenchSettings
 
     levels = _concurrencies(concurrency)
     traces = [*(traces or []), *(more_traces or [])]
+    rate = _rate_settings(request_rate, arrival, levels)
+    if rate:
+        mode = Mode("schedule")
     if mode.value == "schedule" and len(levels) > 1:
         raise AgentxError("schedule mode replays at the recorded start times: it has no lanes to sweep",
                           "concurrency")
     if duration <= 0 or clock_scale <= 0 or time_scale <= 0 or warmup_seconds < 0:
         raise AgentxError("--duration, --clock-scale and --time-scale must be > 0, --warmup-seconds >= 0")
     settings = BenchSettings.build(
-        url=url, concurrency=levels[0], duration=duration, model=model, wire=wire.value, seed=seed, gpus=gpus,
+        url=base_url(url), headers=auth_headers(api_key, header), slo=parse_slo(slo), **rate,
+        concurrency=levels[0], duration=duration, model=model, wire=wire.value, seed=seed, gpus=gpus,
         hardware=hardware, engine=engine, engine_block_size=engine_block_size, probe_cache=probe_cache,
         warmup_requests_per_lane=warmup_requests_per_lane,
         idle_cap=idle_cap, system_idle_cap=system_idle_cap, grace=grace, request_timeout=request_timeout,
@@ -173,22 +209,30 @@ def bench_cmd(
         dataset=_value(scenario) or (", ".join(map(str, traces)) if traces else "bundled WEKA sample")
         + (f" ({provider})" if provider and not scenario else ""),
         variant=max_context)
-    if scenario:
-        sessions = scenario_sessions(scenario.value, max(levels))
+    if scenario:  # at a request rate, one request per session: each arrival is one request
+        sessions = scenario_sessions(scenario.value, 1024, 1) if rate else scenario_sessions(scenario.value, max(levels))
     else:
         sessions = _load(traces, fmt, max_context)
         if provider:
             sessions = _of_provider(sessions, provider)
-    _exit_if_invalid(_sweep(settings, sessions, levels, out or _default_out("bench"), "bench"), allow_invalid)
+    out = out or _default_out("bench")
+    results = _sweep(settings, sessions, levels, out, "bench")
+    if html:
+        from agentx.report.html import write_report
+
+        console.print(f"HTML report: {write_report(out)}", highlight=False)
+    _exit_if_invalid(results, allow_invalid)
 
 
 @probe_app.command("cache")
 def probe_cache_cmd(
-    url: str = typer.Option(..., "--url", help="Base URL of an OpenAI-compatible server (/v1/completions with token ids)."),
+    url: str = typer.Option(..., "--url", help=URL_HELP + " Probes use /v1/completions with token ids."),
+    api_key: Optional[str] = OPT_API_KEY,
+    header: list[str] = OPT_HEADER,
     model: Optional[str] = typer.Option(None, "--model", help="Model name; discovered from /v1/models when omitted."),
     traces: list[Path] = typer.Option(None, "--traces", help="Trace files or folders (default: the bundled real traces)."),
     probes: int = typer.Option(8, "--probes", min=1, help="Trace requests to probe."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="Seed of the probes' choice and of their token ids."),
     token_range: str = typer.Option("1000:30000", "--token-range", help="Token ids to draw content from, LO:HI."),
     token_scale: int = typer.Option(1, "--token-scale", min=1, help="Render each hash block as block/K tokens."),
     max_isl: Optional[int] = typer.Option(None, "--max-isl", help="Probe only prompts up to this many tokens."),
@@ -199,15 +243,21 @@ def probe_cache_cmd(
     import asyncio
     import json
 
+    from agentx.cli.progress import progress_line
     from agentx.content.tokens import ContentConfig, parse_token_range
     from agentx.metrics.report import probe_line
     from agentx.replay.driver import discover_model
+    from agentx.replay.endpoint import auth_headers, base_url
     from agentx.replay.probe import ProbeConfig, probe_cache
 
+    url, headers = base_url(url), auth_headers(api_key, header)
     content = ContentConfig(seed, parse_token_range(token_range), token_scale)
-    cfg = ProbeConfig(url=url, model=model or discover_model(url), probes=probes, seed=seed, content=content,
-                      max_isl=max_isl, flush_tokens=flush_tokens)
-    result = asyncio.run(probe_cache(cfg, _load(traces or [], None, None)))
+    cfg = ProbeConfig(url=url, model=model or discover_model(url, headers), probes=probes, seed=seed, content=content,
+                      max_isl=max_isl, flush_tokens=flush_tokens, headers=headers)
+    sessions = _load(traces or [], None, None)
+    with progress_line(console) as update:
+        update(f"cache probe: 0 of {probes} probes (each: a cold and a warm greedy answer)")
+        result = asyncio.run(probe_cache(cfg, sessions, lambda k, n: update(f"cache probe: {k} of {n} probes done")))
     if json_out:
         json_out.write_text(json.dumps(result, indent=1))
     console.print(probe_line(result), highlight=False)
@@ -215,23 +265,47 @@ def probe_cache_cmd(
         raise typer.Exit(1)
 
 
+def print_sweep(folder: Path, html: bool = True) -> list[dict]:
+    """The table of a sweep folder's complete runs (`bench --concurrency A,B` or `agentx sweep`:
+    one row per run, by deployment), and its report.html; returns the runs' results."""
+    import json
+
+    from agentx.metrics.report import sweep_table
+    from agentx.report.html import write_report
+    from agentx.report.rundata import sweep_folders
+
+    runs = sweep_folders(folder)
+    results = [(str(run.relative_to(folder)), json.loads((run / "result.json").read_text())) for run in runs]
+    console.print(sweep_table(results))
+    if html:
+        console.print(f"HTML report: {write_report(folder)}", highlight=False)
+    return [r for _, r in results]
+
+
 def report_cmd(
-    run_dir: Path = typer.Argument(..., help="A run folder written by `agentx bench` (with --html also a sweep folder)."),
+    run_dir: Path = typer.Argument(..., help="A run folder written by `agentx bench`, or a sweep folder "
+                                   "(`bench --concurrency A,B`, `agentx sweep`, `sim plan`)."),
     html: bool = typer.Option(False, "--html", help="Also write report.html (a sweep folder: frontier, table, sweep.csv)."),
     allow_invalid: bool = typer.Option(False, "--allow-invalid", help=ALLOW_INVALID_HELP),
 ):
-    """Rebuild a run's summary from its records (also for a run that was killed)."""
+    """Rebuild a run's summary from its records (also for a run that was killed); of a sweep
+    folder, the sweep's table."""
     from agentx.replay.folder import report
     from agentx.report.html import write_report
+    from agentx.report.plan import is_plan_folder
     from agentx.report.rundata import is_run_folder
 
-    result = report(run_dir) if not html or is_run_folder(run_dir) else None
-    if result is not None:
-        _print_result(result, str(run_dir), run_dir)
+    if not is_run_folder(run_dir):
+        if is_plan_folder(run_dir):
+            console.print(f"HTML report: {write_report(run_dir)}", highlight=False)
+            return
+        _exit_if_invalid(print_sweep(run_dir, html), allow_invalid)
+        return
+    result = report(run_dir)
+    _print_result(result, str(run_dir), run_dir)
     if html:
         console.print(f"HTML report: {write_report(run_dir)}", highlight=False)
-    if result is not None:
-        _exit_if_invalid([result], allow_invalid)
+    _exit_if_invalid([result], allow_invalid)
 
 
 def demo_cmd(

@@ -7,9 +7,10 @@ from typing import Optional
 
 import typer
 
-from agentx.cli import (OPT_CONCURRENCY, OPT_FMT, OPT_GRACE, OPT_IDLE_CAP, OPT_MAX_CONTEXT, OPT_MORE_TRACES,
-                        OPT_NO_WARMUP, OPT_SCENARIO, OPT_SYSTEM_IDLE_CAP, OPT_TRACES, OPT_WARMUP_REQUESTS_PER_LANE,
-                        PLAIN, REQUEST_TIMEOUT_HELP, CostBasis, Format, Scenario, _load, _value, console)
+from agentx.cli import (OPT_ARRIVAL, OPT_CONCURRENCY, OPT_FMT, OPT_GRACE, OPT_IDLE_CAP, OPT_MAX_CONTEXT,
+                        OPT_MORE_TRACES, OPT_NO_WARMUP, OPT_REQUEST_RATE, OPT_SCENARIO, OPT_SLO, OPT_SYSTEM_IDLE_CAP,
+                        OPT_TRACES, OPT_WARMUP_REQUESTS_PER_LANE, PLAIN, REQUEST_TIMEOUT_HELP, Arrival, CostBasis,
+                        Format, Scenario, _load, _rate_settings, _value, console)
 from agentx.cli.bench import _concurrencies, _default_out, _sweep
 from agentx.errors import AgentxError
 from agentx.results.cli import DB_HELP
@@ -85,7 +86,11 @@ def sim_bench_cmd(
     scenario: Optional[Scenario] = OPT_SCENARIO,
     concurrency: str = OPT_CONCURRENCY,
     duration: float = typer.Option(3600.0, "--duration", help="Profiling window in (modeled) seconds."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the plan, the content and the engine."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the plan (session order, warmup start points, arrivals), "
+                             "the content and the engine."),
+    request_rate: Optional[float] = OPT_REQUEST_RATE,
+    arrival: Arrival = OPT_ARRIVAL,
+    slo: list[str] = OPT_SLO,
     out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/sim-bench-TIMESTAMP)."),
     warmup_requests_per_lane: int = OPT_WARMUP_REQUESTS_PER_LANE,
     no_warmup: bool = OPT_NO_WARMUP,
@@ -115,8 +120,11 @@ def sim_bench_cmd(
     from agentx.replay.settings import BenchSettings
     from agentx.virtual.runner import SimDeployment, sim_bench
 
+    from agentx.metrics.goodput import parse_slo
+
     levels = _concurrencies(concurrency)
     traces = [*(traces or []), *(more_traces or [])]
+    rate = _rate_settings(request_rate, arrival, levels)
     if duration <= 0:
         raise AgentxError("must be > 0", "duration")
     engine = EngineConfig(
@@ -126,14 +134,18 @@ def sim_bench_cmd(
         acceptance_length=acceptance_length)
     sim = SimDeployment(engine, replicas, router)
     settings = BenchSettings.build(
-        url="virtual", concurrency=levels[0], duration=duration, seed=seed, warmup=not no_warmup,
+        url="virtual", concurrency=levels[0], duration=duration, seed=seed, warmup=not no_warmup and not rate,
+        slo=parse_slo(slo), **rate, mode="schedule" if rate else "lanes",
         warmup_requests_per_lane=warmup_requests_per_lane, idle_cap=idle_cap, system_idle_cap=system_idle_cap,
         grace=grace, token_scale=token_scale, cost_basis=cost_basis.value, scenario=_value(scenario),
         dataset=_value(scenario) or (", ".join(map(str, traces)) if traces else "bundled WEKA sample"),
         variant=max_context)
-    sessions = scenario_sessions(scenario.value, max(levels)) if scenario else _load(traces, fmt, max_context)
+    if scenario:  # at a request rate, one request per session: each arrival is one request
+        sessions = scenario_sessions(scenario.value, 1024, 1) if rate else scenario_sessions(scenario.value, max(levels))
+    else:
+        sessions = _load(traces, fmt, max_context)
     _sweep(settings, sessions, levels, out or _default_out("sim-bench"), "sim bench (virtual time)",
-           lambda s, sess, command, tick: sim_bench(s, sess, sim, command))
+           lambda s, sess, command, tick: sim_bench(s, sess, sim, command, tick))
 
 
 @sim_app.command("plan")

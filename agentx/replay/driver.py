@@ -52,15 +52,19 @@ AHEAD_GUARD_S = 0.005
 LEAD_S = 0.5
 
 
-def discover_model(url: str) -> str:
+def discover_model(url: str, headers: tuple = ()) -> str:
     async def get():
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as s:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30), headers=dict(headers)) as s:
             async with s.get(url.rstrip("/") + "/v1/models") as r:
-                return await r.json()
+                if r.status in (401, 403):
+                    raise AgentxError(f"{url}/v1/models answered HTTP {r.status}: the server wants credentials "
+                                      "(--api-key, OPENAI_API_KEY or --header)", "api_key")
+                r.raise_for_status()
+                return await r.json(content_type=None)
 
     try:
         return asyncio.run(get())["data"][0]["id"]
-    except (aiohttp.ClientError, asyncio.TimeoutError, KeyError, IndexError, ValueError) as e:
+    except (aiohttp.ClientError, asyncio.TimeoutError, KeyError, IndexError, TypeError, ValueError) as e:
         raise AgentxError(f"cannot discover the model name from {url}/v1/models ({e}); name it", "model") from None
 
 
@@ -70,14 +74,15 @@ class Run:
     def __init__(self, settings: BenchSettings, sessions: list, command: str = ""):
         self.s, target = settings, settings.target
         self.run_id = uuid.uuid4().hex[:12]
-        self.folder = RunFolder(Path(settings.out), self.run_id,
-                                {**settings.flat(), "model": target.model, "sessions": len(sessions)}, command)
         self.sessions = sessions
         with gc_paused():
             graphs = [build_graph(s) for s in sessions]
-        write_digest(self.folder.path, sessions, graphs)  # the dataset's trace stats (SPEC §8)
         self.plan = ReplayPlan(graphs, replace(settings.plan, run_id=self.run_id, lead=LEAD_S * target.clock_scale))
+        # (the tokenizer is read before the folder is made: a bad one leaves no folder behind)
         self.render = Renderer(self.run_id, settings.content, target.model, target.wire, target.tokenizer)
+        self.folder = RunFolder(Path(settings.out), self.run_id,
+                                {**settings.flat(), "model": target.model, "sessions": len(sessions)}, command)
+        write_digest(self.folder.path, sessions, graphs)  # the dataset's trace stats (SPEC §8)
         self.identity = SessionIdentity(target.session_headers, self.run_id)
         self.trees_written = 0
         self.done = {"warmup": 0, "profile": 0, "errors": 0}
@@ -121,7 +126,7 @@ class Run:
     async def _execute(self, on_tick) -> None:
         loop = asyncio.get_running_loop()
         target = self.s.target
-        found = await discover(target.url)  # (before the run's clock starts, as is the probe)
+        found = await discover(target.url, headers=target.headers)  # (before the run's clock starts, as is the probe)
         self.folder.info["server_identity"] = {k: list(v) for k, v in found.items()}
         probe = self._probe_config(found)
         if probe:
@@ -136,7 +141,8 @@ class Run:
         scraper = scrape_task = None
         if target.server_metrics is not None:
             url = target.server_metrics or target.url.rstrip("/") + "/metrics"
-            scraper = await Scraper(url, self.folder.path / "server_metrics.jsonl", clock, self._phase).__aenter__()
+            scraper = await Scraper(url, self.folder.path / "server_metrics.jsonl", clock, self._phase,
+                                    headers=target.headers).__aenter__()
             scrape_task = asyncio.create_task(scraper.run())
         wake = asyncio.Event()
         tasks: set[asyncio.Task] = set()
@@ -245,7 +251,7 @@ class Run:
         limit = found.get("max_model_len", (None,))[0]
         return ProbeConfig(url=target.url, model=target.model, probes=target.probe_cache, seed=self.s.content.seed,
                            content=self.s.content, max_isl=limit - ANSWER_TOKENS if limit else None,
-                           timeout_s=target.request_timeout)
+                           timeout_s=target.request_timeout, headers=target.headers)
 
     async def _tick(self, on_tick) -> None:
         while True:
@@ -269,7 +275,7 @@ class Run:
         body, isl, osl, k = self.render.prepared(d)
         theo = self.render.theoretical_cached(d, isl, k)
         turn = self.identity.turn(d.tree, d.graph, d.node)
-        headers = session_headers(self.identity.preset, turn)
+        headers = {**dict(self.s.target.headers), **session_headers(self.identity.preset, turn)}
         headers["X-Correlation-ID"] = f"{self.run_id}-{d.tree}-{d.node}"
         body = with_body_field(body, session_body_field(self.identity.preset, turn))
         return client.begin(self.render.bodies.path, body, headers), isl, osl, theo
@@ -340,7 +346,11 @@ def bench(settings: BenchSettings, sessions: list, command: str = "", on_tick=No
     """Replay `sessions` against the target; write the run folder; return the result point.
     `on_tick(snapshot)` receives live figures twice a second (a progress display)."""
     if settings.target.model is None:
-        settings = settings.replace(model=discover_model(settings.target.url))
+        settings = settings.replace(model=discover_model(settings.target.url, settings.target.headers))
     run = Run(settings, sessions, command)
-    run_async(run.execute(on_tick))
+    try:
+        run_async(run.execute(on_tick))
+    except BaseException as e:  # KeyboardInterrupt too: the folder says the run did not complete
+        run.folder.fail(e)
+        raise
     return report(run.folder.path)

@@ -1,5 +1,5 @@
 """A run folder: `run.json` (settings, version and command line at start; client health and
-`finished` at the end), `records.jsonl` (+ `records.parquet`), `server_metrics.jsonl`,
+`finished` at the end; `status`: running, complete, or failed with the error that ended it), `records.jsonl` (+ `records.parquet`), `server_metrics.jsonl`,
 `trees.jsonl` (a row per finished session tree) and `result.json`, which `report()` rebuilds
 from the rest (also for a run that was killed)."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from agentx.errors import AgentxError
 from agentx.metrics.scrape import read_series
 from agentx.metrics.summary import summarize
-from agentx.records import read_jsonl, read_records, write_parquet
+from agentx.records import read_jsonl, read_records, write_csv, write_parquet
 
 
 class RunFolder:
@@ -29,7 +29,7 @@ class RunFolder:
         self.info = {
             "run_id": run_id, "agentx_version": _version(), "command": command,
             "start_time": datetime.now(timezone.utc).isoformat(), "host": platform.node(),
-            "settings": settings, "finished": False,
+            "settings": settings, "finished": False, "status": "running",
         }
         self.write_info()
         self.trees = None
@@ -56,8 +56,21 @@ class RunFolder:
         self.trees.close()
         self.info["client"] = client
         self.info["finished"] = True
+        records = read_records(self.path)
+        write_parquet(records, self.path)
+        write_csv(records, self.path)
+        self.info["status"] = "complete"
         self.write_info()
-        write_parquet(read_records(self.path), self.path)
+
+    def fail(self, error: BaseException) -> None:
+        """The run ended on an error (status failed: importers skip the folder with a note) or was
+        interrupted (its records are kept; `report` summarizes them, NOT VALID as unfinished)."""
+        if self.trees is not None:
+            self.trees.close()
+        interrupted = isinstance(error, (KeyboardInterrupt, SystemExit))
+        self.info["status"] = "interrupted" if interrupted else "failed"
+        self.info["error"] = str(error) or type(error).__name__
+        self.write_info()
 
 
 def report(folder: Path) -> dict:
@@ -72,11 +85,15 @@ def report(folder: Path) -> dict:
     trees = read_jsonl(trees_path) if trees_path.exists() else []
     result = summarize(records, info, read_series(folder / "server_metrics.jsonl"), trees)
     (folder / "result.json").write_text(json.dumps(result, indent=1))
+    write_csv(records, folder)  # (a killed run's too)
     return result
 
 
 def command_line() -> str:
-    return " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])
+    """The command as run, credentials' values replaced (endpoint.py)."""
+    from agentx.replay.endpoint import redact_argv
+
+    return " ".join([os.path.basename(sys.argv[0])] + redact_argv(sys.argv[1:]))
 
 
 def _version() -> str:

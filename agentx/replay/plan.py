@@ -31,6 +31,7 @@ from agentx.traces.graph import SessionGraph
 
 WARMUP1, WARMUP2, PROFILE, DONE = "warmup1", "warmup2", "profile", "done"
 MODES = ("lanes", "schedule")  # closed loop per lane, or open loop at recorded session starts
+ARRIVALS = ("poisson", "constant")  # --request-rate: exponential gaps (vLLM bench's default) or even ones
 # node states
 PENDING, READY, FLIGHT, ENDED = 0, 1, 2, 3
 
@@ -49,6 +50,8 @@ class PlanConfig:
     time_scale: float = 1.0  # schedule mode
     warmup_seconds: float = 0.0  # schedule mode: this prefix of the schedule is recorded as warmup
     lead: float = 0.0  # between the warmup's drain (or the start) and profiling: the client renders ahead
+    request_rate: float | None = None  # schedule mode: session trees start at this rate (per s) instead
+    arrival: str = "poisson"  # how --request-rate spaces the starts: poisson (seeded) or constant
 
 
 @dataclass(frozen=True)
@@ -152,16 +155,32 @@ class ReplayPlan:
         self.phase = PROFILE
         now = self.lead_end = now + self.cfg.lead
         self.profile_start = now + self.cfg.warmup_seconds
-        first = min(g.session.start for g in self.graphs)
         self.lanes = []
-        for i, graph in enumerate(self.graphs):
+        for i, (graph, start) in enumerate(self._starts()):
             tree = Tree(self._uid, i, 0, graph, key64("marker", self.cfg.run_id, i, 0, graph.session.id))
-            tree.origin = now + (graph.session.start - first) / self.cfg.time_scale
+            tree.origin = now + start
             tree.started_in_profile = tree.origin >= self.profile_start
             self._uid += 1
             self.trees[tree.uid] = tree
             self.lanes.append(tree)
             self._init_tree(tree)
+
+    def _starts(self) -> list[tuple[SessionGraph, float]]:
+        """(graph, start after the lead) per tree of the schedule: the recorded session starts
+        over the time scale, or with a request rate R arrivals over warmup and window, spaced
+        1/R apart or by seeded exponential gaps of mean 1/R (a Poisson process), each taking
+        the next session of the seeded order (sessions repeat as needed, each replay with its
+        own cache-bust marker)."""
+        cfg = self.cfg
+        if cfg.request_rate is None:
+            first = min(g.session.start for g in self.graphs)
+            return [(g, (g.session.start - first) / cfg.time_scale) for g in self.graphs]
+        rng, horizon = random.Random(key64("arrivals", cfg.seed)), cfg.warmup_seconds + cfg.duration
+        out, t = [], 0.0
+        while t < horizon:
+            out.append((self.graphs[self._next_session()], t))
+            t += rng.expovariate(cfg.request_rate) if cfg.arrival == "poisson" else 1.0 / cfg.request_rate
+        return out
 
     @property
     def profile_end(self) -> float:

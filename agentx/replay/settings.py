@@ -29,6 +29,8 @@ class TargetConfig:
     clock_scale: float = 1.0  # the target runs this much faster than what it models (sim --speed)
     session_headers: str = "plain"  # how stream session ids are sent: plain, dynamo, sglang, llm-d (identity.py)
     probe_cache: int = 0  # cache-correctness probes before and after the run (0: none)
+    # sent on every request to the target (--api-key, --header; endpoint.py); run.json keeps the names only
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class Labels:
     variant: str | None = None
     scenario: str | None = None
     cost_basis: str = "neocloud"
+    slo: tuple[tuple[str, float], ...] = ()  # goodput's objectives, (ttft|tpot|e2el, ms) (metrics/goodput.py)
 
 
 _PARTS = {"target": TargetConfig, "plan": PlanConfig, "content": ContentConfig, "labels": Labels}
@@ -76,6 +79,7 @@ class BenchSettings:
             out.update(asdict(getattr(self, name)))
         for key in _PER_RUN:
             del out[key]
+        out["headers"] = [name for name, _ in self.target.headers]  # never a credential's value
         return {**out, "out": self.out}
 
 

@@ -36,7 +36,10 @@ def db_import_cmd(
     """Store run folders made by `agentx bench` / `demo` / `sweep` as points."""
     from agentx.results.importer import import_paths
 
-    for done in import_paths(_engine(db), paths):
+    def skipped(path: Path, why: str) -> None:
+        err_console.print(f"skipped {path}: incomplete, {why}", highlight=False, markup=False)
+
+    for done in import_paths(_engine(db), paths, skipped):
         state = "stored as" if done.new else "already stored as"
         console.print(f"{done.path}: {state} point {done.point_id}", highlight=False)
 
@@ -157,8 +160,12 @@ def serve_cmd(
     engine = _engine(db)
     app = create_app(engine, token=token, writable=not read_only, upload_dir=upload_dir)
     add_pages(app, engine)
+    from agentx.serving import bind_socket
+
+    sock = bind_socket(host, port)  # a busy port: one line, before "listening" is printed
+    port = sock.getsockname()[1]
     console.print(f"agentx results API listening on http://{host}:{port} (OpenAPI: /openapi.json)", highlight=False)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 
 def sweep_cmd(
@@ -167,10 +174,16 @@ def sweep_cmd(
     out: Optional[Path] = typer.Option(None, "--out", help="Folder of the sweep's runs (default "
                                        "runs/sweep-NAME-FINGERPRINT)."),
 ):
-    """Run a sweep recipe: each deployment's points, stored as they finish; re-running resumes."""
+    """Run a sweep recipe: each deployment's points, stored as they finish; re-running resumes.
+    At the end: a table of every point and report.html in the sweep's folder."""
+    from agentx.cli import console as live_console  # the console the progress line is drawn on
+    from agentx.cli.bench import _progress, print_sweep
     from agentx.results.sweep import run_sweep
 
-    run_sweep(recipe, _engine(db), out, say=lambda m: console.print(m, highlight=False))
+    with _progress() as tick:
+        folder, _ = run_sweep(recipe, _engine(db), out, say=lambda m: live_console.print(m, highlight=False),
+                              on_tick=tick)
+    print_sweep(folder)
 
 
 def register(app: typer.Typer) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from agentx.results.runfolder import RunFolder, find_run_folders, read_run
+from agentx.results.runfolder import RunFolder, find_run_folders, incomplete, read_run
 from agentx.results.schema import datasets, points
 from agentx.results.series import build_histograms, build_series
 from agentx.results.store import add_conversations, dataset_id, deployment_labels, insert_point, point_row
@@ -58,5 +58,14 @@ def import_run(engine: Engine, path: Path, sweep_id: int | None = None, fingerpr
     return Imported(path, point, True)
 
 
-def import_paths(engine: Engine, paths: list[Path]) -> list[Imported]:
-    return [import_run(engine, folder) for folder in find_run_folders(paths)]
+def import_paths(engine: Engine, paths: list[Path], skipped=None) -> list[Imported]:
+    """Store every complete run folder under `paths`; `skipped(path, why)` hears of each
+    incomplete one (a failed or killed run), which is left out."""
+    out = []
+    for folder in find_run_folders(paths):
+        why = incomplete(folder)
+        if why is None:
+            out.append(import_run(engine, folder))
+        elif skipped is not None:
+            skipped(folder, why)
+    return out

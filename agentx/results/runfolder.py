@@ -58,6 +58,22 @@ def find_run_folders(paths: list[Path]) -> list[Path]:
     return found
 
 
+def incomplete(path: Path) -> str | None:
+    """Why a run folder cannot be stored (None: it can): a run that failed, or one without its
+    summary (a killed run: `agentx report` writes it)."""
+    try:
+        info = json.loads((path / "run.json").read_bytes())
+    except (OSError, ValueError):
+        return None  # read_run names what is wrong with it
+    if isinstance(info, dict) and info.get("status") == "failed":
+        return f"the run failed ({str(info.get('error'))[:200]}); nothing to store"
+    if not (path / "result.json").exists():
+        if not (path / "records.jsonl").exists():
+            return "the run ended before its first request (no records)"
+        return f"no result.json (a killed run?): `agentx report {path}` writes it"
+    return None
+
+
 def read_run(path: Path) -> RunFolder:
     info = _json(path / "run.json")
     result_path = path / "result.json"

@@ -27,8 +27,10 @@ from agentx.results.store import deployment_labels, insert_point
 from agentx.results.targets import healthy, running
 
 
-def run_sweep(path: Path, engine: Engine, out: Path | None, say: Callable[[str], None] = print) -> dict:
-    """Run (or resume) the recipe at `path`; return {deployment: {concurrency: status}}."""
+def run_sweep(path: Path, engine: Engine, out: Path | None, say: Callable[[str], None] = print,
+              on_tick=None) -> tuple[Path, dict]:
+    """Run (or resume) the recipe at `path`; return its folder and {deployment: {concurrency:
+    status}}. `on_tick(snapshot)` follows each bench run (a progress line)."""
     recipe = load_recipe(path)
     fingerprint = recipe_fingerprint(recipe)
     out = out or Path("runs") / f"sweep-{recipe.name}-{fingerprint[:8]}"
@@ -38,12 +40,12 @@ def run_sweep(path: Path, engine: Engine, out: Path | None, say: Callable[[str],
         f"{len(recipe.concurrency)} concurrencies -> {out}")
     outcome: dict = {}
     for dep in recipe.deployments:
-        outcome[dep.name] = _deployment(engine, recipe, dep, sessions, out / dep.name, sweep_id, say)
+        outcome[dep.name] = _deployment(engine, recipe, dep, sessions, out / dep.name, sweep_id, say, on_tick)
     statuses = [s for per in outcome.values() for s in per.values()]
     with engine.begin() as conn:
         conn.execute(sweeps.update().where(sweeps.c.id == sweep_id).values(
             status="finished" if all(s != "failed" for s in statuses) else "partial", finished_at=now()))
-    return outcome
+    return out, outcome
 
 
 def _sweep_row(engine: Engine, recipe: Recipe, fingerprint: str, out: Path) -> int:
@@ -76,7 +78,8 @@ def _stored(engine: Engine, fingerprint: str) -> bool:
             (points.c.fingerprint == fingerprint) & (points.c.status == "ok"))).first() is not None
 
 
-def _deployment(engine, recipe: Recipe, dep: Deployment, sessions, folder: Path, sweep_id: int, say) -> dict:
+def _deployment(engine, recipe: Recipe, dep: Deployment, sessions, folder: Path, sweep_id: int, say,
+                on_tick=None) -> dict:
     todo = {n: point_fingerprint(recipe, dep, n) for n in recipe.concurrency}
     status = {n: "stored" for n, fp in todo.items() if _stored(engine, fp)}
     todo = {n: fp for n, fp in todo.items() if n not in status}
@@ -89,7 +92,8 @@ def _deployment(engine, recipe: Recipe, dep: Deployment, sessions, folder: Path,
             for n, fp in todo.items():
                 if not healthy(url):
                     raise AgentxError(f"deployment {dep.name}: {url} stopped answering (log: {folder / 'server.log'})")
-                status[n] = _point(engine, recipe, dep, sessions, url, folder / f"c{n}", n, fp, sweep_id, say)
+                status[n] = _point(engine, recipe, dep, sessions, url, folder / f"c{n}", n, fp, sweep_id, say,
+                                   on_tick)
     except AgentxError as e:
         say(f"{dep.name}: failed: {e}")
         for n, fp in todo.items():
@@ -100,7 +104,7 @@ def _deployment(engine, recipe: Recipe, dep: Deployment, sessions, folder: Path,
 
 
 def _point(engine, recipe: Recipe, dep: Deployment, sessions, url: str, folder: Path, n: int, fp: str,
-           sweep_id: int, say) -> str:
+           sweep_id: int, say, on_tick=None) -> str:
     from agentx.replay.driver import bench
     from agentx.replay.settings import BenchSettings
 
@@ -119,7 +123,7 @@ def _point(engine, recipe: Recipe, dep: Deployment, sessions, url: str, folder: 
         scenario=ds.scenario, variant=ds.max_context,
         dataset=ds.scenario or (", ".join(ds.traces) if ds.traces else "bundled WEKA sample"), **options)
     say(f"{dep.name}: concurrency {n}, {recipe.duration:g} s profiling -> {folder}")
-    result = bench(settings, sessions, f"agentx sweep ({recipe.name})")
+    result = bench(settings, sessions, f"agentx sweep ({recipe.name})", on_tick)
     _label(folder, result, labels)
     done = import_run(engine, folder, sweep_id=sweep_id, fingerprint=fp)
     with engine.begin() as conn:  # a retried point replaces its failed attempts

@@ -44,6 +44,7 @@ from agentx.replay.settings import BenchSettings
 from agentx.traces.digest import write_digest
 from agentx.traces.graph import build_graph
 
+TICK_S = 0.5  # wall seconds between progress snapshots
 LEAD_S = 0.5  # modeled seconds between the warmup's drain and profiling (bench's lead, SPEC section 2)
 
 
@@ -103,6 +104,8 @@ class VirtualRun:
         self.trees_written = 0
         self.turns = 0  # loop turns that advanced a core (the cost the windows save)
         self.time = 0.0  # the loop's clock: every event before it has been handled
+        self.ended = 0  # requests ended (the progress line)
+        self.on_tick, self.next_tick = None, 0.0  # progress: called with snapshot() every TICK_S of wall time
 
     # ------------------------------------------------------------------ the loop
 
@@ -142,6 +145,9 @@ class VirtualRun:
                 elif self.time >= tick:
                     self._sample(tick)
                     tick += 1.0
+                    if self.on_tick and time.perf_counter() >= self.next_tick:
+                        self.next_tick = time.perf_counter() + TICK_S
+                        self.on_tick(self.snapshot())
                 continue
             self._advance(first, min([events] + [self._finish_bound(c) for c in busy if c is not first]))
         self._drain(plan.profile_end + self.s.target.grace)
@@ -226,7 +232,14 @@ class VirtualRun:
         s.queue.observe(max(0.0, seq.scheduled_at - seq.arrival))
         self._ended(d, rec, seq.finished_at)
 
+    def snapshot(self) -> dict:
+        """Where the virtual run is, for a progress line."""
+        plan = self.plan
+        return {"phase": plan.phase.rstrip("12"), "modeled_s": self.time, "requests": self.ended,
+                "profile_left": max(0.0, plan.profile_end - self.time) if plan.profile_start < math.inf else None}
+
     def _ended(self, d: Dispatch, rec: Record, at: float) -> None:
+        self.ended += 1
         self.records.write(rec)
         self.plan.ended(d.key, at)
         done = self.plan.finished_trees
@@ -275,8 +288,12 @@ def _series_line(t: float, phase: str, values: dict[str, float]) -> bytes:
 
 def sim_bench(settings: BenchSettings, sessions: list, sim: SimDeployment, command: str = "", on_tick=None) -> dict:
     """Replay `sessions` on the simulated deployment in modeled time; write the run folder;
-    return the result point. (`on_tick` is accepted for `sweep`'s sake: a virtual run has no
-    live display.)"""
+    return the result point. `on_tick(snapshot())` follows the run (a progress line)."""
     run = VirtualRun(settings, sessions, sim, command)
-    run.execute()
+    run.on_tick = on_tick
+    try:
+        run.execute()
+    except BaseException as e:
+        run.folder.fail(e)
+        raise
     return report(run.folder.path)
