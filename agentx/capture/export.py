@@ -317,7 +317,8 @@ def write_export(cfg: ExportConfig, sessions, report: ExportReport, provider=Non
 
 def report_lines(report: ExportReport) -> list[str]:
     lines = [f"recorded requests        {report.recorded:,}", f"exported requests        {report.exported:,}"]
-    lines += [f"  dropped {reason:<16}{n:,}" for reason, n in report.dropped.items()]
+    width = max([16] + [len(reason) + 1 for reason in report.dropped])  # over_max_context is 16 long
+    lines += [f"  dropped {reason:<{width}}{n:,}" for reason, n in report.dropped.items()]
     lines += [f"sessions                 {report.sessions:,}", f"subagents                {report.subagents:,}",
               f"tokenized                {report.tokenized_share:.1%} of the prompt text (the rest reused)"]
     return lines

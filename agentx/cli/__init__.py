@@ -35,6 +35,20 @@ console.width = max(console.width, 112)  # tables of figures read badly when fol
 err_console = Console(stderr=True)
 
 
+def _version_option(value: bool) -> None:
+    if value:
+        from agentx.replay.folder import agentx_version
+
+        typer.echo(f"agentx {agentx_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version_option, is_eager=True,
+                                       help="Print agentx's version and exit.")) -> None:
+    """agentx: LLM inference benchmark for agentic traffic."""
+
+
 def _choices(name: str, values) -> type[Enum]:
     """The allowed values of an option, declared by the stage that takes them, as an Enum
     (typer checks and lists them)."""
@@ -133,10 +147,28 @@ OPT_GRACE = typer.Option(60.0, "--grace", help="Seconds in-flight requests may f
 REQUEST_TIMEOUT_HELP = "Seconds a client has to send a request's head and body (and an idle connection stays)."
 
 
+# Options that take several values after one flag (`capture import --claude A B --codex C`), per
+# command: click takes one value per flag, so the values are given a flag each before parsing.
+LIST_OPTIONS = {("capture", "import"): ("--claude", "--codex")}
+
+
+def expand_lists(args: list[str]) -> list[str]:
+    """`--claude A B --codex C` -> `--claude A --claude B --codex C` for LIST_OPTIONS' commands."""
+    options = next((opts for cmd, opts in LIST_OPTIONS.items() if tuple(args[:len(cmd)]) == cmd), ())
+    out, flag = [], None
+    for arg in args:
+        if arg.startswith("-"):
+            flag = arg if arg in options else None
+        elif flag is not None and out[-1] != flag:
+            out.append(flag)
+        out.append(arg)
+    return out
+
+
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit status 2."""
     try:
-        app()  # click itself reports usage errors (exit 2)
+        app(args=expand_lists(sys.argv[1:]))  # click itself reports usage errors (exit 2)
     except AgentxError as exc:
         message = f"--{exc.setting.replace('_', '-')}: {exc.message}" if exc.setting else str(exc)
         err_console.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)

@@ -340,7 +340,28 @@ def demo_cmd(
     _exit_if_invalid(results, allow_invalid)
 
 
+def compare_cmd(
+    run_a: Path = typer.Argument(..., help="A run folder (the baseline)."),
+    run_b: Path = typer.Argument(..., help="A run folder compared with it."),
+):
+    """Two runs side by side: each headline metric of A and B, B - A and the change in per cent."""
+    import json
+
+    from agentx.metrics.compare import compare_table
+    from agentx.replay.folder import report
+    from agentx.report.rundata import is_run_folder
+
+    results = []
+    for folder in (run_a, run_b):
+        if not is_run_folder(folder):
+            raise AgentxError(f"{folder}: not a run folder (no run.json); a sweep's runs are its cN folders")
+        path = folder / "result.json"
+        results.append(json.loads(path.read_text()) if path.exists() else report(folder))  # a killed run: rebuilt
+    console.print(compare_table(*results, str(run_a), str(run_b)))
+
+
 def register(app: typer.Typer) -> None:
     app.command("bench", epilog=EXIT_STATUS)(bench_cmd)
     app.command("report", epilog=EXIT_STATUS)(report_cmd)
     app.command("demo", epilog=EXIT_STATUS)(demo_cmd)
+    app.command("compare")(compare_cmd)

@@ -179,8 +179,8 @@ class SimServer:
         return web.Response()
 
     async def version(self, request):
-        """vLLM's /version ({"version"}), plus the engine's name (vLLM's has none)."""
-        return web.json_response({"version": __version__, "engine": "agentx-sim"})
+        """vLLM's /version ({"version"}), plus the engine's name and precision (vLLM's has neither)."""
+        return web.json_response({"version": __version__, "engine": "agentx-sim", "precision": self.cfg.engine.precision})
 
     async def metrics(self, request):
         body = exposition(self.core, self.stats, self.model_name)

@@ -116,7 +116,8 @@ def identity(settings: dict, run: dict) -> dict:
         "hardware", "gpus", "engine", "engine_version", "model", "precision", "parallelism", "spec_decoding",
         "kv_offload", "router", "engine_settings", "concurrency", "dataset", "variant", "seed", "duration", "wire", "token_scale",
         "scenario", "clock_scale", "session_headers", "simulated", "request_rate", "arrival")}
-    user = {"engine": settings.get("engine"), "block_size": settings.get("engine_block_size")}
+    user = {"engine": settings.get("engine"), "block_size": settings.get("engine_block_size"),
+            "precision": settings.get("precision")}
     server = {k: tuple(v) for k, v in (run.get("server_identity") or {}).items()}
     values, sources = merge(user, server)
     out.update(values)

@@ -27,7 +27,7 @@ class RunFolder:
         if (self.path / "records.jsonl").exists():
             raise AgentxError(f"{self.path} already holds a run; choose another", "out")
         self.info = {
-            "run_id": run_id, "agentx_version": _version(), "command": command,
+            "run_id": run_id, "agentx_version": agentx_version(), "command": command,
             "start_time": datetime.now(timezone.utc).isoformat(), "host": platform.node(),
             "settings": settings, "finished": False, "status": "running",
         }
@@ -96,7 +96,7 @@ def command_line() -> str:
     return " ".join([os.path.basename(sys.argv[0])] + redact_argv(sys.argv[1:]))
 
 
-def _version() -> str:
+def agentx_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:

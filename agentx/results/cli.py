@@ -22,6 +22,13 @@ def _say(message: str) -> None:
     err_console.print(message, highlight=False, soft_wrap=True)
 
 
+# filters of `db points` and `frontier`: exact matches on the deployment's labels and the dataset
+OPT_MODEL = typer.Option(None, "--model", help="Only points of this model (exact name).")
+OPT_HARDWARE = typer.Option(None, "--hardware", help="Only points on this hardware (e.g. H200).")
+OPT_ENGINE = typer.Option(None, "--engine", help="Only points of this engine label (e.g. vllm-0.11).")
+OPT_DATASET = typer.Option(None, "--dataset", help="Only points replaying this dataset (as `db points` names it).")
+
+
 def _engine(db: Optional[str]):
     from agentx.results.db import connect
 
@@ -47,8 +54,8 @@ def db_import_cmd(
 @db_app.command("points")
 def db_points_cmd(
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-    model: Optional[str] = typer.Option(None, "--model"), hardware: Optional[str] = typer.Option(None, "--hardware"),
-    engine: Optional[str] = typer.Option(None, "--engine"), dataset: Optional[str] = typer.Option(None, "--dataset"),
+    model: Optional[str] = OPT_MODEL, hardware: Optional[str] = OPT_HARDWARE,
+    engine: Optional[str] = OPT_ENGINE, dataset: Optional[str] = OPT_DATASET,
 ):
     """List the stored points (ids for `export-inferencex` and the API)."""
     from sqlalchemy import select
@@ -77,8 +84,10 @@ def db_points_cmd(
 def db_import_aiperf_cmd(
     artifact_dir: Path = typer.Argument(..., help="An AIPerf artifact folder (profile_export.jsonl, "
                                         "profile_export_aiperf.json, server_metrics_export.json)."),
-    hardware: Optional[str] = typer.Option(None, "--hardware"), gpus: Optional[int] = typer.Option(None, "--gpus"),
-    engine: Optional[str] = typer.Option(None, "--engine"), precision: Optional[str] = typer.Option(None, "--precision"),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="GPU kind of the deployment (H100, H200, B200, ...)."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs of the deployment (per-GPU and cost figures)."),
+    engine: Optional[str] = typer.Option(None, "--engine", help="Engine label (e.g. vllm-0.11)."),
+    precision: Optional[str] = typer.Option(None, "--precision", help="Precision label (bf16, fp8, fp4, ...)."),
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
 ):
     """Store an AIPerf run as a point (AIPerf does not know the deployment: label it here)."""
@@ -109,8 +118,8 @@ def frontier_cmd(
                           "p90_e2e_norm_intvty or p90_ttft (lower is better)."),
     y: str = typer.Option("tput_per_gpu", "--y", help="tput_per_gpu, output_tput_per_gpu, input_tput_per_gpu, "
                           "tok_per_usd_{hyperscaler,neocloud,rental_3y} or tok_s_per_mw."),
-    model: Optional[str] = typer.Option(None, "--model"), hardware: Optional[str] = typer.Option(None, "--hardware"),
-    engine: Optional[str] = typer.Option(None, "--engine"), dataset: Optional[str] = typer.Option(None, "--dataset"),
+    model: Optional[str] = OPT_MODEL, hardware: Optional[str] = OPT_HARDWARE,
+    engine: Optional[str] = OPT_ENGINE, dataset: Optional[str] = OPT_DATASET,
     overall: bool = typer.Option(False, "--all", help="One frontier over every deployment instead of one per curve."),
     at: Optional[float] = typer.Option(None, "--at", help="Also interpolate y at this x on each curve."),
 ):
@@ -142,8 +151,9 @@ def frontier_cmd(
 
 def serve_cmd(
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-    host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(8400, "--port", min=0),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (a non-loopback one needs --token "
+                             "or --read-only)."),
+    port: int = typer.Option(8400, "--port", min=0, help="Port to listen on (0: a free one, printed)."),
     token: Optional[str] = typer.Option(None, "--token", help="Bearer token that the write endpoint requires; "
                                         "without it uploads are refused (and a non-loopback host refuses to start)."),
     read_only: bool = typer.Option(False, "--read-only", help="No write endpoint."),
