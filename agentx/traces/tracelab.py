@@ -29,6 +29,9 @@ from agentx.traces.source import convert, read_trace_bytes
 
 BLOCK_SIZE = 64
 CSV_FIELDS = ("id", "input_len", "output_len", "arrival_time", "round_idx", "tool_wait_after_ms", "prefix_len")
+# TraceLab's replayer reads `session_id` (or `id`), and `arrival_time` when present (else 0 ms)
+CSV_ALIASES = {"session_id": "id"}
+CSV_DEFAULTS = {"arrival_time": "0"}
 _INPUT_EVENTS = {"user_message": "text", "tool_result": "tool_result"}
 _OUTPUT_EVENTS = {"reasoning": "thinking", "text": "text", "tool_call": "tool_use", "usage_report": None}
 
@@ -69,7 +72,15 @@ class CsvRow(msgspec.Struct):
 def read_tracelab(path: str | Path, warn=None) -> list[Session]:
     path = Path(path)
     data = read_trace_bytes(path)
-    return _read_csv(path, data) if data.lstrip().startswith(b"id,") else _read_rounds(path, data)
+    return _read_csv(path, data) if is_tracelab_csv(data) else _read_rounds(path, data)
+
+
+def is_tracelab_csv(data: bytes) -> bool:
+    """A TraceLab multi-round CSV: a header naming the session (`id` or `session_id`) and the
+    round columns, in any order (`arrival_time` may be absent)."""
+    header = data.removeprefix(b"\xef\xbb\xbf").lstrip()[:1024].split(b"\n", 1)[0]
+    names = {CSV_ALIASES.get(c, c) for c in header.decode(errors="replace").strip().split(",")}
+    return set(CSV_FIELDS) - set(CSV_DEFAULTS) <= names
 
 
 def _stamp(text: str | None, path: Path, record: str) -> float | None:
@@ -132,14 +143,17 @@ def _rounds_session(path: Path, sid: str, rows: list[tuple[int, Round]]) -> Sess
         clock = round(t, 6)
         gap = sum(tool.tool_wall_latency_ms or 0.0 for tool in row.tools) / 1000.0
     providers = {row.provider for _, row in rows if row.provider}
-    return _session(sid, requests, t0, providers.pop() if len(providers) == 1 else None)
+    recorded = sum(row.prefix_tokens for _, row in rows)
+    return _session(sid, requests, t0, providers.pop() if len(providers) == 1 else None, recorded)
 
 
-def _session(sid: str, requests: list[Request], start: float, provider: str | None) -> Session:
+def _session(sid: str, requests: list[Request], start: float, provider: str | None, recorded: int) -> Session:
+    """`recorded`: the prefix tokens the rows record as cached (TraceLab's hit rule counts them all,
+    round 0's too: a provider cache warm from other sessions)."""
     main = Stream(kind="main", requests=tuple(requests), spawn=requests[0].t if requests else 0.0)
     models = tuple(sorted({r.model for r in requests if r.model}))
     return Session(id=sid, block_size=BLOCK_SIZE, hash_id_scope="local", streams=(main,), models=models,
-                   start=start, provider=provider)
+                   start=start, provider=provider, source_hit=("tracelab", recorded, sum(r.isl for r in requests)))
 
 
 def _csv_rows(path: Path, data: bytes):
@@ -150,13 +164,16 @@ def _csv_rows(path: Path, data: bytes):
         raise TraceError(str(path), "", f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
-        missing = [c for c in CSV_FIELDS if c not in (reader.fieldnames or ())]
+        names = [CSV_ALIASES.get(c, c) for c in reader.fieldnames or ()]
+        missing = [c for c in CSV_FIELDS if c not in names and c not in CSV_DEFAULTS]
         if missing:
             raise TraceError(str(path), "line 1", f"missing column(s) {', '.join(missing)}")
+        reader.fieldnames = names
         for cells in reader:
             n = reader.line_num
             if None in cells:
                 raise TraceError(str(path), f"line {n}", f"more cells than the {len(reader.fieldnames)} columns")
+            cells = {**CSV_DEFAULTS, **cells}
             yield n, convert({c: cells[c] for c in CSV_FIELDS}, CsvRow, str(path), f"line {n}")
     except csv.Error as exc:
         raise TraceError(str(path), f"line {reader.line_num}", f"bad CSV: {exc}") from None
@@ -181,7 +198,8 @@ def _read_csv(path: Path, data: bytes) -> list[Session]:
             gap = round(v.tool_wait_after_ms / 1000.0, 6)
             t += gap
             check_time(path, f"line {n} tool_wait_after_ms", t)  # waits summed along the session
-        sessions.append(_session(sid, requests, rows[0][1].arrival_time / 1000.0, None))
+        sessions.append(_session(sid, requests, rows[0][1].arrival_time / 1000.0, None,
+                                 sum(v.prefix_len for _, v in rows)))
     sessions.sort(key=lambda s: (s.start, s.id))
     return sessions
 
