@@ -30,6 +30,7 @@ from agentx.traces.variants import limit_context
 from agentx.traces.weka import write_weka
 
 HEAD_TOKEN = 0xFFFFFF00  # placeholder token ids of an unlogged prompt head: outside any vocabulary
+GAP_TOKEN = 0xFFFFF000  # placeholder token ids of prompt text a log redacted but counted (SPEC §7)
 DROP_REASONS = ("failed", "duplicate", "classifier", "over_max_input", "over_max_context")
 
 
@@ -183,6 +184,7 @@ class _Exporter:
         self.global_ids: dict[bytes, int] = {}
         self._counts: dict[str, int] = {}
         self._heads: dict[str, np.ndarray] = {}  # per agent: the unlogged prompt head (local logs)
+        self._sized_last: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # per stream: (logged, sized) tokens
 
     def count(self, text: str) -> int:
         """Tokens of a tools or system text (the same few texts recur: cached)."""
@@ -198,10 +200,28 @@ class _Exporter:
         else:
             item.tokens = self.tok.encode(item.stream, p.canonical())
         if item.recorded_isl is not None:
-            item.tokens = np.concatenate([self._head(item), item.tokens])
+            item.tokens = self._sized(item, item.tokens)
         item.hashes = self.hasher.hashes(item.stream, item.tokens)
         if item.recorded_isl is not None:  # the blocks never cover more than the recorded prompt
             item.hashes = item.hashes[: item.recorded_isl // self.cfg.block_size]
+
+    def _sized(self, item: _Item, logged: np.ndarray) -> np.ndarray:
+        """A session log's prompt at its recorded length: the unlogged head, then the logged
+        text, where the log kept a call's token count but not all of its text (redacted
+        reasoning, elided tool output) filled up with placeholder tokens to the count. A prompt
+        that extends its stream's previous logged text extends the previous sized prompt, so
+        the placeholders of earlier turns stay where they were and the prefix reuse the
+        recorded counts imply survives (SPEC §7)."""
+        prev = self._sized_last.get(item.stream)
+        if prev is not None and len(logged) >= len(prev[0]) and shared_prefix(prev[0], logged) == len(prev[0]):
+            body = np.concatenate([prev[1], logged[len(prev[0]):]])
+        else:
+            body = np.concatenate([self._head(item), logged])
+        missing = item.recorded_isl - len(body)
+        if missing > 0:
+            body = np.concatenate([body, np.full(missing, GAP_TOKEN, dtype=np.uint32)])
+        self._sized_last[item.stream] = (logged, body)
+        return body
 
     def _head(self, item: _Item) -> np.ndarray:
         """A session log holds the messages but not the system prompt and tool definitions sent
@@ -222,6 +242,7 @@ class _Exporter:
         self.tok.forget()  # streams do not cross sessions: hold one session's state at a time
         self.hasher.forget()
         self._heads.clear()
+        self._sized_last.clear()
         kept = [i for i in items if len(i.tokens) <= self.cfg.max_input_tokens]
         report.dropped["over_max_input"] += len(items) - len(kept)
         if not kept:
