@@ -80,3 +80,8 @@ def trace_convert_cmd(
     write_sessions(sessions, out, to.value, **options)
     requests = sum(s.n_requests for s in sessions)
     console.print(f"wrote {_count(len(sessions), 'session')} ({_count(requests, 'request')}) to {out}")
+    if to.value == "tracelab":
+        from agentx.traces.tracelab import tracelab_losses
+
+        for line in tracelab_losses(sessions, out.suffix == ".csv"):
+            console.print(f"  not kept: {line}", highlight=False)
