@@ -44,7 +44,7 @@ def db_import_cmd(
     from agentx.results.importer import import_paths
 
     def skipped(path: Path, why: str) -> None:
-        err_console.print(f"skipped {path}: incomplete, {why}", highlight=False, markup=False)
+        err_console.print(f"skipped {path}: incomplete, {why}", highlight=False, markup=False, soft_wrap=True)
 
     for done in import_paths(_engine(db), paths, skipped):
         state = "stored as" if done.new else "already stored as"
