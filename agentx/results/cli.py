@@ -193,7 +193,12 @@ def sweep_cmd(
     with _progress() as tick:
         folder, _ = run_sweep(recipe, _engine(db), out, say=lambda m: live_console.print(m, highlight=False),
                               on_tick=tick)
-    print_sweep(folder)
+    from agentx.report.rundata import complete_runs
+
+    if complete_runs(folder):
+        print_sweep(folder)
+    else:
+        live_console.print(f"no point of the sweep completed: no table or report ({folder})", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -11,11 +11,13 @@ def test_the_sim_publishes_engine_version_block_size_and_context():
     with sim_server("--speed", "50", "--block-size", "32", "--max-model-len", "65536") as url:
         found = asyncio.run(discover(url))
     assert found == {"engine": ("agentx-sim", "/version"), "engine_version": (__version__, "/version"),
-                     "block_size": (32, "/metrics"), "max_model_len": (65536, "/v1/models")}
+                     "block_size": (32, "/metrics"), "max_model_len": (65536, "/v1/models"),
+                     "precision": ("bf16", "/version")}
     values, sources = merge({"engine": "my-sim", "block_size": None}, found)
-    assert values == {"engine": "my-sim", "engine_version": __version__, "block_size": 32, "max_model_len": 65536}
+    assert values == {"engine": "my-sim", "engine_version": __version__, "block_size": 32, "max_model_len": 65536,
+                      "precision": "bf16"}
     assert sources == {"engine": "user", "engine_version": "server /version", "block_size": "server /metrics",
-                       "max_model_len": "server /v1/models"}
+                       "max_model_len": "server /v1/models", "precision": "server /version"}
 
 
 def test_a_server_that_publishes_nothing_gives_nothing(tmp_path):
