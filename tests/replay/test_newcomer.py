@@ -199,3 +199,12 @@ def test_ray_without_a_cluster_is_one_line(tmp_path):
     assert res.returncode == 2
     (line,) = res.stderr.strip().splitlines()
     assert line.startswith("error: --ray: no Ray cluster at 'auto' (") and "`ray start --head`" in line
+
+
+def test_probe_cache_with_credentials_and_a_progress_line(gate):
+    refused = gate.refused
+    res = agentx("probe", "cache", "--url", gate.url + "/v1", "--api-key", KEY, "--header", f"X-Team: {TEAM}",
+                 "--traces", TRACE, "--probes", "2")
+    assert res.returncode == 0, res.stderr
+    assert gate.refused == refused and "cache probe: 0 of 2 probes" in res.stdout
+    assert "cache probe: 0 mismatches in 2 probes" in res.stdout
