@@ -150,3 +150,16 @@ def test_capture_export_of_nothing_says_so(tmp_path):
     report = ExportReport()
     report.dropped["over_max_context"] = 3
     assert "  dropped over_max_context 3" in report_lines(report)  # (was `over_max_context3`)
+
+
+def test_a_late_look_still_sends_what_fell_due_in_the_window():
+    """A busy client that looks only after the window closed still sends the arrivals due in it
+    (late, as their dispatch lateness will say), and nothing due at or after its end."""
+    from agentx.replay.scenarios import scenario_sessions
+
+    graphs = [build_graph(s) for s in scenario_sessions("1k1k", 64, 1)]
+    plan = ReplayPlan(graphs, PlanConfig(concurrency=1, duration=10.0, mode="schedule", request_rate=2.0,
+                                         arrival="constant", warmup=False))
+    plan.start(0.0)
+    early, late = plan.due(3.0), plan.due(12.0)
+    assert [d.planned for d in early + late] == [k * 0.5 for k in range(20)] and plan.phase == "done"

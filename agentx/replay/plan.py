@@ -191,7 +191,8 @@ class ReplayPlan:
         if self.phase == PROFILE and self.cfg.mode == "schedule" and self.profile_start > now:
             self._pop_due(now)  # the schedule's warmup prefix
         elif self.phase == PROFILE:
-            if now >= self.profile_end:
+            if now >= self.profile_end:  # a late look (a busy client) still sends what fell due in the window
+                self._pop_due(self.profile_end, inclusive=False)
                 self.phase = DONE
             else:
                 self._pop_due(now)
@@ -420,8 +421,8 @@ class ReplayPlan:
                 self._schedule(tree, node, tree.ready_time(node, now))
             self._cap_idle(tree, now)
 
-    def _pop_due(self, now: float) -> None:
-        while self.heap and self.heap[0][0] - self.shift <= now:
+    def _pop_due(self, now: float, inclusive: bool = True) -> None:
+        while self.heap and (self.heap[0][0] - self.shift <= now if inclusive else self.heap[0][0] - self.shift < now):
             entry = heapq.heappop(self.heap)
             if self._live(entry):
                 tree = self.trees[entry[1]]

@@ -208,3 +208,15 @@ def test_probe_cache_with_credentials_and_a_progress_line(gate):
     assert res.returncode == 0, res.stderr
     assert gate.refused == refused and "cache probe: 0 of 2 probes" in res.stdout
     assert "cache probe: 0 mismatches in 2 probes" in res.stdout
+
+
+def test_a_scenario_at_a_request_rate_over_http(gate, tmp_path):
+    out = tmp_path / "rate"
+    res = agentx("bench", "--url", gate.url, "--api-key", KEY, "--header", f"X-Team: {TEAM}", "--scenario", "1k1k",
+                 "--request-rate", "2", "--arrival", "constant", "--duration", "10", "--clock-scale", SPEED,
+                 "--grace", "5", "--out", out)
+    assert res.returncode == 0, res.stderr
+    prof = [r for r in read_records(out) if r.phase == "profile"]
+    assert len(prof) == 20 and len({r.session for r in prof}) == 20  # a request per arrival, 0.5 s apart
+    planned = sorted(r.planned for r in prof)
+    assert all(abs(b - a - 0.5) < 1e-6 for a, b in zip(planned, planned[1:]))
