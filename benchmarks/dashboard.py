@@ -43,7 +43,8 @@ from agentx.replay.driver import bench
 from agentx.replay.folder import report
 from agentx.replay.settings import BenchSettings
 from agentx.records import read_records, write_parquet
-from agentx.report.html import BUNDLES, plotly_js, write_report
+from agentx.report.html import write_report
+from agentx.report.toolkit import BUNDLES, plotly_js
 from agentx.traces.load import load_sessions
 
 SPEED = 50

@@ -26,7 +26,7 @@ import aiohttp
 import numpy as np
 import psutil
 
-from agentx.capture.store import read_rows
+from agentx.capture.recordings import read_rows
 from agentx.engine.launch import agentx_server, sim_server
 
 

@@ -28,7 +28,7 @@ from agentx.results.db import connect
 from agentx.results.frontier import CANONICAL, frontier, load_points
 from agentx.results.importer import import_run
 from agentx.results.query import Filters
-from agentx.results.store import insert_point, point_row
+from agentx.results.points import insert_point, point_row
 
 LANES = 256
 

@@ -17,7 +17,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROUTERS = ("round-robin", "least-loaded", "session-affinity", "prefix-aware")
+from agentx.engine.routing import RouterName
+
+ROUTERS = tuple(RouterName)
 
 
 def point(out: Path, lanes: int, duration: float, router: str, traces: list[str]) -> tuple[dict, dict]:

@@ -20,7 +20,7 @@ from typing import Iterator
 from agentx.capture.answers import Answer
 from agentx.capture.canonical import prompt_of
 from agentx.capture.export import ExportConfig, ExportReport, _Item, write_export
-from agentx.capture.store import Row
+from agentx.capture.recordings import Row
 from agentx.errors import AgentxError, TraceError
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from agentx.capture.answers import Answer
 from agentx.capture.canonical import Prompt, prompt_of
 from agentx.capture.incremental import IncrementalTokenizer, load_tokenizer
-from agentx.capture.store import Row, read_rows
+from agentx.capture.recordings import Row, read_rows
 from agentx.common import shared_prefix
 from agentx.errors import AgentxError
 from agentx.traces.model import Request, Session, Stream, ids_array, make_session

@@ -25,7 +25,7 @@ from aiohttp import web
 
 from agentx.capture.answers import reassemble
 from agentx.capture.privacy import Privacy
-from agentx.capture.store import StoreWriter
+from agentx.capture.recordings import StoreWriter
 from agentx.errors import AgentxError
 from agentx.serving import json_errors, read_body, serve_app
 

@@ -1,7 +1,7 @@
 """The `agentx` command: thin; it parses, calls, and prints. This module holds the root command,
 its entry point and what the command groups share; a module per group adds its commands:
 traces (`trace ...`), sim (`sim ...`), capture (`capture ...`), bench (`bench`, `report`, `demo`,
-`probe cache`) and agentx.results.cli (`db ...`, `frontier`, `serve`, `sweep`)."""
+`probe cache`) and agentx.cli.results (`db ...`, `frontier`, `serve`, `sweep`)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from agentx.content.wire import WIRE_MODES
-from agentx.engine.presets import COST_BASES
 from agentx.errors import AgentxError
-from agentx.replay.session_ids import PRESETS as SESSION_PRESETS
-from agentx.replay.plan import ARRIVALS, MODES
+from agentx.replay.corpus import Corpus
+from agentx.replay.plan import PlanConfig
 from agentx.replay.scenarios import SCENARIOS
 from agentx.traces.load import FORMATS, WRITE_FORMATS
 from agentx.traces.model import HashScope
@@ -59,12 +57,7 @@ Format = _choices("Format", FORMATS)
 WriteFormat = _choices("WriteFormat", WRITE_FORMATS)
 Basis = _choices("Basis", get_args(TimeBasis))
 Scope = _choices("Scope", get_args(HashScope))
-Wire = _choices("Wire", WIRE_MODES)
-CostBasis = _choices("CostBasis", COST_BASES)
-Mode = _choices("Mode", MODES)
-SessionHeaders = _choices("SessionHeaders", SESSION_PRESETS)
 Scenario = _choices("Scenario", SCENARIOS)
-Arrival = _choices("Arrival", ARRIVALS)
 
 
 def _value(choice: Enum | None):
@@ -86,33 +79,16 @@ def _max_context(text: Optional[str]) -> Optional[int]:
     return parse_tokens(text) if text else None
 
 
+def _corpus(traces: list[Path] | None, more_traces: list[Path] | None = None, fmt: Optional[Format] = None,
+            max_context: Optional[str] = None, scenario: Optional[Scenario] = None,
+            provider: Optional[str] = None) -> Corpus:
+    """The corpus of a command's --traces (and the paths after them), --format, --max-context,
+    --scenario and --provider."""
+    return Corpus(tuple([*(traces or []), *(more_traces or [])]), _value(fmt), max_context, provider, _value(scenario))
+
+
 def _load(paths: list[Path], fmt: Optional[Format], max_context: Optional[str]):
-    from agentx.data import sample_traces
-    from agentx.traces.load import load_sessions
-    from agentx.traces.variants import limit_corpus
-
-    sessions = load_sessions(paths or [sample_traces()], _value(fmt), warn=_warn)
-    return limit_corpus(sessions, _max_context(max_context))
-
-
-def _rate_settings(request_rate: Optional[float], arrival, levels: list[int]) -> dict:
-    """The plan settings of --request-rate: an open loop (schedule mode) at that rate, no lanes."""
-    if request_rate is None:
-        return {}
-    if request_rate <= 0:
-        raise AgentxError("must be > 0", "request_rate")
-    if len(levels) > 1:
-        raise AgentxError("an open loop at a request rate has no lanes to sweep", "concurrency")
-    return {"request_rate": request_rate, "arrival": _value(arrival)}
-
-
-def _of_provider(sessions: list, provider: str) -> list:
-    from agentx.traces.stats import by_provider
-
-    groups = by_provider(sessions)
-    if provider not in groups:
-        raise AgentxError(f"no session of {provider!r} in the traces (they have: {', '.join(groups)})", "provider")
-    return groups[provider]
+    return _corpus(paths, fmt=fmt, max_context=max_context).sessions(warn=_warn)
 
 
 FORMAT_HELP = (f"Input format: {', '.join(FORMATS)}; detected from the content when omitted "
@@ -127,21 +103,24 @@ OPT_MORE_TRACES = typer.Argument(None, metavar="TRACES", help="More trace files 
 OPT_FMT = typer.Option(None, "--format", metavar="FORMAT", help=FORMAT_HELP)
 OPT_MAX_CONTEXT = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP)
 OPT_SCENARIO = typer.Option(None, "--scenario", help="Fixed-sequence baseline instead of traces.")
-OPT_CONCURRENCY = typer.Option("8", "--concurrency", help="Lanes; a list (1,4,16) runs a sweep.")
-OPT_WARMUP_REQUESTS_PER_LANE = typer.Option(10, "--warmup-requests-per-lane", min=0, help="Warmup stage 2: requests "
-                                            "each lane sends at max_tokens = 1, after its primers (SPEC 2).")
-OPT_SEED = typer.Option(0, "--seed", help="Seed of the plan (session order, warmup start points, arrivals) and of "
-                        "the content (token ids): the same seed replays the same requests.")
-OPT_REQUEST_RATE = typer.Option(None, "--request-rate", min=0.0, help="Open loop: session trees start at R per second "
-                                "(a scenario: requests per second), instead of lanes; see --arrival.")
-OPT_ARRIVAL = typer.Option("poisson", "--arrival", help="How --request-rate spaces starts: poisson (seeded "
-                           "exponential gaps, vLLM bench's default) or constant (1/R apart).")
+OPT_CONCURRENCY = typer.Option(str(PlanConfig.concurrency), "--concurrency", help="Lanes; a list (1,4,16) runs a sweep.")
 OPT_SLO = typer.Option(None, "--slo", help="Goodput's objectives in ms, vLLM bench's form: 'ttft:2000 tpot:50 e2el:60000' "
                        "(any of them; the flag may repeat).")
-OPT_NO_WARMUP = typer.Option(False, "--no-warmup", help="Start every lane at t = 0 without warmup.")
-OPT_IDLE_CAP = typer.Option(300.0, "--idle-cap", help="Longest gap a session tree waits with nothing in flight.")
-OPT_SYSTEM_IDLE_CAP = typer.Option(10.0, "--system-idle-cap", help="Longest gap with nothing in flight anywhere.")
-OPT_GRACE = typer.Option(60.0, "--grace", help="Seconds in-flight requests may finish after the window.")
+SEED_HELP = ("Seed of the plan (session order, warmup start points, arrivals) and of the content (token ids): "
+             "the same seed replays the same requests.")
+
+
+def _open_loop(options: dict, levels: list[int]) -> bool:
+    """Whether the plan is an open loop (schedule mode, or --request-rate, which implies it);
+    an open loop has no lanes, so a --concurrency list is refused."""
+    rate = options.get("request_rate") is not None
+    if rate:
+        options["mode"] = "schedule"
+    schedule = options["mode"] == "schedule"
+    if schedule and len(levels) > 1:
+        raise AgentxError("an open loop at a request rate has no lanes to sweep" if rate else
+                          "schedule mode replays at the recorded start times: it has no lanes to sweep", "concurrency")
+    return schedule
 
 # `sim serve` and `capture proxy`
 REQUEST_TIMEOUT_HELP = "Seconds a client has to send a request's head and body (and an idle connection stays)."
@@ -177,7 +156,7 @@ def main() -> None:
 
 # The command tree. Help lists commands and groups each in the order they are added here.
 from agentx.cli import bench, capture, sim, traces  # noqa: E402  (they use the helpers above)
-from agentx.results.cli import register as register_results  # noqa: E402
+from agentx.cli.results import register as register_results  # noqa: E402
 
 app.add_typer(traces.trace_app, name="trace")
 app.add_typer(sim.sim_app, name="sim")

@@ -10,12 +10,17 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from agentx.cli import (OPT_ARRIVAL, OPT_CONCURRENCY, OPT_FMT, OPT_GRACE, OPT_IDLE_CAP, OPT_MAX_CONTEXT,
-                        OPT_MORE_TRACES, OPT_NO_WARMUP, OPT_REQUEST_RATE, OPT_SCENARIO, OPT_SEED, OPT_SLO,
-                        OPT_SYSTEM_IDLE_CAP, OPT_TRACES, OPT_WARMUP_REQUESTS_PER_LANE, PLAIN, Arrival, CostBasis,
-                        Format, Mode, Scenario, SessionHeaders, Wire, _load, _of_provider, _rate_settings, _value,
-                        console, err_console)
+from agentx.cli import (OPT_CONCURRENCY, OPT_FMT, OPT_MAX_CONTEXT, OPT_MORE_TRACES, OPT_SCENARIO, OPT_SLO,
+                        OPT_TRACES, PLAIN, SEED_HELP, Format, Scenario, _corpus, _load, _open_loop, _warn, console,
+                        err_console)
+from agentx.cli.options import config_options
+from agentx.content.tokens import DEFAULT_TOKEN_RANGE, ContentConfig
 from agentx.errors import AgentxError
+from agentx.replay.plan import PlanConfig
+from agentx.replay.settings import Labels, TargetConfig
+
+OPT_TOKEN_RANGE = typer.Option("{}:{}".format(*DEFAULT_TOKEN_RANGE), "--token-range",
+                               help="Token ids to draw content from, LO:HI.")
 
 probe_app = typer.Typer(help="Correctness probes of a serving engine.", **PLAIN)
 
@@ -30,7 +35,7 @@ def _concurrencies(text: str) -> list[int]:
 
 
 def _print_result(result: dict, title: str, folder: Path) -> None:
-    from agentx.metrics.report import result_lines, result_table
+    from agentx.metrics.tables import result_lines, result_table
 
     console.print(result_table(result, title))
     for line in result_lines(result):
@@ -39,9 +44,9 @@ def _print_result(result: dict, title: str, folder: Path) -> None:
 
 
 def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str, run=None) -> list[dict]:
-    from agentx.metrics.report import sweep_table
+    from agentx.metrics.tables import sweep_table
     from agentx.replay.folder import command_line
-    from agentx.replay.sweep import sweep
+    from agentx.replay.concurrency_sweep import sweep
 
     def level(plan) -> str:  # schedule mode has no lanes: its concurrency is whatever the schedule makes it
         if plan.request_rate is not None:
@@ -130,91 +135,41 @@ OPT_HEADER = typer.Option(None, "--header", "-H", help="An extra header on every
                           "the flag); values never written to the run folder.")
 
 
+@config_options(TargetConfig, PlanConfig, ContentConfig, Labels,
+                help={"seed": SEED_HELP, "duration": "Profiling window in seconds.", "url": URL_HELP})
 def bench_cmd(
-    url: str = typer.Option(..., "--url", help=URL_HELP),
-    api_key: Optional[str] = OPT_API_KEY,
-    header: list[str] = OPT_HEADER,
-    model: Optional[str] = typer.Option(None, "--model", help="Model name; discovered from /v1/models when omitted."),
     traces: list[Path] = OPT_TRACES,
     more_traces: list[Path] = OPT_MORE_TRACES,
     fmt: Optional[Format] = OPT_FMT,
     max_context: Optional[str] = OPT_MAX_CONTEXT,
     scenario: Optional[Scenario] = OPT_SCENARIO,
-    concurrency: str = OPT_CONCURRENCY,
-    duration: float = typer.Option(3600.0, "--duration", help="Profiling window in seconds."),
-    wire: Wire = typer.Option("tokens", "--wire", help="tokens (/v1/completions, token ids) or chat (/v1/chat/completions)."),
-    seed: int = OPT_SEED,
-    request_rate: Optional[float] = OPT_REQUEST_RATE,
-    arrival: Arrival = OPT_ARRIVAL,
-    slo: list[str] = OPT_SLO,
-    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs of the deployment (per-GPU, cost and power figures)."),
-    hardware: Optional[str] = typer.Option(None, "--hardware", help="GPU kind for cost and power (H100, H200, B200, ...)."),
-    engine: Optional[str] = typer.Option(None, "--engine", help="Engine label for the result (e.g. vllm-0.11)."),
-    engine_block_size: Optional[int] = typer.Option(None, "--engine-block-size", min=1,
-                                                    help="The engine's KV block (default: what the server publishes)."),
-    probe_cache: int = typer.Option(0, "--probe-cache", min=0, help="Cache-correctness probes before and after the run."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/bench-TIMESTAMP)."),
-    warmup_requests_per_lane: int = OPT_WARMUP_REQUESTS_PER_LANE,
-    no_warmup: bool = OPT_NO_WARMUP,
-    idle_cap: float = OPT_IDLE_CAP,
-    system_idle_cap: float = OPT_SYSTEM_IDLE_CAP,
-    grace: float = OPT_GRACE,
-    request_timeout: float = typer.Option(600.0, "--request-timeout", help="Seconds a request may take, end to end."),
-    token_range: str = typer.Option("1000:30000", "--token-range", help="Token ids to draw content from, LO:HI."),
-    token_scale: int = typer.Option(1, "--token-scale", min=1, help="Render each hash block as block/K tokens (tiny models)."),
-    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="tokenizer.json for --wire chat (default: the sim's)."),
-    server_metrics: str = typer.Option("", "--server-metrics", help="Prometheus URL (default: the target's /metrics; 'none': off)."),
-    keep_chunks: bool = typer.Option(False, "--keep-chunks", help="Keep every chunk's arrival time in the records."),
-    cost_basis: CostBasis = typer.Option("neocloud", "--cost-basis", help="Which price of the GPU counts."),
-    mode: Mode = typer.Option("lanes", "--mode", help="lanes (closed loop) or schedule (open loop at recorded start times)."),
-    session_headers: SessionHeaders = typer.Option("plain", "--session-headers", help="How each stream's session id "
-                                                   "and its parent's are sent: plain, dynamo, sglang or llm-d (SPEC 2)."),
     provider: Optional[str] = typer.Option(None, "--provider", help="Replay only the sessions of this agent "
                                            "(claude, codex: as TraceLab and capture import name them)."),
-    time_scale: float = typer.Option(1.0, "--time-scale", help="Schedule mode: divide recorded session start times by this."),
-    warmup_seconds: float = typer.Option(0.0, "--warmup-seconds", help="Schedule mode: this prefix counts as warmup."),
-    clock_scale: float = typer.Option(1.0, "--clock-scale", help="Target runs X times faster than it models "
-                                      "(agentx sim --speed X): delays shrink, times are reported modeled."),
+    concurrency: str = OPT_CONCURRENCY,
+    token_range: str = OPT_TOKEN_RANGE,
+    api_key: Optional[str] = OPT_API_KEY,
+    header: list[str] = OPT_HEADER,
+    slo: list[str] = OPT_SLO,
+    out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/bench-TIMESTAMP)."),
     html: bool = typer.Option(False, "--html", help="Also write report.html in the run (or sweep) folder."),
     allow_invalid: bool = typer.Option(False, "--allow-invalid", help=ALLOW_INVALID_HELP),
+    options: dict = None,
 ):
     """Replay agentic traces (or a fixed scenario) against a server and summarize the run."""
     from agentx.content.tokens import parse_token_range
     from agentx.metrics.goodput import parse_slo
     from agentx.replay.endpoint import auth_headers, base_url
-    from agentx.replay.scenarios import scenario_sessions
     from agentx.replay.settings import BenchSettings
 
     levels = _concurrencies(concurrency)
-    traces = [*(traces or []), *(more_traces or [])]
-    rate = _rate_settings(request_rate, arrival, levels)
-    if rate:
-        mode = Mode("schedule")
-    if mode.value == "schedule" and len(levels) > 1:
-        raise AgentxError("schedule mode replays at the recorded start times: it has no lanes to sweep",
-                          "concurrency")
-    if duration <= 0 or clock_scale <= 0 or time_scale <= 0 or warmup_seconds < 0:
-        raise AgentxError("--duration, --clock-scale and --time-scale must be > 0, --warmup-seconds >= 0")
-    settings = BenchSettings.build(
-        url=base_url(url), headers=auth_headers(api_key, header), slo=parse_slo(slo), **rate,
-        concurrency=levels[0], duration=duration, model=model, wire=wire.value, seed=seed, gpus=gpus,
-        hardware=hardware, engine=engine, engine_block_size=engine_block_size, probe_cache=probe_cache,
-        warmup_requests_per_lane=warmup_requests_per_lane,
-        idle_cap=idle_cap, system_idle_cap=system_idle_cap, grace=grace, request_timeout=request_timeout,
-        token_range=parse_token_range(token_range), token_scale=token_scale, tokenizer=tokenizer,
-        server_metrics=None if server_metrics == "none" else server_metrics, keep_chunks=keep_chunks,
-        cost_basis=cost_basis.value, scenario=_value(scenario), clock_scale=clock_scale, mode=mode.value,
-        session_headers=session_headers.value,
-        time_scale=time_scale, warmup_seconds=warmup_seconds, warmup=not no_warmup and mode.value == "lanes",
-        dataset=_value(scenario) or (", ".join(map(str, traces)) if traces else "bundled WEKA sample")
-        + (f" ({provider})" if provider and not scenario else ""),
-        variant=max_context)
-    if scenario:  # at a request rate, one request per session: each arrival is one request
-        sessions = scenario_sessions(scenario.value, 1024, 1) if rate else scenario_sessions(scenario.value, max(levels))
-    else:
-        sessions = _load(traces, fmt, max_context)
-        if provider:
-            sessions = _of_provider(sessions, provider)
+    schedule = _open_loop(options, levels)
+    corpus = _corpus(traces, more_traces, fmt, max_context, None if scenario is None else scenario, provider)
+    settings = BenchSettings.build(**{**options, "concurrency": levels[0], "token_range": parse_token_range(token_range),
+                                      "server_metrics": None if options["server_metrics"] == "none" else options["server_metrics"],
+                                      "warmup": options["warmup"] and not schedule, "url": base_url(options["url"]),
+                                      "headers": auth_headers(api_key, header), "slo": parse_slo(slo)},
+                                   **corpus.labels)
+    sessions = corpus.sessions(max(levels), warn=_warn, per_arrival=options.get("request_rate") is not None)
     out = out or _default_out("bench")
     results = _sweep(settings, sessions, levels, out, "bench")
     if html:
@@ -233,7 +188,7 @@ def probe_cache_cmd(
     traces: list[Path] = typer.Option(None, "--traces", help="Trace files or folders (default: the bundled real traces)."),
     probes: int = typer.Option(8, "--probes", min=1, help="Trace requests to probe."),
     seed: int = typer.Option(0, "--seed", help="Seed of the probes' choice and of their token ids."),
-    token_range: str = typer.Option("1000:30000", "--token-range", help="Token ids to draw content from, LO:HI."),
+    token_range: str = OPT_TOKEN_RANGE,
     token_scale: int = typer.Option(1, "--token-scale", min=1, help="Render each hash block as block/K tokens."),
     max_isl: Optional[int] = typer.Option(None, "--max-isl", help="Probe only prompts up to this many tokens."),
     flush_tokens: int = typer.Option(0, "--flush-tokens", min=0, help="Other traffic between cold and warm."),
@@ -245,7 +200,7 @@ def probe_cache_cmd(
 
     from agentx.cli.progress import progress_line
     from agentx.content.tokens import ContentConfig, parse_token_range
-    from agentx.metrics.report import probe_line
+    from agentx.metrics.tables import probe_line
     from agentx.replay.driver import discover_model
     from agentx.replay.endpoint import auth_headers, base_url
     from agentx.replay.probe import ProbeConfig, probe_cache
@@ -270,7 +225,7 @@ def print_sweep(folder: Path, html: bool = True) -> list[dict]:
     one row per run, by deployment), and its report.html; returns the runs' results."""
     import json
 
-    from agentx.metrics.report import sweep_table
+    from agentx.metrics.tables import sweep_table
     from agentx.report.html import write_report
     from agentx.report.rundata import sweep_folders
 
@@ -292,7 +247,7 @@ def report_cmd(
     folder, the sweep's table."""
     from agentx.replay.folder import report
     from agentx.report.html import write_report
-    from agentx.report.plan import is_plan_folder
+    from agentx.report.capacity import is_plan_folder
     from agentx.report.rundata import is_run_folder
 
     if not is_run_folder(run_dir):
@@ -323,7 +278,8 @@ def demo_cmd(
     from agentx.report.html import write_report
 
     levels = _concurrencies(concurrency)
-    sessions = _load([], None, None)
+    corpus = _corpus([])  # the bundled real traces
+    sessions = corpus.sessions(warn=_warn)
     out = out or _default_out("demo")
     out.mkdir(parents=True, exist_ok=True)
     console.print(f"agentx demo: simulated 8 x H200 serving Qwen3-235B-A22B (BF16), run {speed:g}x faster than "
@@ -331,7 +287,7 @@ def demo_cmd(
                   f"{len(sessions)} bundled real Claude Code sessions; concurrency {concurrency}", highlight=False)
     with sim_server("--speed", str(speed), "--truth-log", str(out / "sim_truth.jsonl")) as url:
         settings = BenchSettings.build(url=url, concurrency=levels[0], duration=duration, gpus=8, hardware="H200",
-                                       engine="agentx-sim", dataset="bundled WEKA sample", clock_scale=speed,
+                                       engine="agentx-sim", dataset=corpus.label, clock_scale=speed,
                                        grace=30.0)
         results = _sweep(settings, sessions, levels, out, "demo")
     first = out / f"c{levels[0]}" if len(levels) > 1 else out

@@ -29,7 +29,7 @@ def trace_stats_cmd(
     """Counts, distributions and the theoretical prefix-cache hit rate of a corpus, or of several side by side."""
     import msgspec
 
-    from agentx.traces.report import compare_table, stats_table
+    from agentx.traces.stats_tables import compare_table, stats_table
     from agentx.traces.stats import corpora_stats, trace_stats
 
     if len(paths or []) <= 1 and not by_provider:

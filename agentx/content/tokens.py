@@ -18,6 +18,7 @@ import numpy as np
 
 from agentx.common import key64
 from agentx.errors import AgentxError
+from agentx.options import check_bounds, option
 from agentx.traces.model import Request, Session
 
 MARKER_TOKENS = 4
@@ -49,13 +50,12 @@ def parse_token_range(text: str) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class ContentConfig:
-    seed: int = 0
-    token_range: tuple[int, int] = DEFAULT_TOKEN_RANGE
-    token_scale: int = 1
+    seed: int = option(0, "Seed of the content.")
+    token_range: tuple[int, int] = option(DEFAULT_TOKEN_RANGE, cli=False)  # the CLI's --token-range LO:HI
+    token_scale: int = option(1, "Render each hash block as block/K tokens (tiny models).", min=1)
 
     def __post_init__(self):
-        if self.token_scale < 1:
-            raise AgentxError(f"must be >= 1, got {self.token_scale}", "token_scale")
+        check_bounds(self)
 
 
 class PromptBuilder:

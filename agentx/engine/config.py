@@ -1,53 +1,47 @@
-"""Settings of one simulated deployment (typed; the CLI maps its flags onto this)."""
+"""Settings of one simulated deployment, each declared once (`option`: default, help, bounds); the
+CLI's flags for `sim serve` and `sim bench` and the capacity plan's grid read these declarations."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from agentx.engine.faults import FaultConfig
 from agentx.errors import AgentxError
+from agentx.options import check_bounds, option
 
 
 @dataclass(frozen=True)
 class EngineConfig:
-    hardware: str = "H200"
-    model: str = "qwen3-235b-a22b"
-    gpus: int = 8  # one tensor-parallel group
-    precision: str = "bf16"  # of weights, matmuls and KV cache: bf16 or fp8
-    gpu_memory_utilization: float = 0.9
-    block_size: int = 16
-    cpu_offload_gb: float = 0.0  # host DRAM for KV blocks, whole deployment (0: no CPU tier)
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
-    max_model_len: int = 0  # 0: the model's own maximum context
-    num_gpu_blocks_override: int = 0  # as vLLM's flag: this many KV blocks instead of the memory math
+    hardware: str = option("H200", "Hardware preset (see `agentx sim presets`).")
+    model: str = option("qwen3-235b-a22b", "Model preset (see `agentx sim presets`).")
+    gpus: int = option(8, "GPUs in each replica's tensor-parallel group.", min=1)
+    precision: str = option("bf16", "bf16 or fp8 (weights, matmuls, KV cache).")
+    gpu_memory_utilization: float = option(0.9, "Share of GPU memory the engine may use.", gt=0, max=1)
+    block_size: int = option(16, "Tokens per KV block.", min=1)
+    cpu_offload_gb: float = option(0.0, "Host DRAM for KV blocks, per replica.", min=0)
+    max_num_seqs: int = option(256, "Most sequences in a batch.", min=1)
+    max_num_batched_tokens: int = option(8192, "Most tokens in one iteration.", min=1)
+    max_model_len: int = option(0, "0: the model's maximum context.", min=0)
+    num_gpu_blocks_override: int = option(0, "This many KV blocks instead of the memory arithmetic.", min=0)
     # timing model (see agentx/engine/timing.py)
-    mfu: float = 0.3  # model FLOP utilization reached by prefill, TP communication included
-    mbu: float = 0.7  # memory bandwidth utilization reached by decode
-    overhead_s: float = 0.005  # per iteration: scheduling, launches, all-reduce latency
-    host_link_efficiency: float = 0.5  # achieved / peak host-link bandwidth for KV block copies
-    host_links: int = 1  # host links a KV transfer is striped over (1: one link, conservative)
+    mfu: float = option(0.3, "Model FLOP utilization of prefill (TP communication included).", gt=0, max=1)
+    mbu: float = option(0.7, "Memory bandwidth utilization of decode.", gt=0, max=1)
+    overhead_s: float = option(0.005, "Fixed cost of one iteration: scheduling, launches, all-reduce latency.",
+                               min=0)
+    host_link_efficiency: float = option(0.5, "Achieved / peak host-link bandwidth for KV block copies.",
+                                         gt=0, max=1)
+    host_links: int = option(1, "Host links a KV transfer is striped over.", min=1)
     # speculative decoding: each decode step verifies `draft_tokens` drafts and keeps
     # `acceptance_length` tokens on average (0: the model preset's published figure)
-    spec_decode: str = ""  # method (mtp, eagle3, ngram, ...); empty: off
-    draft_tokens: int = 0
-    acceptance_length: float = 0.0
-    seed: int = 0  # natural answer lengths and faults
+    spec_decode: str = option("", "Speculative decoding method (mtp, eagle3, ...); empty: off.")
+    draft_tokens: int = option(0, "Draft tokens verified per decode step.", min=0)
+    acceptance_length: float = option(0.0, "Tokens kept per decode step on average (0: the preset's).", min=0)
+    seed: int = option(0, "Seed of answer lengths and faults.")
 
     def __post_init__(self):
-        checks = [
-            (self.gpus >= 1, "gpus must be >= 1"),
+        check_bounds(self)
+        checks = [  # what ties fields together (the bounds of each are declared above)
             (self.precision in ("bf16", "fp8"), "precision must be bf16 or fp8"),
-            (0 < self.gpu_memory_utilization <= 1, "gpu_memory_utilization must be in (0, 1]"),
-            (self.block_size >= 1, "block_size must be >= 1"),
-            (self.cpu_offload_gb >= 0, "cpu_offload_gb must be >= 0"),
-            (self.max_num_seqs >= 1, "max_num_seqs must be >= 1"),
-            (self.max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1"),
-            (self.max_model_len >= 0, "max_model_len must be >= 0"),
-            (self.num_gpu_blocks_override >= 0, "num_gpu_blocks_override must be >= 0"),
-            (0 < self.mfu <= 1 and 0 < self.mbu <= 1, "mfu and mbu must be in (0, 1]"),
-            (0 < self.host_link_efficiency <= 1, "host_link_efficiency must be in (0, 1]"),
-            (self.overhead_s >= 0, "overhead_s must be >= 0"),
-            (self.host_links >= 1, "host_links must be >= 1"),
             (not self.spec_decode or self.draft_tokens >= 1, "spec_decode needs draft_tokens >= 1"),
             (self.acceptance_length == 0 or 1 <= self.acceptance_length <= self.draft_tokens + 1,
              "acceptance_length must be in [1, draft_tokens + 1]"),
@@ -55,3 +49,39 @@ class EngineConfig:
         for ok, problem in checks:
             if not ok:
                 raise AgentxError(f"engine config: {problem}")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One engine configuration, replicated behind a router (what `sim serve` serves and `sim bench`
+    simulates)."""
+
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    replicas: int = option(1, "Engine replicas (each --gpus GPUs) behind a router.", min=1)
+    router: str = option("round-robin", "round-robin, least-loaded, session-affinity or prefix-aware (SPEC section 6).")
+
+    def __post_init__(self):
+        check_bounds(self)
+
+
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    deployment: Deployment = field(default_factory=Deployment)
+    host: str = option("127.0.0.1", "Address to listen on.")
+    port: int = option(8000, "0 picks a free port (printed at start).", min=0)
+    speed: float = option(1.0, "Run the modeled hardware this many times faster.", gt=0)
+    served_model_name: str = option("", "Default: the preset's model name.")
+    faults: FaultConfig = field(default_factory=FaultConfig)
+    truth_log: str | None = option(None, "JSONL of true per-request times.")
+    reasoning_share: float = option(0.0, "Chat answers stream this share as reasoning first.", min=0, max=1)
+    reasoning_field: str = option("reasoning_content", "reasoning_content or reasoning (vLLM's newer name).")
+    request_timeout_s: float = option(30.0, "Seconds a client has to send a request's head and body (and an idle "
+                                      "connection stays).", gt=0)
+
+    def __post_init__(self):
+        check_bounds(self)
+        if self.reasoning_field not in REASONING_FIELDS:
+            raise AgentxError(f"reasoning field must be one of {', '.join(REASONING_FIELDS)}, got {self.reasoning_field!r}")

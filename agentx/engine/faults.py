@@ -6,6 +6,7 @@ import random
 from dataclasses import dataclass
 
 from agentx.errors import AgentxError
+from agentx.options import check_bounds, option
 
 # http500: answer 500 at once; disconnect: drop the connection mid-answer; stall: stop emitting
 # for stall_s after the first token; malformed: one broken SSE frame (a truncated JSON body when
@@ -18,14 +19,13 @@ ALL_KINDS = KINDS + ("corrupt",)
 
 @dataclass(frozen=True)
 class FaultConfig:
-    rate: float = 0.0  # probability that a request gets a fault
-    kinds: tuple[str, ...] = KINDS  # drawn uniformly
-    stall_s: float = 5.0
-    seed: int = 0
+    rate: float = option(0.0, "Probability that a request gets a fault.", min=0, max=1, flag="--fault-rate")
+    kinds: tuple[str, ...] = option(KINDS, cli=False)  # drawn uniformly (the CLI's --fault-kinds A,B)
+    stall_s: float = option(5.0, "Length of a stall fault.", min=0, flag="--fault-stall-s")
+    seed: int = option(0, cli=False)  # the engine's
 
     def __post_init__(self):
-        if not 0 <= self.rate <= 1:
-            raise AgentxError(f"fault rate must be in [0, 1], got {self.rate}")
+        check_bounds(self)
         unknown = [k for k in self.kinds if k not in ALL_KINDS]
         if unknown or not self.kinds:
             raise AgentxError(f"unknown fault kind(s) {unknown or self.kinds}; known: {', '.join(ALL_KINDS)}")

@@ -43,6 +43,7 @@ from itertools import islice, takewhile
 
 import numpy as np
 
+from agentx.engine.eviction import EvictionName, eviction_policy
 
 class Chain(list):
     """Block hashes that chain (each covers its parent's, as `block_hashes` and the virtual
@@ -72,71 +73,6 @@ class Counters:
     evictions: int = 0  # GPU blocks whose cached content was dropped
 
 
-class FreeCached:
-    """The free blocks that hold cached content, least recently used first, as runs: the blocks
-    one sequence freed together enter as one run and are evicted in slices, with numpy. A block
-    leaving from the middle (a prefix hit) is only marked; its run's entry goes stale."""
-
-    def __init__(self, num_blocks: int):
-        self.runs: deque[list] = deque()  # [blocks (array), first unread position, stamp]
-        self.stamp = np.full(num_blocks, -1, dtype=np.int64)  # the run a free cached block is in, or -1
-        self.count = 0  # live entries
-        self.entries = 0  # entries of all runs from their first unread position, stale ones included
-        self.next_stamp = 0
-        self.limit = 2 * num_blocks  # more entries than this: drop the stale ones
-
-    def __len__(self) -> int:
-        return self.count
-
-    def __iter__(self):
-        for blocks, pos, st in self.runs:
-            rest = blocks[pos:]
-            yield from rest[self.stamp[rest] == st].tolist()
-
-    def append(self, blocks: np.ndarray) -> None:
-        """Blocks become the most recently used, in this order."""
-        if not len(blocks):
-            return
-        self.stamp[blocks] = self.next_stamp
-        self.runs.append([blocks, 0, self.next_stamp])
-        self.next_stamp += 1
-        self.count += len(blocks)
-        self.entries += len(blocks)
-        if self.entries > self.limit:
-            self._compact()
-
-    def remove(self, blocks) -> None:
-        """Blocks taken out of the free list (they are held again)."""
-        self.stamp[blocks] = -1
-        self.count -= len(blocks)
-
-    def pop(self, n: int) -> np.ndarray:
-        """The `n` (<= len) least recently used blocks, removed."""
-        taken, stamp = [], self.stamp
-        while n:
-            run = self.runs[0]
-            blocks, pos, st = run
-            window = blocks[pos : pos + n]
-            live = stamp[window] == st
-            taken.append(window if live.all() else window[live])
-            n -= len(taken[-1])
-            run[1] = pos + len(window)
-            self.entries -= len(window)
-            if run[1] == len(blocks):
-                self.runs.popleft()
-        out = np.concatenate(taken)
-        stamp[out] = -1
-        self.count -= len(out)
-        return out
-
-    def _compact(self) -> None:
-        """One run of the live entries, in order."""
-        blocks = [run_blocks[pos:][self.stamp[run_blocks[pos:]] == st] for run_blocks, pos, st in self.runs]
-        self.runs.clear()
-        self.entries = self.count = 0
-        self.append(np.concatenate(blocks))
-
-
 @dataclass
 class Allocation:
     """Blocks held by one sequence, and what its prompt found in the cache."""
@@ -149,7 +85,8 @@ class Allocation:
 
 
 class KVCache:
-    def __init__(self, num_blocks: int, block_size: int = 16, cpu_blocks: int = 0):
+    def __init__(self, num_blocks: int, block_size: int = 16, cpu_blocks: int = 0,
+                 eviction: str = EvictionName.LRU):
         if num_blocks <= 0 or block_size <= 0:
             raise ValueError("num_blocks and block_size must be positive")
         self.num_blocks, self.block_size, self.cpu_blocks = num_blocks, block_size, cpu_blocks
@@ -164,7 +101,7 @@ class KVCache:
         self.entries_limit = 4 * num_blocks  # more than this: trim the runs
         # the free list: blocks without content (taken first, from the end), then cached ones
         self.empty: list[int] = list(range(num_blocks - 1, -1, -1))
-        self.lru = FreeCached(num_blocks)
+        self.free_cached = eviction_policy(eviction, num_blocks)  # the free cached blocks (`eviction.py`)
         self.cpu: OrderedDict[int, None] = OrderedDict()  # hashes held in DRAM, LRU first
         self.seqs: dict[object, Allocation] = {}
         self.counters = Counters()
@@ -173,12 +110,12 @@ class KVCache:
 
     @property
     def free_blocks(self) -> int:
-        return len(self.empty) + len(self.lru)
+        return len(self.empty) + len(self.free_cached)
 
     @property
     def free(self) -> list[int]:
         """The free blocks in the order they are taken (for inspection; O(blocks))."""
-        return self.empty[::-1] + list(self.lru)
+        return self.empty[::-1] + list(self.free_cached)
 
     @property
     def cached(self) -> dict[int, int]:
@@ -267,7 +204,7 @@ class KVCache:
             return None
         if g:
             hit = np.fromiter(blocks, np.int64, g)
-            self.lru.remove(hit[self.ref[hit] == 0])  # cached but unused: leave the free list
+            self.free_cached.remove(hit[self.ref[hit] == 0])  # cached but unused: leave the free list
             self.ref[hit] += 1  # (a sequence holds a block once)
         fresh = self._take(need - g)
         if c:  # loaded from DRAM: their content is known
@@ -349,7 +286,7 @@ class KVCache:
         zero = self.ref[held] == 0
         cut = len(blocks) - known  # the blocks without content (taken first) come before the cut
         self.empty += held[:cut][zero[:cut]].tolist()
-        self.lru.append(held[cut:][zero[cut:]])
+        self.free_cached.append(held[cut:][zero[cut:]])
 
     # ---------------------------------------------------------------- internals
 
@@ -362,7 +299,7 @@ class KVCache:
         if out:
             self.ref[out] = 1
         if n > k:  # evict the least recently used cached blocks
-            victims = self.lru.pop(n - k)
+            victims = self.free_cached.pop(n - k)
             self.run_of[victims] = -1  # their run entries go stale
             self.counters.evictions += n - k
             self.ref[victims] = 1
@@ -408,7 +345,7 @@ class KVCache:
         for i, (block, other) in enumerate(zip(own, cached_in), start):
             if block != other:
                 if self.ref[other] == 0:
-                    self.lru.remove([other])
+                    self.free_cached.remove([other])
                 self.ref[other] += 1
                 alloc.blocks[i] = other
                 self.ref[block] = 0

@@ -17,7 +17,6 @@ import itertools
 import json
 import sys
 import time
-from dataclasses import dataclass, field
 
 from aiohttp import web
 
@@ -25,9 +24,8 @@ from agentx import __version__
 from agentx.engine import api
 from agentx.engine.api import (AnthropicShape, BadRequest, ChatRequest, CompletionRequest, MessagesRequest,
                                OpenAIShape, forced_tool)
-from agentx.engine.config import EngineConfig
+from agentx.engine.config import ServeConfig
 from agentx.engine.core import Sequence
-from agentx.engine.faults import FaultConfig
 from agentx.engine.metrics import ServerStats, exposition
 from agentx.engine.replicas import Replicas
 from agentx.engine.tokenizer import Tokenizer, render_chat
@@ -42,34 +40,7 @@ ORDER_WAIT_S = 1.0  # a request waits at most this long (wall, from its head) fo
 # session headers routers read (agentx's --session-headers presets): logged as sent, for checking a replay
 ROUTER_SESSION_HEADERS = ("X-Dynamo-Session-ID", "X-Dynamo-Parent-Session-ID", "X-Dynamo-Session-Final",
                           "X-SMG-Routing-Key", "Cookie")
-REASONING_FIELDS = ("reasoning_content", "reasoning")
 ID_PREFIX = {"completion": "cmpl", "chat": "chatcmpl", "messages": "msg"}  # response ids, as the APIs write them
-
-
-@dataclass(frozen=True)
-class ServeConfig:
-    engine: EngineConfig = field(default_factory=EngineConfig)
-    host: str = "127.0.0.1"
-    port: int = 8000  # 0: any free port (printed at start)
-    speed: float = 1.0  # run the modeled hardware this many times faster than real time
-    served_model_name: str = ""  # default: the model preset's name
-    faults: FaultConfig = field(default_factory=FaultConfig)
-    truth_log: str | None = None  # JSONL of true arrival / first-token / last-token times
-    reasoning_share: float = 0.0  # chat answers stream this share of their tokens as reasoning first
-    reasoning_field: str = "reasoning_content"  # or "reasoning" (vLLM's newer name)
-    request_timeout_s: float = 30.0  # a request's head and body must arrive within this; idle connections close after it
-    replicas: int = 1  # engine cores (data parallel) behind one endpoint
-    router: str = "round-robin"  # how a request picks its replica (engine/replicas.py)
-
-    def __post_init__(self):
-        if self.speed <= 0:
-            raise AgentxError(f"speed must be > 0, got {self.speed}")
-        if not 0 <= self.reasoning_share <= 1:
-            raise AgentxError(f"reasoning share must be in [0, 1], got {self.reasoning_share}")
-        if self.reasoning_field not in REASONING_FIELDS:
-            raise AgentxError(f"reasoning field must be one of {', '.join(REASONING_FIELDS)}, got {self.reasoning_field!r}")
-        if self.request_timeout_s <= 0:
-            raise AgentxError(f"must be > 0, got {self.request_timeout_s}", "request_timeout_s")
 
 
 def _error_response(request: web.Request, status: int, message: str, kind: str) -> web.Response:
@@ -84,7 +55,8 @@ def _error_response(request: web.Request, status: int, message: str, kind: str) 
 class SimServer:
     def __init__(self, cfg: ServeConfig):
         self.cfg = cfg
-        self.core = Replicas(cfg.engine, cfg.replicas, cfg.router)
+        dep = cfg.deployment
+        self.core = Replicas(dep.engine, dep.replicas, dep.router)
         self.tokenizer = Tokenizer(self.core.vocab)
         self.model_name = cfg.served_model_name or self.core.roofline.model.name
         self.stats = ServerStats()
@@ -405,9 +377,10 @@ def serve(cfg: ServeConfig) -> None:
     server = SimServer(cfg)
     roof = server.core.roofline
     print(f"agentx sim: {roof.describe()}", flush=True)
-    replicas = f"{cfg.replicas} replicas behind a {cfg.router} router, each with " if cfg.replicas > 1 else ""
+    dep = cfg.deployment
+    replicas = f"{dep.replicas} replicas behind a {dep.router} router, each with " if dep.replicas > 1 else ""
     print(f"agentx sim: {replicas}GPU KV cache size: {roof.kv_capacity_tokens:,} tokens "
-          f"({server.core.cores[0].kv.num_blocks:,} blocks of {cfg.engine.block_size}); "
+          f"({server.core.cores[0].kv.num_blocks:,} blocks of {dep.engine.block_size}); "
           f"max model length {server.core.max_model_len:,}; speed x{cfg.speed:g}", flush=True)
     if cfg.faults.rate:
         print(f"agentx sim: injecting faults {','.join(cfg.faults.kinds)} at rate {cfg.faults.rate:g} "

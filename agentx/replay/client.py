@@ -12,8 +12,9 @@ Every failure becomes a categorized result, never an exception: `http_4xx`/`http
 (the connection closed early, or the stream ended without its terminating event), `timeout`,
 `malformed` (an SSE event that is not JSON, or a response that is not HTTP), `cancelled`.
 
-This module is the transport's pool and scheduling; `connection.py` is one connection (writing,
-HTTP/1.1 framing), `stream.py` the wire format (what an SSE event means, per API style).
+This module begins and finishes requests; `turns.py` is the pool and the share of work per loop
+turn that the connections take, `connection.py` one connection (writing, HTTP/1.1 framing),
+`stream.py` the wire format (what an SSE event means, per API style).
 """
 
 from __future__ import annotations
@@ -22,16 +23,14 @@ import asyncio
 import contextlib
 import ssl
 import time
-from collections import deque
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from agentx.errors import AgentxError
 from agentx.replay.connection import STALE, Connection
 from agentx.replay.stream import Result, openai_event
+from agentx.replay.turns import Turns
 
-EVENTS_PER_TURN = 128  # payload pieces framed plus SSE events parsed per loop turn, all connections
-WRITE_TURN = 256 << 10  # body bytes written per loop turn over all connections (after FIRST_WRITE)
 ORDER_WAIT_S = 1.0  # a request on a new connection waits at most this long for earlier ones' heads
 
 
@@ -61,14 +60,7 @@ class Client:
         default_port = self.port == (443 if url.scheme == "https" else 80)
         self.host_header = url.netloc.rpartition("@")[2] if not default_port else self.host
         self.timeout = timeout_s
-        self.keep_chunks = keep_chunks
-        self.on_event = on_event  # the wire format: one SSE event -> the result (`stream.py`)
-        self.idle: list[Connection] = []
-        self.open: set[Connection] = set()
-        self.writing: deque[Connection] = deque()  # connections with body bytes left to write
-        self.parsing: deque[Connection] = deque()  # connections with events left to parse
-        self.events_left = EVENTS_PER_TURN  # in this loop turn
-        self.turn_pending = False
+        self.turns = Turns(on_event, keep_chunks, timeout_s)  # shared with every connection it opens
         self.last_connecting = asyncio.Event()  # `written` of the last request begun without a pooled connection
         self.last_connecting.set()
 
@@ -76,15 +68,13 @@ class Client:
         return self
 
     async def __aexit__(self, *exc):
-        for conn in list(self.open):
-            conn.transport.abort()
-        self.idle.clear()
+        self.turns.abort_all()
 
     def begin(self, path: str, body, headers: dict[str, str]) -> Exchange:
         """Start a request now (its start time): on a pooled connection its head and the first
         part of its body are written before this returns. `finish()` waits for the answer."""
         ex = Exchange(path, body, headers, Result(start=time.perf_counter()))
-        conn = self._idle()
+        conn = self.turns.take_idle()
         if conn is not None:
             self._start(conn, ex)
         else:  # new connections complete in any order: heads go out in the order requests began
@@ -146,51 +136,7 @@ class Client:
             res.end = time.perf_counter()
         return res
 
-    def _idle(self) -> Connection | None:
-        while self.idle:
-            conn = self.idle.pop()
-            if not conn.closed:
-                return conn
-        return None
-
     async def _connect(self, loop) -> Connection:
-        _, conn = await loop.create_connection(lambda: Connection(self), self.host, self.port, ssl=self.ssl)
-        self.open.add(conn)
+        _, conn = await loop.create_connection(lambda: Connection(self.turns), self.host, self.port, ssl=self.ssl)
+        self.turns.opened(conn)
         return conn
-
-    def _want_write(self, conn: Connection) -> None:
-        if not self.writing:
-            asyncio.get_running_loop().call_soon(self._write_turn)
-        self.writing.append(conn)
-
-    def _write_turn(self) -> None:
-        """Write the rest of big bodies, a piece per connection in turn, WRITE_TURN bytes per
-        loop turn at most: copying megabytes into sockets at once holds the loop for
-        milliseconds (tens on a VM, where the kernel's first touches of pages are slow), which
-        due requests should not wait for. A connection whose socket has not taken what it was
-        given leaves the round until it has (`resume_writing`), so nothing piles up in user
-        space for the event loop to copy in one go."""
-        budget = WRITE_TURN
-        for _ in range(len(self.writing)):
-            if budget <= 0:
-                break
-            conn = self.writing.popleft()
-            if conn.body is None or conn.closed or conn.blocked:
-                continue
-            budget -= conn.write_piece()
-            if conn.body is not None and not conn.blocked:
-                self.writing.append(conn)
-        if self.writing:
-            asyncio.get_running_loop().call_soon(self._write_turn)
-
-    def _parse_turn(self) -> None:
-        """A new loop turn: a new share of work, first for the connections left waiting.
-        Many sockets can be readable in one turn; framing and parsing all they bring there
-        would hold the loop for milliseconds at hundreds of streams (and the due requests
-        with it)."""
-        self.turn_pending = False
-        self.events_left = EVENTS_PER_TURN
-        while self.parsing and self.events_left > 0:
-            conn = self.parsing.popleft()
-            if conn.res is not None:
-                conn._work()

@@ -1,18 +1,14 @@
 """One keep-alive HTTP/1.1 connection of the client (`client.py`) as an asyncio protocol: writes
 a request's head and body, undoes the response's framing (length, chunked, until close) and
-hands complete SSE events to the client's wire format (`stream.py`), within the client's share
-of work per loop turn."""
+hands complete SSE events to the client's wire format (`stream.py`), within the share of work
+per loop turn that all the client's connections take from one `Turns` (`turns.py`)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
-
 from agentx.replay.stream import Result, names_context_overflow
-
-if TYPE_CHECKING:
-    from agentx.replay.client import Client
+from agentx.replay.turns import Turns
 
 ERROR_BODY_BYTES = 1 << 16  # kept of a non-200 answer
 FIRST_WRITE = 16 << 10  # body bytes written with the head
@@ -26,8 +22,8 @@ class Connection(asyncio.Protocol):
     chunked, until close) is undone here and its payload goes to the SSE parser (status 200)
     or into the error text."""
 
-    def __init__(self, client: Client):
-        self.client = client
+    def __init__(self, turns: Turns):
+        self.turns = turns
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.state = _IDLE
@@ -46,7 +42,7 @@ class Connection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.blocked = False
         if self.body is not None:
-            self.client._want_write(self)
+            self.turns.want_write(self)
 
     def begin(self, head: bytes, body, res: Result, done: asyncio.Future) -> None:
         self.res, self.done = res, done
@@ -60,7 +56,7 @@ class Connection(asyncio.Protocol):
         if self.pos >= len(body):
             self.body, self.sent = None, True
         elif not self.blocked:
-            self.client._want_write(self)
+            self.turns.want_write(self)
 
     def write_piece(self) -> int:
         piece = self.body[self.pos: self.pos + WRITE_PIECE]
@@ -78,15 +74,13 @@ class Connection(asyncio.Protocol):
             return
         self.buf = self.buf + data if self.buf else data
         self.held_at = time.perf_counter()  # the time of every event in these bytes
-        self._work()
+        self.work()
 
-    def _work(self) -> None:
+    def work(self) -> None:
         """Undo the framing of the bytes held and parse their events, as far as this loop
         turn's share allows; what is left waits for a later turn with reading paused."""
-        client = self.client
-        if not client.turn_pending:
-            client.turn_pending = True
-            asyncio.get_running_loop().call_soon(client._parse_turn)
+        turns = self.turns
+        turns.reading()
         try:
             self._frame()
         except ValueError as e:
@@ -99,7 +93,7 @@ class Connection(asyncio.Protocol):
             if not self.paused and not self.closed:
                 self.paused = True
                 self.transport.pause_reading()
-            client.parsing.append(self)
+            turns.wait_turn(self)
         elif self.paused:
             self.paused = False
             if not self.closed:
@@ -107,9 +101,9 @@ class Connection(asyncio.Protocol):
 
     def _frame(self) -> None:
         """Turn the bytes held into payload pieces (a unit of the turn's share each)."""
-        buf, i, client = self.buf, 0, self.client
+        buf, i, turns = self.buf, 0, self.turns
         try:
-            while i < len(buf) and client.events_left > 0:
+            while i < len(buf) and turns.events_left > 0:
                 if self.state == _HEAD:
                     cut = buf.find(b"\r\n\r\n", i)
                     if cut < 0:
@@ -121,7 +115,7 @@ class Connection(asyncio.Protocol):
                     self.left -= len(take)
                     i += len(take)
                     self._payload(take)
-                    client.events_left -= 1
+                    turns.events_left -= 1
                     if self.left == 0 and self.state == _LENGTH:
                         self._ended()
                     elif self.left == 0:
@@ -202,20 +196,20 @@ class Connection(asyncio.Protocol):
         if self.pieces:
             rest = self.sse[self.sse_pos:] if self.sse_pos < len(self.sse) else b""
             self.sse, self.sse_pos, self.pieces = rest + b"".join(self.pieces), 0, []
-        sse, pos, client, res = self.sse, self.sse_pos, self.client, self.res
+        sse, pos, turns, res = self.sse, self.sse_pos, self.turns, self.res
         while True:
             cut = sse.find(b"\n\n", pos)
             if cut < 0:
                 break
-            if client.events_left <= 0:
+            if turns.events_left <= 0:
                 self.sse_pos = pos
                 return False
-            client.events_left -= 1
-            if client.on_event(sse[pos:cut], now, res, client.keep_chunks):
+            turns.events_left -= 1
+            if turns.on_event(sse[pos:cut], now, res, turns.keep_chunks):
                 self.got_done = True
             pos = cut + 2
         self.sse, self.sse_pos = sse[pos:], 0
-        if self.buf and client.events_left <= 0:
+        if self.buf and turns.events_left <= 0:
             return False  # framing stopped for the share
         if self.ended:
             self._finish()
@@ -253,26 +247,26 @@ class Connection(asyncio.Protocol):
         done, self.res, self.done, self.body = self.done, None, None, None
         self.state, self.sse, self.buf = _IDLE, b"", b""
         if self.keep_alive and self.sent and not self.closed:
-            self.client.idle.append(self)
+            self.turns.reusable(self)
         elif not self.closed:
             self.transport.close()
         if done is not None and not done.done():
             done.set_result(None)
 
     def time_out(self) -> None:
-        self._fail("timeout", f"no complete answer within {self.client.timeout:g} s")
+        self._fail("timeout", f"no complete answer within {self.turns.timeout:g} s")
         self.transport.abort()
 
     def connection_lost(self, exc) -> None:
         self.closed = True
-        self.client.open.discard(self)
+        self.turns.lost(self)
         if self.res is None:
             return
         self.lost = str(exc) if exc else "connection closed mid-response"
         if self.state == _UNTIL_CLOSE:  # the end of a response framed by closing
             self.ended = True
         if not self.paused:  # (a paused one is waiting for its turn: the rest happens there)
-            self._work()
+            self.work()
 
     def _lost(self) -> None:
         """The connection closed, and all it brought is parsed, without the response's end."""

@@ -14,31 +14,27 @@ import asyncio
 import gc
 import math
 import time
-import uuid
 from collections import deque
-from dataclasses import replace
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import aiohttp
 
-from agentx.common import gc_paused, peak_rss_mb
+from agentx.common import peak_rss_mb
 from agentx.errors import AgentxError
 from agentx.metrics.identity import discover
 from agentx.metrics.scrape import Scraper
 from agentx.records import Record, RecordWriter
 from agentx.replay.client import Client, Exchange
-from agentx.replay.folder import RunFolder, report
-from agentx.replay.session_ids import SessionIdentity, session_body_field, session_headers, with_body_field
-from agentx.replay.plan import DONE, PROFILE, Dispatch, ReplayPlan
+from agentx.replay.folder import report
+from agentx.replay.session_ids import SessionIdentity, with_body_field
+from agentx.replay.plan import DONE, PROFILE, Dispatch
 from agentx.replay.probe import ANSWER_TOKENS, ProbeConfig, probe_cache
-from agentx.replay.render import Renderer
+from agentx.replay.run import RunSkeleton
 from agentx.replay.settings import BenchSettings
 from agentx.serving import run_async
-from agentx.traces.digest import write_digest
-from agentx.traces.graph import build_graph
 
 # `bench` is the entry point; its settings (settings.py) and `report` (folder.py) are named here too
-__all__ = ["BenchSettings", "Run", "bench", "discover_model", "report"]
+__all__ = ["BenchSettings", "Dispatcher", "Run", "bench", "discover_model", "report"]
 
 # Event-loop timers fire up to ~1.5 ms off (libuv and epoll count whole milliseconds): the driver
 # wakes this much early and spins (yielding to I/O) until a request is due.
@@ -48,8 +44,6 @@ TIMER_SLACK_S = 0.002
 # due request is only written (`render.py` bounds the bytes held ahead).
 AHEAD_S = 1.0
 AHEAD_GUARD_S = 0.005
-# Profiling starts this long (wall) after the warmup drains: time to prepare every lane's first body.
-LEAD_S = 0.5
 
 
 def discover_model(url: str, headers: tuple = ()) -> str:
@@ -68,28 +62,33 @@ def discover_model(url: str, headers: tuple = ()) -> str:
         raise AgentxError(f"cannot discover the model name from {url}/v1/models ({e}); name it", "model") from None
 
 
-class Run:
-    """One (settings, sessions) replay into one folder."""
+@dataclass
+class Opened:
+    """What `Run.open` set up for the loop and `Run.close` takes down."""
+
+    client: Client
+    writer: RecordWriter
+    probe: ProbeConfig | None
+    scraper: Scraper | None = None
+    scrape_task: asyncio.Task | None = None
+    ticker: asyncio.Task | None = None
+    window: list = field(default_factory=list)  # the scrape that opens the window
+    cpu0: float = 0.0
+    waited0: float | None = None
+
+
+class Run(RunSkeleton):
+    """One (settings, sessions) replay into one folder, in three steps around a `Dispatcher`:
+    `open` (server identity, cache probe, clock, files, scraper, client), the dispatcher's loop,
+    `close` (in-flight requests up to the grace, the closing scrape, the folder finished)."""
 
     def __init__(self, settings: BenchSettings, sessions: list, command: str = ""):
-        self.s, target = settings, settings.target
-        self.run_id = uuid.uuid4().hex[:12]
-        self.sessions = sessions
-        with gc_paused():
-            graphs = [build_graph(s) for s in sessions]
-        self.plan = ReplayPlan(graphs, replace(settings.plan, run_id=self.run_id, lead=LEAD_S * target.clock_scale))
-        # (the tokenizer is read before the folder is made: a bad one leaves no folder behind)
-        self.render = Renderer(self.run_id, settings.content, target.model, target.wire, target.tokenizer)
-        self.folder = RunFolder(Path(settings.out), self.run_id,
-                                {**settings.flat(), "model": target.model, "sessions": len(sessions)}, command)
-        write_digest(self.folder.path, sessions, graphs)  # the dataset's trace stats (SPEC §8)
-        self.identity = SessionIdentity(target.session_headers, self.run_id)
-        self.trees_written = 0
+        super().__init__(settings, sessions, command)
+        self.identity = SessionIdentity(settings.target.session_headers, self.run_id)
         self.done = {"warmup": 0, "profile": 0, "errors": 0}
         self.recent: deque = deque(maxlen=500)  # (end, ttft, output tokens) of profile records
         self.clock = lambda: 0.0
-
-    # ------------------------------------------------------------------ the loop
+        self.t0 = 0.0
 
     def snapshot(self) -> dict:
         """Live figures for a progress display."""
@@ -105,7 +104,7 @@ class Run:
             "output_tok_s": sum(r[2] for r in window) / span if span else None,
         }
 
-    def _count(self, rec: Record) -> None:
+    def count(self, rec: Record) -> None:
         self.done[rec.phase] += 1
         if rec.error:
             self.done["errors"] += 1
@@ -119,14 +118,19 @@ class Run:
         gc.collect()
         gc.freeze()
         try:
-            await self._execute(on_tick)
+            opened = await self.open(on_tick)
+            dispatcher = Dispatcher(self, opened.client, opened.writer, lambda: self._window_opens(opened))
+            await dispatcher.loop()
+            await self.close(opened, dispatcher)
         finally:
             gc.unfreeze()  # a sweep runs again in this process: let this run's objects be collected
 
-    async def _execute(self, on_tick) -> None:
-        loop = asyncio.get_running_loop()
+    async def open(self, on_tick=None) -> Opened:
+        """Everything before the first request: what the server says it is and the cache probe
+        (before the run's clock starts), the clock, the records and trees files, the scraper,
+        the client."""
         target = self.s.target
-        found = await discover(target.url, headers=target.headers)  # (before the run's clock starts, as is the probe)
+        found = await discover(target.url, headers=target.headers)
         self.folder.info["server_identity"] = {k: list(v) for k, v in found.items()}
         probe = self._probe_config(found)
         if probe:
@@ -134,114 +138,57 @@ class Run:
         self.folder.write_info()
         t0, scale = time.perf_counter(), target.clock_scale
         self.t0 = t0
-        clock = lambda: (time.perf_counter() - t0) * scale  # noqa: E731
-        self.clock = clock
-        writer = RecordWriter(self.folder.path)
+        self.clock = lambda: (time.perf_counter() - t0) * scale  # noqa: E731
+        opened = Opened(None, RecordWriter(self.folder.path), probe)
         self.folder.open_trees()
-        scraper = scrape_task = None
         if target.server_metrics is not None:
             url = target.server_metrics or target.url.rstrip("/") + "/metrics"
-            scraper = await Scraper(url, self.folder.path / "server_metrics.jsonl", clock, self._phase,
-                                    headers=target.headers).__aenter__()
-            scrape_task = asyncio.create_task(scraper.run())
-        wake = asyncio.Event()
-        tasks: set[asyncio.Task] = set()
-        window: list[asyncio.Task] = []  # the scrape that opens the window
-        cpu0, waited0 = time.process_time(), _runqueue_wait_s()
-        async with Client(target.url, target.request_timeout, target.keep_chunks) as client:
+            opened.scraper = await Scraper(url, self.folder.path / "server_metrics.jsonl", self.clock,
+                                           self._phase, headers=target.headers).__aenter__()
+            opened.scrape_task = asyncio.create_task(opened.scraper.run())
+        opened.cpu0, opened.waited0 = time.process_time(), _runqueue_wait_s()
+        opened.client = await Client(target.url, target.request_timeout, target.keep_chunks).__aenter__()
+        opened.ticker = asyncio.create_task(self._tick(on_tick)) if on_tick else None
+        return opened
 
-            def window_opens() -> None:
-                """Scrape as the window opens: at once when nothing is in flight (the warmup has
-                drained; nothing is sent before the profiling start), else at the start itself."""
-                if scraper is None or window or self.plan.phase not in (PROFILE, DONE):
-                    return
-                wait = 0.0 if self.plan.inflight == 0 else max(0.0, (self.plan.profile_start - clock()) / scale)
-                window.append(loop.create_task(_after(wait, scraper.scrape_once("open"))))
-
-            def launch(now: float) -> None:
-                """Send what is due: each request is written here, its answer awaited by a task."""
-                for d in self.plan.due(now):
-                    try:
-                        sent = self._begin(client, d)
-                    except Exception as e:  # a bug must not stall the plan: record it and go on
-                        sent = e
-                    task = loop.create_task(one(d, sent))
-                    tasks.add(task)
-                    task.add_done_callback(tasks.discard)
-
-            async def one(d: Dispatch, sent) -> None:
-                try:
-                    if isinstance(sent, Exception):
-                        raise sent
-                    rec = await self._record(client, d, *sent)
-                except Exception as e:  # a bug must not stall the plan: record it and go on
-                    rec = self._failed(d, f"{type(e).__name__}: {e}")
-                sent = None  # the body: its stream's next request may reuse the buffer
-                writer.write(rec)
-                self._count(rec)
-                # the agent can act once the response is complete (its last bytes may come after
-                # the last token): that, not the record's `end`, starts the end-to-start delays
-                self.plan.ended(d.key, clock())
-                window_opens()
-                self._finished_trees()
-                if self.plan.phase != DONE:
-                    launch(clock())  # what this completion made due goes out now, not a loop hop later
-                wake.set()
-
-            ticker = loop.create_task(self._tick(on_tick)) if on_tick else None
-            self.plan.start(clock())
-            window_opens()
-            while True:
-                now = clock()
-                launch(now)
-                if self.plan.phase == DONE:
-                    break
-                nt = self.plan.next_time(now)
-                if nt is None and self.plan.inflight == 0:
-                    break
-                deadline = math.inf if nt is None else nt  # run clock; the window's end counts too
-                if self.plan.phase == PROFILE:
-                    deadline = min(deadline, self.plan.profile_end)
-                if (deadline - clock()) / scale > AHEAD_GUARD_S and self._render_ahead(clock()):
-                    await asyncio.sleep(0)  # a body per loop turn: answers are read in between
-                    continue
-                wall = (deadline - clock()) / scale
-                if wall <= TIMER_SLACK_S:  # the last stretch before a due time: spin, letting I/O run
-                    await asyncio.sleep(0)
-                    wake.clear()
-                    continue
-                # a timer, early by the slack, that sets the same event a completion sets
-                timer = None if wall == math.inf else loop.call_later(wall - TIMER_SLACK_S, wake.set)
-                await wake.wait()
-                wake.clear()
-                if timer:
-                    timer.cancel()
-            profile_wall = (clock() - self.plan.profile_start) / scale if self.plan.profile_start < math.inf else 0
-            cpu, cpu_wall = time.process_time() - cpu0, clock() / scale
-            waited = _runqueue_wait_s()
-            if tasks:
-                _, pending = await asyncio.wait(set(tasks), timeout=target.grace)
-                for task in pending:
-                    task.cancel()
-                await asyncio.gather(*pending, return_exceptions=True)
-        if scraper is not None:  # the window closes when its last request has ended
-            await asyncio.gather(*window)
-            await scraper.scrape_once("close")
-        if probe:
-            self.folder.info["cache_probe"]["after"] = await probe_cache(probe, self.sessions)
-        for task in (scrape_task, ticker):
+    async def close(self, opened: Opened, dispatcher: Dispatcher) -> None:
+        """Everything after the loop: in-flight answers awaited up to the grace, the closing
+        scrape (once the window's last request has ended), the probe again, the folder finished
+        with the client's health."""
+        clock, scale, plan = self.clock, self.s.target.clock_scale, self.plan
+        profile_wall = (clock() - plan.profile_start) / scale if plan.profile_start < math.inf else 0
+        cpu, cpu_wall = time.process_time() - opened.cpu0, clock() / scale
+        waited = _runqueue_wait_s()
+        await dispatcher.drain(self.s.target.grace)
+        await opened.client.__aexit__(None, None, None)
+        if opened.scraper is not None:
+            await asyncio.gather(*opened.window)
+            await opened.scraper.scrape_once("close")
+        if opened.probe:
+            self.folder.info["cache_probe"]["after"] = await probe_cache(opened.probe, self.sessions)
+        for task in (opened.scrape_task, opened.ticker):
             if task:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
-        if scraper is not None:
-            await scraper.__aexit__(None, None, None)
-        writer.close()
+        if opened.scraper is not None:
+            await opened.scraper.__aexit__(None, None, None)
+        opened.writer.close()
+        waited0 = opened.waited0
         self.folder.finish({
             "cpu_percent": 100.0 * cpu / cpu_wall if cpu_wall else None,  # until the window closed
             "runqueue_wait_percent": 100.0 * (waited - waited0) / cpu_wall if cpu_wall and waited is not None else None,
             "peak_rss_mb": peak_rss_mb(),
             "wall_s": clock() / scale, "profile_wall_s": profile_wall,
         })
+
+    def _window_opens(self, opened: Opened) -> None:
+        """Scrape as the window opens: at once when nothing is in flight (the warmup has drained;
+        nothing is sent before the profiling start), else at the start itself."""
+        plan = self.plan
+        if opened.scraper is None or opened.window or plan.phase not in (PROFILE, DONE):
+            return
+        wait = 0.0 if plan.inflight == 0 else max(0.0, (plan.profile_start - self.clock()) / self.s.target.clock_scale)
+        opened.window.append(asyncio.get_running_loop().create_task(_after(wait, opened.scraper.scrape_once("open"))))
 
     def _probe_config(self, found: dict) -> ProbeConfig | None:
         """The cache probe of `--probe-cache N` (prompts that fit the published context)."""
@@ -259,41 +206,129 @@ class Run:
             await asyncio.sleep(0.5)
 
     def _phase(self) -> str:
-        if self.plan.phase == PROFILE and self.clock() < self.plan.profile_start:
-            return "warmup"  # the lead before profiling
-        return {"warmup1": "warmup", "warmup2": "warmup"}.get(self.plan.phase, self.plan.phase)
+        return self.phase_at(self.clock())
+
+    def forget_finished(self) -> None:
+        """Write the rows of trees that finished since the last call and drop their state."""
+        for tree in self.finished_trees():
+            self.identity.forget(tree.uid, len(tree.graph.streams))
+
+
+class Dispatcher:
+    """The real-time loop: sends the plan's due requests on the client (each written at once, its
+    answer awaited by a task of its own), records each answer and tells the plan, prepares bodies
+    ahead while it would wait, and sleeps until the next due time or completion. It holds no file
+    or server of its own, so a worker process can run it over a share of the lanes."""
+
+    def __init__(self, run: Run, client: Client, writer: RecordWriter, window_opens):
+        self.run, self.plan, self.client, self.writer = run, run.plan, client, writer
+        self.window_opens = window_opens  # called once the plan may have reached the window
+        self.scale = run.s.target.clock_scale
+        self.keep_chunks = run.s.target.keep_chunks
+        self.tasks: set[asyncio.Task] = set()
+        self.wake = asyncio.Event()
+
+    async def loop(self) -> None:
+        """From the plan's start until it is done (or nothing is left to send or wait for)."""
+        plan, clock, scale, wake = self.plan, self.run.clock, self.scale, self.wake
+        loop = asyncio.get_running_loop()
+        plan.start(clock())
+        self.window_opens()
+        while True:
+            self.launch(clock())
+            if plan.phase == DONE:
+                break
+            nt = plan.next_time(clock())
+            if nt is None and plan.inflight == 0:
+                break
+            deadline = math.inf if nt is None else nt  # run clock; the window's end counts too
+            if plan.phase == PROFILE:
+                deadline = min(deadline, plan.profile_end)
+            if (deadline - clock()) / scale > AHEAD_GUARD_S and self._render_ahead(clock()):
+                await asyncio.sleep(0)  # a body per loop turn: answers are read in between
+                continue
+            wall = (deadline - clock()) / scale
+            if wall <= TIMER_SLACK_S:  # the last stretch before a due time: spin, letting I/O run
+                await asyncio.sleep(0)
+                wake.clear()
+                continue
+            # a timer, early by the slack, that sets the same event a completion sets
+            timer = None if wall == math.inf else loop.call_later(wall - TIMER_SLACK_S, wake.set)
+            await wake.wait()
+            wake.clear()
+            if timer:
+                timer.cancel()
+
+    async def drain(self, grace: float) -> None:
+        """After the loop: answers in flight get `grace` seconds, then are cancelled (recorded so)."""
+        if self.tasks:
+            _, pending = await asyncio.wait(set(self.tasks), timeout=grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    def launch(self, now: float) -> None:
+        """Send what is due: each request is written here, its answer awaited by a task."""
+        loop = asyncio.get_running_loop()
+        for d in self.plan.due(now):
+            try:
+                sent = self._begin(d)
+            except Exception as e:  # a bug must not stall the plan: record it and go on
+                sent = e
+            task = loop.create_task(self._one(d, sent))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def _one(self, d: Dispatch, sent) -> None:
+        run, clock = self.run, self.run.clock
+        try:
+            if isinstance(sent, Exception):
+                raise sent
+            rec = await self._record(d, *sent)
+        except Exception as e:  # a bug must not stall the plan: record it and go on
+            now = clock()
+            rec = run.record(d, 0, 0, 0, now, now, error="client", detail=f"{type(e).__name__}: {e}"[:300])
+        sent = None  # the body: its stream's next request may reuse the buffer
+        self.writer.write(rec)
+        run.count(rec)
+        # the agent can act once the response is complete (its last bytes may come after the last
+        # token): that, not the record's `end`, starts the end-to-start delays
+        self.plan.ended(d.key, clock())
+        self.window_opens()
+        run.forget_finished()
+        if self.plan.phase != DONE:
+            self.launch(clock())  # what this completion made due goes out now, not a loop hop later
+        self.wake.set()
 
     def _render_ahead(self, now: float) -> bool:
         """Prepare the next request due within AHEAD_S that is not prepared yet; False when there
         is none (or the bodies held ahead are too big already)."""
-        if self.render.ahead_full():
+        render = self.run.render
+        if render.ahead_full():
             return False
-        return self.render.prepare_ahead(self.plan.upcoming(now, AHEAD_S * self.s.target.clock_scale))
+        return render.prepare_ahead(self.plan.upcoming(now, AHEAD_S * self.scale))
 
-    def _begin(self, client: Client, d: Dispatch) -> tuple[Exchange, int, int, int]:
+    def _begin(self, d: Dispatch) -> tuple[Exchange, int, int, int]:
         """Start the request of a dispatch: (exchange, ISL, OSL, theoretical cached)."""
-        body, isl, osl, k = self.render.prepared(d)
-        theo = self.render.theoretical_cached(d, isl, k)
-        turn = self.identity.turn(d.tree, d.graph, d.node)
-        headers = {**dict(self.s.target.headers), **session_headers(self.identity.preset, turn)}
-        headers["X-Correlation-ID"] = f"{self.run_id}-{d.tree}-{d.node}"
-        body = with_body_field(body, session_body_field(self.identity.preset, turn))
-        return client.begin(self.render.bodies.path, body, headers), isl, osl, theo
+        run = self.run
+        body, isl, osl, k = run.render.prepared(d)
+        theo = run.render.theoretical_cached(d, isl, k)
+        turn = run.identity.turn(d.tree, d.graph, d.node)
+        headers = {**dict(run.s.target.headers), **run.identity.preset.headers(turn)}  # (--api-key, --header)
+        headers["X-Correlation-ID"] = f"{run.run_id}-{d.tree}-{d.node}"
+        body = with_body_field(body, run.identity.preset.body_field(turn))
+        return self.client.begin(run.render.bodies.path, body, headers), isl, osl, theo
 
-    async def _record(self, client: Client, d: Dispatch, ex: Exchange, isl: int, osl: int, theo: int) -> Record:
-        base, scale = self.t0, self.s.target.clock_scale
-        node = d.graph.nodes[d.node]
-        rec = Record(
-            run=self.run_id, lane=d.lane, tree=d.tree, replay=d.replay, session=d.session.id, stream=node.stream,
-            stream_kind=d.graph.kind(d.node), node=d.node, phase=d.phase, planned=d.planned,
-            start=(ex.res.start - base) * scale, end=0.0, isl_planned=isl, osl_planned=osl, theo_cached=theo)
+    async def _record(self, d: Dispatch, ex: Exchange, isl: int, osl: int, theo: int) -> Record:
+        base, scale = self.run.t0, self.scale
+        rec = self.run.record(d, isl, osl, theo, (ex.res.start - base) * scale, 0.0)
         try:
-            res = await client.finish(ex)
+            res = await self.client.finish(ex)
         except asyncio.CancelledError:
-            rec.end, rec.error = self.clock(), "cancelled"
+            rec.end, rec.error = self.run.clock(), "cancelled"
             return rec
         rec.start, rec.end = (res.start - base) * scale, (res.end - base) * scale
-        self.identity.answered(d.tree, node.stream, res.set_cookie)
+        self.run.identity.answered(d.tree, d.graph.nodes[d.node].stream, res.set_cookie)
         rec.ttft = (res.first - res.start) * scale if res.first is not None else None
         rec.isl, rec.osl, rec.cached = res.prompt_tokens, res.completion_tokens, res.cached_tokens
         if rec.osl is None and res.error is None:
@@ -304,27 +339,9 @@ class Run:
         rec.error, rec.detail = res.error, res.detail
         if res.error is None and res.first is None:
             rec.error = "empty"  # a 200 with no output at all
-        if self.s.target.keep_chunks:
+        if self.keep_chunks:
             rec.chunk_times = [(t - res.start) * scale for t in res.chunk_times]
         return rec
-
-    def _failed(self, d: Dispatch, detail: str) -> Record:
-        node = d.graph.nodes[d.node]
-        now = self.clock()
-        return Record(run=self.run_id, lane=d.lane, tree=d.tree, replay=d.replay, session=d.session.id,
-                      stream=node.stream, stream_kind=d.graph.kind(d.node), node=d.node, phase=d.phase,
-                      planned=d.planned, start=now, end=now, isl_planned=0, osl_planned=0, theo_cached=0,
-                      error="client", detail=detail[:300])
-
-    def _finished_trees(self) -> None:
-        """Write the rows of trees that finished since the last call and drop their state."""
-        done = self.plan.finished_trees
-        while self.trees_written < len(done):
-            tree = done[self.trees_written]
-            self.trees_written += 1
-            self.render.forget(tree.uid, len(tree.graph.streams))
-            self.identity.forget(tree.uid, len(tree.graph.streams))
-            self.folder.write_tree(tree, self.plan.profile_end)
 
 
 def _runqueue_wait_s() -> float | None:

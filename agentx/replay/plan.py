@@ -25,12 +25,37 @@ import heapq
 import math
 import random
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from agentx.common import key64
+from agentx.options import check_bounds, option
 from agentx.traces.graph import SessionGraph
 
 WARMUP1, WARMUP2, PROFILE, DONE = "warmup1", "warmup2", "profile", "done"
-MODES = ("lanes", "schedule")  # closed loop per lane, or open loop at recorded session starts
+
+
+class PlanMode(StrEnum):
+    """How sessions are started: a closed loop per lane, or an open loop at recorded starts."""
+
+    LANES = "lanes"
+    SCHEDULE = "schedule"
+
+    @property
+    def rules(self) -> ModeRules:
+        return _RULES[self]
+
+
+@dataclass(frozen=True)
+class ModeRules:
+    """What a plan mode changes in the state machine."""
+
+    refills_lanes: bool  # a drained tree's lane takes the next session (closed loop); else no lanes refill
+    warmup_in_window: bool  # the warmup is the schedule's first `warmup_seconds`, sent in the profile phase
+
+
+_RULES = {PlanMode.LANES: ModeRules(refills_lanes=True, warmup_in_window=False),
+          PlanMode.SCHEDULE: ModeRules(refills_lanes=False, warmup_in_window=True)}
+MODES = tuple(PlanMode)
 ARRIVALS = ("poisson", "constant")  # --request-rate: exponential gaps (vLLM bench's default) or even ones
 # node states
 PENDING, READY, FLIGHT, ENDED = 0, 1, 2, 3
@@ -38,20 +63,29 @@ PENDING, READY, FLIGHT, ENDED = 0, 1, 2, 3
 
 @dataclass(frozen=True)
 class PlanConfig:
-    concurrency: int
-    duration: float
-    seed: int = 0
-    run_id: str = "run"
-    warmup: bool = True
-    warmup_requests_per_lane: int = 10
-    idle_cap: float = 300.0
-    system_idle_cap: float = 10.0
-    mode: str = "lanes"  # or "schedule": every session starts at its recorded start / time_scale
-    time_scale: float = 1.0  # schedule mode
-    warmup_seconds: float = 0.0  # schedule mode: this prefix of the schedule is recorded as warmup
-    lead: float = 0.0  # between the warmup's drain (or the start) and profiling: the client renders ahead
-    request_rate: float | None = None  # schedule mode: session trees start at this rate (per s) instead
-    arrival: str = "poisson"  # how --request-rate spaces the starts: poisson (seeded) or constant
+    """The replay plan's settings (`option`: each declared once, with its flag's help and bounds)."""
+
+    concurrency: int = option(8, "Lanes.", min=1, cli=False)  # (the CLI takes a list: a sweep)
+    duration: float = option(3600.0, "Profiling window in seconds.", gt=0)
+    seed: int = option(0, "Seed of the plan and the content.")
+    run_id: str = option("run", cli=False)  # set per run
+    warmup: bool = option(True, "Warm every lane up before profiling (--no-warmup: every lane starts at t = 0).")
+    warmup_requests_per_lane: int = option(10, "Warmup requests each lane sends before profiling.", min=0)
+    idle_cap: float = option(300.0, "Longest gap a session tree waits with nothing in flight.", min=0)
+    system_idle_cap: float = option(10.0, "Longest gap with nothing in flight anywhere.", min=0)
+    mode: str = option(PlanMode.LANES.value, "lanes (closed loop) or schedule (open loop at recorded start times).",
+                       choices=PlanMode)
+    time_scale: float = option(1.0, "Schedule mode: divide recorded session start times by this.", gt=0)
+    warmup_seconds: float = option(0.0, "Schedule mode: this prefix counts as warmup.", min=0)
+    request_rate: float | None = option(None, "Open loop: session trees start at R per second (a scenario: "
+                                        "requests per second) instead of lanes; see --arrival.", gt=0)
+    arrival: str = option("poisson", "How --request-rate spaces starts: poisson (seeded exponential gaps, vLLM "
+                          "bench's default) or constant (1/R apart).", choices=ARRIVALS)
+    lead: float = option(0.0, min=0, cli=False)  # between the warmup's drain (or the start) and profiling: the
+    # client renders ahead (set per run, `replay/run.py` LEAD_S)
+
+    def __post_init__(self):
+        check_bounds(self)
 
 
 @dataclass(frozen=True)
@@ -111,6 +145,7 @@ class ReplayPlan:
         if not graphs:
             raise ValueError("no sessions to replay")
         self.cfg, self.graphs = cfg, graphs
+        self.rules = PlanMode(cfg.mode).rules
         self.rng = random.Random(key64("plan", cfg.seed))
         self.order: list[int] = []
         self.trees: dict[int, Tree] = {}
@@ -132,7 +167,7 @@ class ReplayPlan:
     # ----------------------------------------------------------------- public
 
     def start(self, now: float) -> None:
-        if self.cfg.mode == "schedule":
+        if not self.rules.refills_lanes:
             self._start_schedule(now)
             return
         for lane in range(self.cfg.concurrency):
@@ -188,7 +223,7 @@ class ReplayPlan:
 
     def due(self, now: float) -> list[Dispatch]:
         """Requests to send at `now` (each exactly once)."""
-        if self.phase == PROFILE and self.cfg.mode == "schedule" and self.profile_start > now:
+        if self.phase == PROFILE and self.rules.warmup_in_window and self.profile_start > now:
             self._pop_due(now)  # the schedule's warmup prefix
         elif self.phase == PROFILE:
             if now >= self.profile_end:  # a late look (a busy client) still sends what fell due in the window
@@ -359,7 +394,7 @@ class ReplayPlan:
 
     def _drained(self, tree: Tree, now: float) -> None:
         self.finished_trees.append(tree)
-        if self.cfg.mode == "schedule":
+        if not self.rules.refills_lanes:
             return
         new = self._new_tree(tree.lane)
         new.origin = now + self.shift
@@ -374,7 +409,7 @@ class ReplayPlan:
         tree.due_at.pop(node, None)
         tree.inflight += 1
         self.inflight += 1
-        if (self.phase == PROFILE and self.cfg.mode == "lanes" and tree.inflight == tree.open_nodes
+        if (self.phase == PROFILE and self.rules.refills_lanes and tree.inflight == tree.open_nodes
                 and self.lanes[tree.lane] is tree and tree.lane not in self.next_trees):
             self.next_trees[tree.lane] = self._draw_tree(tree.lane)  # this tree drains next
         if tree.first_start is None:

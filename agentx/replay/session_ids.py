@@ -20,18 +20,22 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from enum import StrEnum
 
 from agentx.errors import AgentxError
 
-PRESETS = ("plain", "dynamo", "sglang", "llm-d")
 SESSION_TIMEOUT_S = 300  # Dynamo's default inactivity timeout of an opened session
 LLMD_COOKIE = "llm-d-session"
 
 
-def check_preset(name: str) -> str:
-    if name not in PRESETS:
-        raise AgentxError(f"want one of {', '.join(PRESETS)}, got {name!r}", "session_headers")
-    return name
+class PresetName(StrEnum):
+    PLAIN = "plain"
+    DYNAMO = "dynamo"
+    SGLANG = "sglang"
+    LLMD = "llm-d"
+
+
+PRESETS = tuple(PresetName)
 
 
 def stream_session_id(tree_id: str, k: int) -> str:
@@ -57,33 +61,75 @@ class StreamTurn:
     cookie: str | None = None  # llm-d: the stream's last `llm-d-session` value
 
 
-def session_headers(preset: str, turn: StreamTurn) -> dict[str, str]:
+def _pair(turn: StreamTurn) -> dict[str, str]:
+    """agentx's own pair, which every preset sends."""
     headers = {"X-Session-ID": turn.session_id}
     if turn.parent_id is not None:
         headers["X-Parent-Session-ID"] = turn.parent_id
-    if preset == "dynamo":
+    return headers
+
+
+class Plain:
+    """The pair only."""
+
+    keeps_cookie = False
+
+    def headers(self, turn: StreamTurn) -> dict[str, str]:
+        return _pair(turn)
+
+    def body_field(self, turn: StreamTurn) -> bytes | None:
+        """The JSON member the preset adds to the request body (None: none)."""
+        return None
+
+
+class Dynamo(Plain):
+    def headers(self, turn: StreamTurn) -> dict[str, str]:
+        headers = _pair(turn)
         headers["X-Dynamo-Session-ID"] = turn.session_id
         if turn.parent_id is not None:
             headers["X-Dynamo-Parent-Session-ID"] = turn.parent_id
         if turn.last:
             headers["X-Dynamo-Session-Final"] = "true"
-    elif preset == "sglang":
+        return headers
+
+    def body_field(self, turn: StreamTurn) -> bytes | None:
+        """`nvext.session_control`: opened on the stream's first request, closed on its last."""
+        control = {"session_id": turn.session_id, "timeout": SESSION_TIMEOUT_S}
+        if turn.last:
+            control["action"] = "close"
+        elif turn.first:
+            control["action"] = "open"
+        return b'"nvext":' + json.dumps({"session_control": control}, separators=(",", ":")).encode()
+
+
+class SGLang(Plain):
+    def headers(self, turn: StreamTurn) -> dict[str, str]:
+        headers = _pair(turn)
         headers["X-SMG-Routing-Key"] = turn.session_id
-    elif preset == "llm-d" and turn.cookie:
-        headers["Cookie"] = f"{LLMD_COOKIE}={turn.cookie}"
-    return headers
+        return headers
 
 
-def session_body_field(preset: str, turn: StreamTurn) -> bytes | None:
-    """The JSON member a preset adds to the request body (Dynamo's `nvext.session_control`)."""
-    if preset != "dynamo":
-        return None
-    control = {"session_id": turn.session_id, "timeout": SESSION_TIMEOUT_S}
-    if turn.last:
-        control["action"] = "close"
-    elif turn.first:
-        control["action"] = "open"
-    return b'"nvext":' + json.dumps({"session_control": control}, separators=(",", ":")).encode()
+class LLMD(Plain):
+    """The cookie the gateway set on the stream's last answer, sent back."""
+
+    keeps_cookie = True
+
+    def headers(self, turn: StreamTurn) -> dict[str, str]:
+        headers = _pair(turn)
+        if turn.cookie:
+            headers["Cookie"] = f"{LLMD_COOKIE}={turn.cookie}"
+        return headers
+
+
+_PRESETS = {PresetName.PLAIN: Plain, PresetName.DYNAMO: Dynamo, PresetName.SGLANG: SGLang, PresetName.LLMD: LLMD}
+
+
+def preset(name: str) -> Plain:
+    """The preset object of a `--session-headers` name."""
+    try:
+        return _PRESETS[PresetName(name)]()
+    except ValueError:
+        raise AgentxError(f"want one of {', '.join(PRESETS)}, got {name!r}", "session_headers") from None
 
 
 def with_body_field(body, member: bytes | None):
@@ -105,8 +151,8 @@ def llmd_cookie(set_cookie: str | None) -> str | None:
 class SessionIdentity:
     """The session identity of every replayed tree's streams, and the cookie each stream holds."""
 
-    def __init__(self, preset: str, run_id: str):
-        self.preset, self.run_id = check_preset(preset), run_id
+    def __init__(self, name: str, run_id: str):
+        self.preset, self.run_id = preset(name), run_id
         self._ids: dict[int, tuple[list[str], list[str | None]]] = {}
         self._cookies: dict[tuple[int, int], str] = {}
 
@@ -120,7 +166,7 @@ class SessionIdentity:
                           self._cookies.get((tree, n.stream)))
 
     def answered(self, tree: int, stream: int, set_cookie: str | None) -> None:
-        if self.preset == "llm-d" and (cookie := llmd_cookie(set_cookie)):
+        if self.preset.keeps_cookie and (cookie := llmd_cookie(set_cookie)):
             self._cookies[(tree, stream)] = cookie
 
     def forget(self, tree: int, n_streams: int) -> None:

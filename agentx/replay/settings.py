@@ -8,7 +8,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 
 from agentx.content.tokens import ContentConfig
+from agentx.content.wire import WIRE_MODES
+from agentx.engine.presets import COST_BASES
+from agentx.options import check_bounds, option
 from agentx.replay.plan import PlanConfig
+from agentx.replay.session_ids import PresetName
 
 # PlanConfig fields the driver sets for each run (not options)
 _PER_RUN = ("run_id", "lead")
@@ -18,34 +22,43 @@ _PER_RUN = ("run_id", "lead")
 class TargetConfig:
     """The server under test and how the client talks to it."""
 
-    url: str
-    model: str | None = None  # None: discovered from /v1/models
-    wire: str = "tokens"  # or "chat"
-    tokenizer: str | None = None  # tokenizer.json for the chat wire (None: the sim's)
-    request_timeout: float = 600.0
-    keep_chunks: bool = False
-    server_metrics: str | None = ""  # "" -> the target's /metrics; None -> no scraping
-    grace: float = 60.0  # seconds in-flight requests may finish after the window
-    clock_scale: float = 1.0  # the target runs this much faster than what it models (sim --speed)
-    session_headers: str = "plain"  # how stream session ids are sent: plain, dynamo, sglang, llm-d (identity.py)
-    probe_cache: int = 0  # cache-correctness probes before and after the run (0: none)
-    # sent on every request to the target (--api-key, --header; endpoint.py); run.json keeps the names only
-    headers: tuple[tuple[str, str], ...] = ()
+    url: str = option(help="Base URL of an OpenAI-compatible server.")
+    model: str | None = option(None, "Model name; discovered from /v1/models when omitted.")
+    wire: str = option("tokens", "tokens (/v1/completions, token ids) or chat (/v1/chat/completions).",
+                       choices=WIRE_MODES)
+    tokenizer: str | None = option(None, "tokenizer.json for --wire chat (default: the sim's).")
+    request_timeout: float = option(600.0, "Seconds a request may take, whole answer included.", gt=0)
+    keep_chunks: bool = option(False, "Keep every chunk's arrival time in the records.")
+    server_metrics: str | None = option("", "Prometheus URL (default: the target's /metrics; 'none': off).")
+    grace: float = option(60.0, "Seconds in-flight requests may finish after the window.", min=0)
+    clock_scale: float = option(1.0, "Target runs X times faster than it models (agentx sim --speed X): delays "
+                                "shrink, times are reported modeled.", gt=0)
+    session_headers: str = option("plain", "How each stream's session id and its parent's are sent: plain, dynamo, "
+                                  "sglang or llm-d (SPEC 2).", choices=PresetName)
+    probe_cache: int = option(0, "Cache-correctness probes before and after the run.", min=0)
+    # sent on every request to the target (--api-key, --header: endpoint.py); run.json keeps the names only
+    headers: tuple[tuple[str, str], ...] = option((), cli=False)
+
+    def __post_init__(self):
+        check_bounds(self)
 
 
 @dataclass(frozen=True)
 class Labels:
     """What the result says it measured (identity, per-GPU and cost figures)."""
 
-    gpus: int | None = None
-    hardware: str | None = None
-    engine: str | None = None
-    engine_block_size: int | None = None  # KV block of the engine (None: what the server publishes)
-    dataset: str | None = None
-    variant: str | None = None
-    scenario: str | None = None
-    cost_basis: str = "neocloud"
-    slo: tuple[tuple[str, float], ...] = ()  # goodput's objectives, (ttft|tpot|e2el, ms) (metrics/goodput.py)
+    gpus: int | None = option(None, "GPUs of the deployment (per-GPU, cost and power figures).", min=1)
+    hardware: str | None = option(None, "GPU kind for cost and power (H100, H200, B200, ...).")
+    engine: str | None = option(None, "Engine label for the result (e.g. vllm-0.11).")
+    engine_block_size: int | None = option(None, "The engine's KV block (default: what the server publishes).", min=1)
+    dataset: str | None = option(None, cli=False)  # the corpus's label
+    variant: str | None = option(None, cli=False)
+    scenario: str | None = option(None, cli=False)
+    cost_basis: str = option("neocloud", "Which price of the GPU counts.", choices=COST_BASES)
+    slo: tuple[tuple[str, float], ...] = option((), cli=False)  # goodput's objectives (--slo: metrics/goodput.py)
+
+    def __post_init__(self):
+        check_bounds(self)
 
 
 _PARTS = {"target": TargetConfig, "plan": PlanConfig, "content": ContentConfig, "labels": Labels}

@@ -3,70 +3,24 @@ partial bundle, static/), the figures as JSON, drawn by a little plain JavaScrip
 
 from __future__ import annotations
 
-import hashlib
-import json
 from datetime import datetime, timezone
-from functools import cache
-from importlib.resources import files
 from pathlib import Path
 from typing import Callable
 
-import jinja2
 import numpy as np
 
+from agentx.report.capacity import is_plan_folder, write_plan_report
 from agentx.report.flame import flamegraph
 from agentx.report.overtime import over_time
 from agentx.report.point import summary_rows, token_histogram
 from agentx.report.rundata import RunData, is_run_folder, read_run, sweep_folders
-from agentx.report.sweep import X_LABELS, Y_LABELS, deployment, frontier_chart, frontier_rows, table_rows, write_csv
+from agentx.report.frontier_chart import X_LABELS, Y_LABELS, deployment, frontier_chart, frontier_rows, table_rows, write_csv
 from agentx.report.timeline import TIMELINE_TYPES, request_timeline
+from agentx.report.toolkit import bundle_for, plotly_js, script_json, templates, trace_types
 from agentx.results import frontier as fr
 from agentx.results.importer import chart_blobs
 
 FLAME_TREES = 60  # flamegraphs embedded per point (the trees with the most requests)
-
-
-# The vendored plotly.js bundles (static/README.md), smallest first, and the trace types each
-# registers. A page loads the smallest holding its charts' types: the WebGL and heatmap code is a
-# fifth of the file, which a frontier or dataset page would fetch and compile for nothing.
-BUNDLES = {"plotly-agentx-svg.min.js": frozenset({"scatter", "bar"}),
-           "plotly-agentx.min.js": frozenset({"scatter", "bar", "heatmap", "scattergl"})}
-FULL = "plotly-agentx.min.js"
-
-
-@cache
-def plotly_js(bundle: str = FULL) -> str:
-    """A plotly.js bundle with only the trace types agentx draws (the full plotly.min.js takes a
-    browser about 3x longer to evaluate, SPEC §9)."""
-    return files("agentx.report").joinpath("static", bundle).read_text(encoding="utf-8")
-
-
-@cache
-def plotly_digest(bundle: str = FULL) -> str:
-    """A short hash of the bundle: its served URL changes with it, so it can be cached for good."""
-    return hashlib.sha256(plotly_js(bundle).encode()).hexdigest()[:12]
-
-
-def trace_types(node) -> set[str]:
-    """The trace types of every figure (a dict with `data` and `layout`) anywhere in `node`."""
-    if isinstance(node, list):
-        return set().union(*(trace_types(v) for v in node))
-    if not isinstance(node, dict):
-        return set()
-    found = {t.get("type", "scatter") for t in node["data"]} if "data" in node and "layout" in node else set()
-    return found.union(*(trace_types(v) for v in node.values()))
-
-
-def bundle_for(types: set[str]) -> str:
-    """The smallest bundle registering every trace type in `types`."""
-    return next((name for name, has in BUNDLES.items() if types <= has), FULL)
-
-
-@cache
-def templates() -> jinja2.Environment:
-    """The package's Jinja2 templates (autoescaped; compiled once per process)."""
-    return jinja2.Environment(loader=jinja2.PackageLoader("agentx.report", "templates"),
-                              autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
 
 
 def flame_trees(timeline: dict, limit: int = FLAME_TREES) -> list[list]:
@@ -124,11 +78,6 @@ def frontier_views(rows: list[dict]) -> dict[str, dict]:
     return {f"{x}|{y}": frontier_chart(rows, x, y) for x in X_LABELS for y in Y_LABELS}
 
 
-def script_json(data) -> str:
-    """`data` as JSON safe inside a <script> element (no NaN, no closing tag)."""
-    return json.dumps(data, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
-
-
 def render(title: str, views: list[dict], frontiers: dict[str, dict] | None = None, view: str = "",
            table: list[dict] | None = None, plotly_src: Callable[[str], str] | None = None,
            links: dict[str, str] | None = None, nav: list[tuple[str, str]] | None = None, empty_hint: str = "",
@@ -160,10 +109,8 @@ def render(title: str, views: list[dict], frontiers: dict[str, dict] | None = No
 
 def write_report(path: Path, out: Path | None = None) -> Path:
     """report.html in the run, sweep or plan folder (and sweep.csv for a sweep); returns the HTML's path."""
-    from agentx.report.plan import is_plan_folder, write_plan_report
-
     path = Path(path)
-    if is_plan_folder(path):  # `agentx sim plan`'s folder: its own page (report/plan.py)
+    if is_plan_folder(path):  # `agentx sim plan`'s folder: its own page (report/capacity.py)
         return write_plan_report(path, out)
     out = out or path / "report.html"
     if is_run_folder(path):

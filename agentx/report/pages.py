@@ -21,16 +21,16 @@ from sqlalchemy.engine import Engine
 from agentx.errors import AgentxError
 from agentx.report.dataset import conversation_flamegraph, dataset_charts, digest_charts
 from agentx.report.flame import flamegraph
-from agentx.report.html import (BUNDLES, LAZY_PARTS, bundle_for, plotly_digest, plotly_js, point_part, point_view,
-                                render, script_json, templates, trace_types)
+from agentx.report.html import LAZY_PARTS, point_part, point_view, render
 from agentx.report.rundata import RunData, read_run
-from agentx.report.sweep import X_LABELS, Y_LABELS, deployment_label, frontier_chart
+from agentx.report.toolkit import BUNDLES, bundle_for, plotly_digest, plotly_js, script_json, templates, trace_types
+from agentx.report.frontier_chart import X_LABELS, Y_LABELS, deployment_label, frontier_chart
 from agentx.results import frontier as fr
 from agentx.results.query import Filters
 from agentx.results.schema import conversations, datasets, deployments, point_blobs, points
-from agentx.results.store import unpack
+from agentx.results.points import unpack
 from agentx.traces.digest import digest_stats
-from agentx.traces.report import STATS_COLUMNS, stats_rows
+from agentx.traces.stats_tables import STATS_COLUMNS, stats_rows
 
 TABLE_PAGE = 100  # rows of the frontier page's table
 
@@ -63,10 +63,42 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
     for name in ("report.html.j2", "charts.html.j2"):
         templates().get_template(name)
 
-    def rows(q) -> list:
-        with engine.connect() as conn:
+    db = _Pages(engine)
+    _plotly_route(app, by_digest)
+    _frontier_route(app, db)
+    _point_routes(app, db)
+    _dataset_routes(app, db)
+
+
+class _Pages:
+    """The queries the pages share, on one database."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def rows(self, q) -> list:
+        with self.engine.connect() as conn:
             return list(conn.execute(q))
 
+    def filter_choices(self, f: Filters) -> dict:
+        """name -> (value, choices; None for a date) of the frontier's filter form."""
+        labels = {k: sorted({v for (v,) in self.rows(select(deployments.c[k]).distinct()) if v})
+                  for k in ("model", "hardware", "engine")}
+        names = sorted({n for (n,) in self.rows(select(datasets.c.name).distinct()) if n})
+        return {"model": (f.model, labels["model"]), "hardware": (f.hardware, labels["hardware"]),
+                "engine": (f.engine, labels["engine"]), "dataset": (f.dataset, names), "since": (f.since, None),
+                "until": (f.until, None)}
+
+    def blobs_of(self, point_id: int, kinds: set[str]) -> dict[str, dict]:
+        """The point's stored chart data of these kinds (404 when a kind is missing)."""
+        found = {kind: unpack(data) for kind, data in self.rows(select(point_blobs.c.kind, point_blobs.c.data).where(
+            point_blobs.c.point_id == point_id).where(point_blobs.c.kind.in_(kinds)))}
+        if set(found) != kinds:
+            raise HTTPException(404, f"point {point_id} has no chart data (import it again)")
+        return found
+
+
+def _plotly_route(app: FastAPI, by_digest: dict[str, str]) -> None:
     @app.get("/static/plotly-{digest}.min.js", include_in_schema=False)
     def plotly(digest: str, request: Request) -> Response:
         if digest not in by_digest:
@@ -78,6 +110,8 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
                             headers={**headers, "Content-Encoding": "gzip"})
         return Response(plotly_js(bundle), media_type="text/javascript", headers=headers)
 
+
+def _frontier_route(app: FastAPI, db: _Pages) -> None:
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def frontier_page(model: str | None = None, hardware: str | None = None,
                       engine_label: str | None = Query(None, alias="engine"), dataset: str | None = None,
@@ -85,7 +119,7 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
                       y: str = fr.CANONICAL[1], page: int = Query(0, ge=0)) -> str:
         f = Filters(*(v or None for v in (model, hardware, engine_label, dataset, since, until)))
         try:
-            found = fr.load_points(engine, f, x, y)
+            found = fr.load_points(db.engine, f, x, y)
         except AgentxError as e:
             raise HTTPException(422, str(e)) from None
         shown = found[page * TABLE_PAGE:(page + 1) * TABLE_PAGE]
@@ -98,39 +132,24 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
         pages = [(f"{k * TABLE_PAGE + 1}-{min((k + 1) * TABLE_PAGE, len(found))}",
                   None if k == page else "/?" + urlencode({**{k2: v for k2, v in query.items() if v}, "page": k}))
                  for k in range(-(-len(found) // TABLE_PAGE))] if len(found) > TABLE_PAGE else []
-        sets = rows(select(datasets.c.id, datasets.c.name, datasets.c.conversations).order_by(datasets.c.id))
+        sets = db.rows(select(datasets.c.id, datasets.c.name, datasets.c.conversations).order_by(datasets.c.id))
         frontiers = {f"{x}|{y}": frontier_chart(found, x, y)} if found else {}
         return render("agentx dashboard: frontier", [], frontiers, f"{x}|{y}", table,
                       plotly_url, links={r["id"]: f"/points/{r['id']}" for r in found},
                       nav=[(f"dataset {d.name} ({d.conversations} conversations)", f"/datasets/{d.id}") for d in sets],
                       empty_hint=" (import runs with `agentx db import RUN_DIR`, or change the filters)",
-                      table_links=[f"/points/{r['id']}" for r in shown], filters=filter_choices(f), pages=pages)
+                      table_links=[f"/points/{r['id']}" for r in shown], filters=db.filter_choices(f), pages=pages)
 
-    def filter_choices(f: Filters) -> dict:
-        """name -> (value, choices; None for a date) of the frontier's filter form."""
-        labels = {k: sorted({v for (v,) in rows(select(deployments.c[k]).distinct()) if v})
-                  for k in ("model", "hardware", "engine")}
-        names = sorted({n for (n,) in rows(select(datasets.c.name).distinct()) if n})
-        return {"model": (f.model, labels["model"]), "hardware": (f.hardware, labels["hardware"]),
-                "engine": (f.engine, labels["engine"]), "dataset": (f.dataset, names), "since": (f.since, None),
-                "until": (f.until, None)}
 
-    def blobs_of(point_id: int, kinds: set[str]) -> dict[str, dict]:
-        """The point's stored chart data of these kinds (404 when a kind is missing)."""
-        found = {kind: unpack(data) for kind, data in rows(select(point_blobs.c.kind, point_blobs.c.data).where(
-            point_blobs.c.point_id == point_id).where(point_blobs.c.kind.in_(kinds)))}
-        if set(found) != kinds:
-            raise HTTPException(404, f"point {point_id} has no chart data (import it again)")
-        return found
-
+def _point_routes(app: FastAPI, db: _Pages) -> None:
     @app.get("/points/{point_id}", response_class=HTMLResponse, include_in_schema=False)
     def point_page(point_id: int) -> str:
-        found = rows(select(points.c.deployment_id, points.c.result, points.c.run_dir).where(points.c.id == point_id))
+        found = db.rows(select(points.c.deployment_id, points.c.result, points.c.run_dir).where(points.c.id == point_id))
         if not found:
             raise HTTPException(404, f"point {point_id} not found")
         deployment, result, run_dir = found[0]
-        blobs = blobs_of(point_id, {"series", "histograms"})
-        siblings = rows(select(points.c.id, points.c.concurrency).where(points.c.deployment_id == deployment)
+        blobs = db.blobs_of(point_id, {"series", "histograms"})
+        siblings = db.rows(select(points.c.id, points.c.concurrency).where(points.c.deployment_id == deployment)
                         .where(points.c.status == "ok").order_by(points.c.concurrency, points.c.id))
         nav = [("frontier", "/")] + [(f"c{c} (point {i})", f"/points/{i}") for i, c in siblings if i != point_id]
         result = json.loads(result)
@@ -146,13 +165,13 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
         if part not in LAZY_PARTS:
             raise HTTPException(404, f"no part {part!r} (one of {', '.join(LAZY_PARTS)})")
         kind = "timeline_lane" if part == "timeline_lane" else "timeline_conversation"
-        return Response(script_json(point_part(part, blobs_of(point_id, {kind}))), media_type="application/json")
+        return Response(script_json(point_part(part, db.blobs_of(point_id, {kind}))), media_type="application/json")
 
     @app.get("/points/{point_id}/flames/{tree}", include_in_schema=False)
     def point_flame(point_id: int, tree: int) -> Response:
         """A conversation's flamegraph of the point, from its run folder (records keep what the stored
         timeline does not: streams and planned times)."""
-        found = rows(select(points.c.run_dir).where(points.c.id == point_id))
+        found = db.rows(select(points.c.run_dir).where(points.c.id == point_id))
         if not found:
             raise HTTPException(404, f"point {point_id} not found")
         try:
@@ -161,19 +180,22 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
             raise HTTPException(404, f"point {point_id}: its run folder is not readable on this server ({e})")
         return Response(script_json(flamegraph(run, tree)), media_type="application/json")
 
-    def charts_page(title: str, figures: dict, nav: list, table: dict | None = None, table_title: str = "",
-                    stats: dict | None = None) -> str:
-        return templates().get_template("charts.html.j2").render(
-            title=title, nav=nav, figure_ids=list(figures), table=table, table_title=table_title, stats=stats,
-            plotly_src=plotly_url(bundle_for(trace_types(figures))), data_json=script_json({"figures": figures}))
 
+def charts_page(title: str, figures: dict, nav: list, table: dict | None = None, table_title: str = "",
+                stats: dict | None = None) -> str:
+    return templates().get_template("charts.html.j2").render(
+        title=title, nav=nav, figure_ids=list(figures), table=table, table_title=table_title, stats=stats,
+        plotly_src=plotly_url(bundle_for(trace_types(figures))), data_json=script_json({"figures": figures}))
+
+
+def _dataset_routes(app: FastAPI, db: _Pages) -> None:
     @app.get("/datasets/{dataset_id}", response_class=HTMLResponse, include_in_schema=False)
     def dataset_page(dataset_id: int) -> str:
-        found = rows(select(datasets.c.name, datasets.c.variant, datasets.c.summary).where(datasets.c.id == dataset_id))
+        found = db.rows(select(datasets.c.name, datasets.c.variant, datasets.c.summary).where(datasets.c.id == dataset_id))
         if not found:
             raise HTTPException(404, f"dataset {dataset_id} not found")
         convs = [{**r._mapping, "tree": json.loads(r.tree)} for r in
-                 rows(select(conversations).where(conversations.c.dataset_id == dataset_id).order_by(conversations.c.id))]
+                 db.rows(select(conversations).where(conversations.c.dataset_id == dataset_id).order_by(conversations.c.id))]
         columns = ["session", "requests", "subagent groups", "input tokens", "cached tokens", "output tokens",
                    "theoretical hit"]
         table = {"columns": columns, "rows": [
@@ -196,7 +218,7 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
 
     @app.get("/conversations/{conversation_id}", response_class=HTMLResponse, include_in_schema=False)
     def conversation_page(conversation_id: int) -> str:
-        found = rows(select(conversations).where(conversations.c.id == conversation_id))
+        found = db.rows(select(conversations).where(conversations.c.id == conversation_id))
         if not found:
             raise HTTPException(404, f"conversation {conversation_id} not found")
         conv = {**found[0]._mapping, "tree": json.loads(found[0].tree)}

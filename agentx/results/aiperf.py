@@ -25,7 +25,7 @@ from agentx.results.importer import Imported
 from agentx.results.runfolder import FLOAT_FIELDS, INT_FIELDS, STR_FIELDS
 from agentx.results.schema import points
 from agentx.results.series import build_histograms, build_series
-from agentx.results.store import add_conversations, dataset_id, deployment_labels, insert_point, point_row
+from agentx.results.points import add_conversations, dataset_id, deployment_labels, insert_point, point_row
 from agentx.results.timeline import build_conversations, build_timelines
 
 FILES = ("profile_export.jsonl", "profile_export_aiperf.json")

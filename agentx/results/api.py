@@ -29,7 +29,7 @@ from agentx.results.inferencex import export_row
 from agentx.results.query import Filters, filtered
 from agentx.results.schema import (DEPLOYMENT_LABELS, METRIC_COLUMNS, conversations, datasets, deployments,
                                    point_blobs, points, sweeps)
-from agentx.results.store import unpack
+from agentx.results.points import unpack
 
 PREFIX = "/api/v1"
 UPLOAD_FILES = ("run.json", "result.json", "records.jsonl", "records.parquet", "server_metrics.jsonl", "trees.jsonl",
@@ -83,18 +83,39 @@ def create_app(engine: Engine, token: str | None = None, writable: bool = True,
     app = FastAPI(title="agentx results", version="1", description="Points, frontiers and chart data of agentx runs.")
     app.add_middleware(GZipMiddleware, minimum_size=1000, compresslevel=4)
 
-    def rows(q) -> list[dict]:
-        with engine.connect() as conn:
+    db = _Reads(engine)
+    _label_routes(app, db)
+    _point_routes(app, db)
+    _frontier_routes(app, db)
+    _dataset_routes(app, db)
+    if writable:
+        @app.post(PREFIX + "/runs", status_code=201, summary="Upload a run folder's files for import (bearer token)")
+        def upload_run(files: Annotated[list[UploadFile], File()],
+                       credentials: Credentials = None):
+            _authorize(token, credentials)
+            return _json(_import_upload(engine, files, upload_dir), 201)
+
+    return app
+
+
+class _Reads:
+    """The queries the routes share, on one database."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def rows(self, q) -> list[dict]:
+        with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(q)]
 
-    def one(q, what: str) -> dict:
-        found = rows(q)
+    def one(self, q, what: str) -> dict:
+        found = self.rows(q)
         if not found:
             raise HTTPException(404, f"{what} not found")
         return found[0]
 
-    def blob(request: Request, point_id: int, kind: str) -> Response:
-        with engine.connect() as conn:
+    def blob(self, request: Request, point_id: int, kind: str) -> Response:
+        with self.engine.connect() as conn:
             data = conn.execute(select(point_blobs.c.data).where(
                 (point_blobs.c.point_id == point_id) & (point_blobs.c.kind == kind))).scalar()
         if data is None:
@@ -103,13 +124,21 @@ def create_app(engine: Engine, token: str | None = None, writable: bool = True,
             return Response(data, media_type="application/json", headers={"Content-Encoding": "gzip"})
         return Response(msgspec.json.encode(unpack(data)), media_type="application/json")
 
+
+def _label_routes(app: FastAPI, db: _Reads) -> None:
+    """Deployments and sweeps."""
+
     @app.get(PREFIX + "/deployments", summary="Deployments (the natural key of labels)")
     def list_deployments():
-        return _json(rows(select(deployments).order_by(deployments.c.id)))
+        return _json(db.rows(select(deployments).order_by(deployments.c.id)))
 
     @app.get(PREFIX + "/sweeps", summary="Sweeps (recipe, fingerprint, status, times)")
     def list_sweeps():
-        return _json(rows(select(sweeps).order_by(sweeps.c.id)))
+        return _json(db.rows(select(sweeps).order_by(sweeps.c.id)))
+
+
+def _point_routes(app: FastAPI, db: _Reads) -> None:
+    """Points: their rows, details and chart data."""
 
     @app.get(PREFIX + "/points", summary="Points with their labels and scalar metrics")
     def list_points(f: Annotated[Filters, Depends(_filters)], status: Literal["ok", "failed"] | None = None,
@@ -118,13 +147,13 @@ def create_app(engine: Engine, token: str | None = None, writable: bool = True,
                      .join(deployments, points.c.deployment_id == deployments.c.id), f)
         if status is not None:
             q = q.where(points.c.status == status)
-        return _json(rows(q.order_by(points.c.id).limit(limit).offset(offset)))
+        return _json(db.rows(q.order_by(points.c.id).limit(limit).offset(offset)))
 
     @app.get(PREFIX + "/points/{point_id}", summary="One point: summary (result point), series and histograms")
     def point_detail(point_id: ItemId):
-        row = one(select(*POINT_COLUMNS, points.c.run_dir).where(points.c.id == point_id), f"point {point_id}")
+        row = db.one(select(*POINT_COLUMNS, points.c.run_dir).where(points.c.id == point_id), f"point {point_id}")
         # stored JSON is spliced in as it is (no decoding and encoding again of a large point's series)
-        with engine.connect() as conn:
+        with db.engine.connect() as conn:
             texts = conn.execute(select(points.c.settings, points.c.result).where(points.c.id == point_id)).one()
             blobs = dict(conn.execute(select(point_blobs.c.kind, point_blobs.c.data).where(
                 (point_blobs.c.point_id == point_id) & point_blobs.c.kind.in_(("series", "histograms")))).all())
@@ -137,63 +166,62 @@ def create_app(engine: Engine, token: str | None = None, writable: bool = True,
 
     @app.get(PREFIX + "/points/{point_id}/series", summary="Series on the 1 s grid (compact arrays)")
     def point_series(request: Request, point_id: ItemId):
-        return blob(request, point_id, "series")
+        return db.blob(request, point_id, "series")
 
     @app.get(PREFIX + "/points/{point_id}/histograms", summary="ISL / OSL histograms with a log-normal fit")
     def point_histograms(request: Request, point_id: ItemId):
-        return blob(request, point_id, "histograms")
+        return db.blob(request, point_id, "histograms")
 
     @app.get(PREFIX + "/points/{point_id}/timeline", summary="Request timeline (compact arrays), rows by "
              "conversation stream or by lane")
     def point_timeline(request: Request, point_id: ItemId,
                        by: Literal["conversation", "lane"] = "conversation"):
-        return blob(request, point_id, f"timeline_{by}")
+        return db.blob(request, point_id, f"timeline_{by}")
 
     @app.get(PREFIX + "/points/{point_id}/inferencex", summary="The point as InferenceX's flat AgentX row")
     def point_inferencex(point_id: ItemId):
         try:
-            return _json(export_row(engine, point_id))
+            return _json(export_row(db.engine, point_id))
         except AgentxError as e:
             raise HTTPException(404, str(e)) from None
+
+
+def _frontier_routes(app: FastAPI, db: _Reads) -> None:
+    """Frontiers and interpolation on them."""
 
     @app.get(PREFIX + "/frontier", summary="Pareto frontier per (model, hardware, engine), or over all points")
     def get_frontier(f: Annotated[Filters, Depends(_filters)], x: XMetric = fr.CANONICAL[0],
                      y: YMetric = fr.CANONICAL[1], overall: bool = False):
-        curves = fr.frontier(fr.load_points(engine, f, x, y), x, y, per_curve=not overall)
+        curves = fr.frontier(fr.load_points(db.engine, f, x, y), x, y, per_curve=not overall)
         return _json({"x": x, "y": y, "curves": [{"key": c.key, "points": c.points} for c in curves]})
 
     @app.get(PREFIX + "/frontier/interpolate", summary="y at a given x on each curve (monotone interpolation, "
              "null outside a curve's range)")
     def interpolate(f: Annotated[Filters, Depends(_filters)], at: Annotated[float, Query(allow_inf_nan=False)],
                     x: XMetric = fr.CANONICAL[0], y: YMetric = fr.CANONICAL[1]):
-        curves = fr.frontier(fr.load_points(engine, f, x, y), x, y)
+        curves = fr.frontier(fr.load_points(db.engine, f, x, y), x, y)
         return _json({"x": x, "y": y, "at": at,
                       "curves": [{"key": c.key, "value": fr.interpolate(c, x, y, at)} for c in curves]})
 
+
+def _dataset_routes(app: FastAPI, db: _Reads) -> None:
+    """Datasets and their conversations."""
+
     @app.get(PREFIX + "/datasets", summary="Datasets")
     def list_datasets():
-        return _json(rows(select(datasets).order_by(datasets.c.id)))
+        return _json(db.rows(select(datasets).order_by(datasets.c.id)))
 
     @app.get(PREFIX + "/datasets/{dataset_id}/conversations", summary="A dataset's conversations (totals)")
     def list_conversations(dataset_id: ItemId):
-        one(select(datasets.c.id).where(datasets.c.id == dataset_id), f"dataset {dataset_id}")
+        db.one(select(datasets.c.id).where(datasets.c.id == dataset_id), f"dataset {dataset_id}")
         cols = [c for c in conversations.c if c.name != "tree"]
-        return _json(rows(select(*cols).where(conversations.c.dataset_id == dataset_id).order_by(conversations.c.id)))
+        return _json(db.rows(select(*cols).where(conversations.c.dataset_id == dataset_id).order_by(conversations.c.id)))
 
     @app.get(PREFIX + "/conversations/{conversation_id}", summary="One conversation with its structure (flamegraph)")
     def get_conversation(conversation_id: ItemId):
-        row = one(select(conversations).where(conversations.c.id == conversation_id), f"conversation {conversation_id}")
+        row = db.one(select(conversations).where(conversations.c.id == conversation_id), f"conversation {conversation_id}")
         row["tree"] = json.loads(row["tree"])
         return _json(row)
-
-    if writable:
-        @app.post(PREFIX + "/runs", status_code=201, summary="Upload a run folder's files for import (bearer token)")
-        def upload_run(files: Annotated[list[UploadFile], File()],
-                       credentials: Credentials = None):
-            _authorize(token, credentials)
-            return _json(_import_upload(engine, files, upload_dir), 201)
-
-    return app
 
 
 def _authorize(token: str | None, credentials) -> None:

@@ -12,7 +12,7 @@ from sqlalchemy.engine import Engine
 from agentx.results.runfolder import RunFolder, find_run_folders, incomplete, read_run
 from agentx.results.schema import datasets, points
 from agentx.results.series import build_histograms, build_series
-from agentx.results.store import add_conversations, dataset_id, deployment_labels, insert_point, point_row
+from agentx.results.points import add_conversations, dataset_id, deployment_labels, insert_point, point_row
 from agentx.results.timeline import build_conversations, build_timelines
 from agentx.traces.digest import read_digest
 

@@ -156,17 +156,7 @@ class _SessionGen:
         prefix_ids = self.ids.fresh(prefix_tokens // BLOCK)
         chain = _Chain(self.ids, prefix_ids)
         turns = _turn_count(rng, cfg.main_turns_median, cfg.main_turns_sigma)
-        n_subs = 0
-        if rng.random() < cfg.share_with_subagents:
-            n_subs = min(cfg.max_subagents, _turn_count(rng, cfg.subagents_median, cfg.subagents_sigma))
-        # turns after which subagent groups are launched
-        group_sizes = []
-        left = n_subs
-        while left > 0:
-            size = min(left, int(rng.choice([1, 1, 2, 2, 3, 4])))
-            group_sizes.append(size)
-            left -= size
-        spawn_turns = set(rng.choice(np.arange(max(1, turns - 1)), size=min(len(group_sizes), max(1, turns - 1)), replace=False).tolist()) if group_sizes else set()
+        group_sizes, spawn_turns = self.subagent_groups(turns)
         groups = iter(group_sizes)
 
         ctx = prefix_tokens + int(_lognormal(rng, cfg.first_user_tokens_median, 1.0))
@@ -211,6 +201,23 @@ class _SessionGen:
             tool_tokens=cfg.tool_tokens,
             system_tokens=cfg.system_tokens,
         )
+
+    def subagent_groups(self, turns: int) -> tuple[list[int], set]:
+        """The sizes of the session's subagent groups and the turns after which they are launched."""
+        cfg, rng = self.cfg, self.rng
+        n_subs = 0
+        if rng.random() < cfg.share_with_subagents:
+            n_subs = min(cfg.max_subagents, _turn_count(rng, cfg.subagents_median, cfg.subagents_sigma))
+        group_sizes = []
+        left = n_subs
+        while left > 0:
+            size = min(left, int(rng.choice([1, 1, 2, 2, 3, 4])))
+            group_sizes.append(size)
+            left -= size
+        if not group_sizes:
+            return group_sizes, set()
+        slots = max(1, turns - 1)
+        return group_sizes, set(rng.choice(np.arange(slots), size=min(len(group_sizes), slots), replace=False).tolist())
 
     def subagent(self, spawn: float, sibling: int) -> Stream:
         cfg, rng = self.cfg, self.rng

@@ -28,7 +28,7 @@ interactivity >= X and p90 TTFT <= Y, valid run) and its throughput per GPU, per
 MW, plus the measured hit rate at every concurrency against the KV capacity. Points run in
 parallel on local processes, or as Ray tasks with `--ray ADDRESS`; a point's result depends only
 on its settings, so both give identical points. The command then stores every point in the
-results database (`virtual/store.py`) and draws the plan's HTML report (`report/plan.py`).
+results database (`virtual/plan_points.py`) and draws the plan's HTML report (`report/capacity.py`).
 """
 
 from __future__ import annotations
@@ -40,11 +40,15 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentx.engine.config import Deployment, EngineConfig
 from agentx.errors import AgentxError
+from agentx.replay.plan import PlanConfig
 
 GRID_KEYS = ("hardware", "gpus", "kv_memory", "cpu_offload_gb", "replicas", "router", "spec_decode")
-DEFAULTS = {"hardware": ["H200"], "gpus": [8], "kv_memory": [0.9], "cpu_offload_gb": [0], "replicas": [1],
-            "router": ["round-robin"], "spec_decode": ["none"]}
+# a grid key left out takes the engine's declared default (`kv_memory` is gpu_memory_utilization)
+DEFAULTS = {"hardware": [EngineConfig.hardware], "gpus": [EngineConfig.gpus], "kv_memory": [EngineConfig.gpu_memory_utilization],
+            "cpu_offload_gb": [int(EngineConfig.cpu_offload_gb)], "replicas": [Deployment.replicas],
+            "router": [Deployment.router], "spec_decode": ["none"]}
 
 
 @dataclass(frozen=True)
@@ -55,9 +59,9 @@ class Plan:
     max_context: str | None = None
     duration: float = 600.0
     seed: int = 0
-    warmup_requests_per_lane: int = 10
-    model: str = "qwen3-235b-a22b"
-    precision: str = "bf16"
+    warmup_requests_per_lane: int = PlanConfig.warmup_requests_per_lane
+    model: str = EngineConfig.model
+    precision: str = EngineConfig.precision
     cost_basis: str = "neocloud"
     slo: dict = field(default_factory=lambda: {"p90_e2e_normalized_interactivity": 20.0, "p90_ttft_s": 5.0})
 
@@ -118,7 +122,6 @@ def spec_fields(spec) -> dict:
 
 
 def engine_config(plan: Plan, config: dict):
-    from agentx.engine.config import EngineConfig
     from agentx.engine.replicas import Replicas
 
     engine = EngineConfig(hardware=config["hardware"], gpus=int(config["gpus"]), model=plan.model,
@@ -140,18 +143,16 @@ def config_name(config: dict) -> str:
 
 def run_point(plan: Plan, config: dict, concurrency: int, out: str) -> dict:
     """One virtual run (in whatever process runs it); the figures the answer needs."""
-    from agentx.data import sample_traces
+    from agentx.replay.corpus import Corpus
     from agentx.replay.settings import BenchSettings
-    from agentx.traces.load import load_sessions
-    from agentx.traces.variants import limit_corpus, parse_tokens
-    from agentx.virtual.runner import SimDeployment, sim_bench
+    from agentx.virtual.runner import sim_bench
 
-    sessions = limit_corpus(load_sessions(list(plan.traces) or [sample_traces()]),
-                            parse_tokens(plan.max_context) if plan.max_context else None)
+    corpus = Corpus(tuple(plan.traces), max_context=plan.max_context)
     settings = BenchSettings.build(out=out, url="virtual", concurrency=concurrency, duration=plan.duration, seed=plan.seed,
-                             warmup_requests_per_lane=plan.warmup_requests_per_lane, cost_basis=plan.cost_basis,
-                             dataset=", ".join(plan.traces) or "bundled WEKA sample", variant=plan.max_context)
-    sim = SimDeployment(engine_config(plan, config), int(config["replicas"]), config["router"])
+                                   warmup_requests_per_lane=plan.warmup_requests_per_lane, cost_basis=plan.cost_basis,
+                                   **corpus.labels)
+    sessions = corpus.sessions()
+    sim = Deployment(engine_config(plan, config), int(config["replicas"]), config["router"])
     result = sim_bench(settings, sessions, sim, command=f"agentx sim plan ({config_name(config)}, c{concurrency})")
     return point_figures(result)
 

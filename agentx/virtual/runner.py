@@ -25,27 +25,21 @@ import itertools
 import json
 import math
 import time
-import uuid
-from dataclasses import dataclass, field, replace
-from pathlib import Path
 
-from agentx.common import gc_paused, key64, peak_rss_mb
+from agentx.common import key64, peak_rss_mb
 from agentx.content.engine_blocks import EngineBlocks
-from agentx.engine.config import EngineConfig
+from agentx.engine.config import Deployment, EngineConfig
 from agentx.engine.metrics import ServerStats, samples
 from agentx.engine.replicas import Replicas
 from agentx.engine.window import decode_finish_bound
 from agentx.records import Record, RecordWriter
-from agentx.replay.folder import RunFolder, report
-from agentx.replay.plan import DONE, PROFILE, Dispatch, ReplayPlan
-from agentx.replay.render import Renderer
+from agentx.replay.folder import report
+from agentx.replay.plan import DONE, PROFILE, Dispatch
+from agentx.replay.run import RunSkeleton
 from agentx.replay.session_ids import stream_session_id
 from agentx.replay.settings import BenchSettings
-from agentx.traces.digest import write_digest
-from agentx.traces.graph import build_graph
 
 TICK_S = 0.5  # wall seconds between progress snapshots
-LEAD_S = 0.5  # modeled seconds between the warmup's drain and profiling (bench's lead, SPEC section 2)
 
 
 def engine_settings(e: EngineConfig) -> str:
@@ -57,24 +51,15 @@ def engine_settings(e: EngineConfig) -> str:
     return ", ".join(parts)
 
 
-@dataclass(frozen=True)
-class SimDeployment:
-    """What `sim bench` simulates: one engine configuration, replicated behind a router."""
-
-    engine: EngineConfig = field(default_factory=EngineConfig)
-    replicas: int = 1
-    router: str = "round-robin"
-
-
-class VirtualRun:
+class VirtualRun(RunSkeleton):
     """One virtual replay of `sessions` into the run folder `settings.out`."""
 
-    def __init__(self, settings: BenchSettings, sessions: list, sim: SimDeployment, command: str = ""):
+    def __init__(self, settings: BenchSettings, sessions: list, sim: Deployment, command: str = ""):
         self.replicas = Replicas(sim.engine, sim.replicas, sim.router)
         roof = self.replicas.roofline
-        self.s = settings = settings.replace(model=settings.target.model or roof.model.name, wire="tokens",
-                                             clock_scale=1.0, server_metrics=None)
-        self.sim, self.run_id = sim, uuid.uuid4().hex[:12]
+        settings = settings.replace(model=settings.target.model or roof.model.name, wire="tokens",
+                                    clock_scale=1.0, server_metrics=None)
+        self.sim = sim
         e = sim.engine
         simulated = {
             "engine": "agentx-sim (virtual time)", "hardware": e.hardware, "gpus": e.gpus * sim.replicas,
@@ -86,13 +71,7 @@ class VirtualRun:
             "simulated": {"hardware": e.hardware, "model": e.model, "gpus_per_replica": e.gpus,
                           "replicas": sim.replicas, "router": sim.router, "deployment": roof.describe()},
         }
-        self.folder = RunFolder(Path(settings.out), self.run_id, {**settings.flat(), "model": settings.target.model,
-                                                                  "sessions": len(sessions), **simulated}, command)
-        with gc_paused():
-            graphs = [build_graph(s) for s in sessions]
-        write_digest(self.folder.path, sessions, graphs)  # the dataset's trace stats (SPEC §8)
-        self.plan = ReplayPlan(graphs, replace(settings.plan, run_id=self.run_id, lead=LEAD_S))
-        self.render = Renderer(self.run_id, settings.content, settings.target.model, "tokens", None)
+        super().__init__(settings, sessions, command, simulated, tokenizer=None)  # no text: block hashes only
         self.blocks = EngineBlocks(self.render.prompts, e.block_size)
         self.hashes: dict = {}  # (tree, stream) -> block hashes of the stream's last request
         self.inflight: dict = {}  # sequence -> (dispatch, ISL, OSL, theoretical cached)
@@ -101,7 +80,6 @@ class VirtualRun:
         self.done: list = []  # heap of (finish time, replica, order, sequence) not handled yet
         self.order = itertools.count()
         self.records = self.series = None
-        self.trees_written = 0
         self.turns = 0  # loop turns that advanced a core (the cost the windows save)
         self.time = 0.0  # the loop's clock: every event before it has been handled
         self.ended = 0  # requests ended (the progress line)
@@ -187,7 +165,7 @@ class VirtualRun:
         for seq in list(self.inflight):
             self.replicas.abort(seq)
             d, isl, osl, theo = self.inflight.pop(seq)
-            self.records.write(self._record(d, isl, osl, theo, seq.arrival, deadline, error="cancelled"))
+            self.records.write(self.record(d, isl, osl, theo, seq.arrival, deadline, status=200, error="cancelled"))
 
     # ------------------------------------------------------------- requests
 
@@ -202,8 +180,7 @@ class VirtualRun:
         theo = self.render.theoretical_cached(d, isl, k)
         problem = self.replicas.context_error(isl, osl)
         if problem:
-            rec = self._record(d, isl, osl, theo, now, now, error="context_overflow", status=400)
-            rec.detail = problem[:300]
+            rec = self.record(d, isl, osl, theo, now, now, error="context_overflow", status=400, detail=problem[:300])
             self._ended(d, rec, now)
             return
         tail_key = key64("tail", self.run_id, d.tree, d.node)
@@ -221,10 +198,9 @@ class VirtualRun:
         """A finished sequence at its time: its record, and the plan told (the loop then sends
         what that made due at this time)."""
         d, isl, osl, theo = self.inflight.pop(seq)
-        rec = self._record(d, isl, osl, theo, seq.arrival, seq.finished_at)
-        rec.ttft = seq.first_token_at - seq.arrival
-        rec.isl, rec.osl, rec.cached, rec.chunks = isl, len(seq.output), seq.cached_tokens, len(seq.output)
-        rec.finish_reason = seq.finish_reason
+        rec = self.record(d, isl, osl, theo, seq.arrival, seq.finished_at, ttft=seq.first_token_at - seq.arrival,
+                          isl=isl, osl=len(seq.output), cached=seq.cached_tokens, chunks=len(seq.output),
+                          finish_reason=seq.finish_reason, status=200)
         s = self.stats
         s.success[seq.finish_reason] = s.success.get(seq.finish_reason, 0) + 1
         s.ttft.observe(rec.ttft)
@@ -242,22 +218,9 @@ class VirtualRun:
         self.ended += 1
         self.records.write(rec)
         self.plan.ended(d.key, at)
-        done = self.plan.finished_trees
-        while self.trees_written < len(done):  # their rows, and their bookkeeping dropped
-            tree = done[self.trees_written]
-            self.trees_written += 1
-            self.render.forget(tree.uid, len(tree.graph.streams))
+        for tree in self.finished_trees():  # their rows written; their block hashes dropped
             for stream in range(len(tree.graph.streams)):
                 self.hashes.pop((tree.uid, stream), None)
-            self.folder.write_tree(tree, self.plan.profile_end)
-
-    def _record(self, d: Dispatch, isl: int, osl: int, theo: int, start: float, end: float,
-                error: str | None = None, status: int = 200) -> Record:
-        node = d.graph.nodes[d.node]
-        return Record(run=self.run_id, lane=d.lane, tree=d.tree, replay=d.replay, session=d.session.id,
-                      stream=node.stream, stream_kind=d.graph.kind(d.node), node=d.node, phase=d.phase,
-                      planned=d.planned, start=start, end=end, isl_planned=isl, osl_planned=osl, theo_cached=theo,
-                      status=status, error=error)
 
     # ------------------------------------------------------------- metrics
 
@@ -267,9 +230,7 @@ class VirtualRun:
             for duration, decodes in itl:
                 self.stats.itl.observe(duration, decodes)
             itl.clear()
-        phase = self.plan.phase
-        phase = "warmup" if phase in ("warmup1", "warmup2") or (phase == PROFILE and t < self.plan.profile_start) else phase
-        self.series.write(_series_line(t, phase, samples(self.replicas, self.stats, self.s.target.model)))
+        self.series.write(_series_line(t, self.phase_at(t), samples(self.replicas, self.stats, self.s.target.model)))
 
 
 _KEY_TEXT: dict[str, str] = {}  # sample name -> its JSON text and separator (the same names every second)
@@ -286,7 +247,7 @@ def _series_line(t: float, phase: str, values: dict[str, float]) -> bytes:
     return f'{{"t": {json.dumps(t)}, "phase": {json.dumps(phase)}, "samples": {{{", ".join(parts)}}}}}\n'.encode()
 
 
-def sim_bench(settings: BenchSettings, sessions: list, sim: SimDeployment, command: str = "", on_tick=None) -> dict:
+def sim_bench(settings: BenchSettings, sessions: list, sim: Deployment, command: str = "", on_tick=None) -> dict:
     """Replay `sessions` on the simulated deployment in modeled time; write the run folder;
     return the result point. `on_tick(snapshot())` follows the run (a progress line)."""
     run = VirtualRun(settings, sessions, sim, command)

@@ -13,7 +13,7 @@ from tokenizers import Tokenizer
 
 from agentx.capture.canonical import prompt_of
 from agentx.capture.export import ExportConfig, export
-from agentx.capture.store import read_rows
+from agentx.capture.recordings import read_rows
 from agentx.engine.launch import agentx_server
 from agentx.records import read_records
 from agentx.replay.driver import bench

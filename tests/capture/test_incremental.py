@@ -9,7 +9,7 @@ from tokenizers import Tokenizer
 
 from agentx.capture.canonical import prompt_of
 from agentx.capture.incremental import IncrementalTokenizer, common_prefix
-from agentx.capture.store import read_rows
+from agentx.capture.recordings import read_rows
 
 
 def test_every_recorded_transition(captured, tokenizer_path):

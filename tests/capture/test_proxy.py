@@ -10,7 +10,7 @@ import aiohttp
 import psutil
 
 from agentx.capture.answers import Answer
-from agentx.capture.store import read_rows
+from agentx.capture.recordings import read_rows
 from agentx.engine.launch import agentx_server, sim_server
 from tests.realengine.llamacpp import free_port
 

@@ -6,7 +6,7 @@ import asyncio
 import json
 
 from agentx.capture.proxy import api_of
-from agentx.capture.store import read_rows
+from agentx.capture.recordings import read_rows
 from agentx.engine.launch import agentx_server
 from tests.hostile_http import (SECRET, byte_cases, concurrent_streams, disconnect_mid_stream, open_half_sent,
                                 read_response, send_all, short_body, split_response, wrong_type_cases)

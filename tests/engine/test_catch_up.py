@@ -8,7 +8,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from agentx.engine.server import ServeConfig, SimServer
+from agentx.engine.config import ServeConfig
+from agentx.engine.server import SimServer
 
 PROMPT = list(range(1000, 3000))
 SPEED, STALL_AT_S, STALL_S = 2.0, 0.3, 0.4

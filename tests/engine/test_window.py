@@ -103,3 +103,37 @@ def test_published_acceptance_length_is_required_or_given():
         EngineCore(EngineConfig(spec_decode="eagle3", draft_tokens=3))
     with pytest.raises(AgentxError, match="acceptance_length must be"):
         EngineConfig(spec_decode="eagle3", draft_tokens=3, acceptance_length=4.5)
+
+
+def test_the_finish_bound_is_none_during_a_prefill_and_never_after_the_first_finish():
+    """`decode_finish_bound` on its own: no bound while a prompt is being computed; once the batch
+    only decodes, a bound above now that the step-by-step core's first finish does not precede."""
+    from agentx.engine.window import decode_finish_bound
+
+    core = EngineCore(EngineConfig(max_num_batched_tokens=2048))
+    for i, n in enumerate((40, 90, 300)):
+        core.add(core.new_sequence(str(i), list(range(i * 10_000, i * 10_000 + 5_000)), n, ignore_eos=True), 0.0)
+    core.step()  # the first chunk of the first prompt
+    assert decode_finish_bound(core) is None
+    while decode_finish_bound(core) is None:
+        core.step()
+    bound, start = decode_finish_bound(core), core.now
+    assert bound > start
+    while not (done := core.step()).finished:
+        pass
+    assert min(s.finished_at for s in done.finished) >= bound
+
+
+def test_a_window_that_does_not_fit_two_iterations_changes_nothing():
+    from agentx.engine.window import decode_window
+
+    core = EngineCore(EngineConfig())
+    seq = core.new_sequence("a", list(range(3_000)), 500, ignore_eos=True)
+    core.add(seq, 0.0)
+    while seq.computed < seq.prompt_len:
+        core.step()
+    now, out = core.now, len(seq.output)
+    finished, itl = [], []
+    assert not decode_window(core, now + 1e-9, finished, itl)  # the next iteration would start at or after `until`
+    assert (core.now, len(seq.output), finished, itl) == (now, out, [], [])
+    assert decode_window(core, now + 10.0, finished, itl) and core.now > now and len(seq.output) > out + 1

@@ -105,7 +105,7 @@ def test_identity_of_llamacpp(server):
 
 
 def test_bench_with_cache_probe_prints_identity_efficiency_and_no_mismatch(model, sessions, tmp_path):
-    from agentx.metrics.report import result_lines
+    from agentx.metrics.tables import result_lines
 
     # micro-batches of one token, so the probe's cold and warm answers are bitwise comparable
     with llamacpp_server(model, ctx=32768, slots=4, ubatch=1) as url:

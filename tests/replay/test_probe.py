@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from agentx.engine.launch import sim_server
-from agentx.metrics.report import probe_line
+from agentx.metrics.tables import probe_line
 from agentx.replay.probe import ProbeConfig, probe_cache
 from agentx.traces.load import load_sessions
 from tests.conftest import WEKA

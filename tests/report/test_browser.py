@@ -4,10 +4,10 @@ flamegraph at that turn, and the console stays free of errors. Screenshots go to
 
 import pytest
 
-from agentx.report.html import (BUNDLES, FULL, LAZY_TYPES, bundle_for, plotly_js, run_view, script_json,
-                                trace_types, write_report)
+from agentx.report.html import LAZY_TYPES, run_view, write_report
+from agentx.report.toolkit import BUNDLES, FULL, bundle_for, plotly_js, script_json, trace_types
 from agentx.report.rundata import read_run, sweep_folders
-from agentx.report.sweep import frontier_chart, frontier_rows
+from agentx.report.frontier_chart import frontier_chart, frontier_rows
 from agentx.report.timeline import request_timeline
 from agentx.results import frontier as fr
 from agentx.results.importer import chart_blobs

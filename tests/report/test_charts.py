@@ -16,7 +16,7 @@ from agentx.report.html import run_view, write_report
 from agentx.report.overtime import over_time
 from agentx.report.point import summary_rows, token_histogram
 from agentx.report.rundata import read_run, sweep_folders
-from agentx.report.sweep import (LABELLED_POINTS, LEGEND_CURVES, TABLE_COLUMNS, frontier_chart, frontier_rows,
+from agentx.report.frontier_chart import (LABELLED_POINTS, LEGEND_CURVES, TABLE_COLUMNS, frontier_chart, frontier_rows,
                                  table_rows)
 from agentx.report.timeline import TIME_BINS, request_timeline
 from agentx.results import frontier as fr

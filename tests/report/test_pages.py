@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from agentx.report.html import FULL, plotly_digest, plotly_js
+from agentx.report.toolkit import FULL, plotly_digest, plotly_js
 from tests.report.browser import POINT_GRAPHS, assert_every_graph_has_points, chromium_page
 from tests.conftest import WEKA
 from tests.results.conftest import free_port

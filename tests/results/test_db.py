@@ -17,7 +17,7 @@ from agentx.results.db import SCHEMA_VERSION, connect, tables
 from agentx.results.importer import import_paths, import_run
 from agentx.results.runfolder import read_columns
 from agentx.results.schema import DEPLOYMENT_LABELS, conversations, datasets, deployments, point_blobs, points
-from agentx.results.store import deployment_key, unpack
+from agentx.results.points import deployment_key, unpack
 from tests.conftest import WEKA
 
 

@@ -6,7 +6,7 @@ from rich.console import Console
 
 from agentx.traces.model import MAX_SECONDS, MAX_TOKENS
 from agentx.traces.mooncake import read_mooncake
-from agentx.traces.report import stats_table
+from agentx.traces.stats_tables import stats_table
 from agentx.traces.stats import session_hit_tokens, trace_stats
 from agentx.traces.weka import read_weka
 from tests.conftest import WEKA, WEKA_FILES
@@ -56,7 +56,7 @@ def test_corpus_stats_are_totals_of_the_files():
 def test_subagent_requests_and_side_by_side_columns():
     from rich.console import Console
 
-    from agentx.traces.report import compare_table
+    from agentx.traces.stats_tables import compare_table
     from agentx.traces.stats import by_provider
 
     one = read_weka(WEKA / "trace_0291.json")

@@ -36,7 +36,8 @@ from agentx.engine.launch import sim_server
 from agentx.replay.driver import bench
 from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
-from agentx.virtual.runner import SimDeployment, sim_bench
+from agentx.engine.config import Deployment
+from agentx.virtual.runner import sim_bench
 
 SPEED = 1.5  # a millisecond of wall-clock delay counts 1.5 modeled ones, far below 3 % of these figures
 ENGINE = dict(hardware="H100", gpus=4, model="llama-3.1-70b")
@@ -64,7 +65,7 @@ def test_virtual_time_agrees_with_http_against_the_sim(tmp_path):
     sessions = load_sessions([sample_traces()])
     common = dict(concurrency=16, duration=50.0, seed=0, warmup_requests_per_lane=2)
     virtual = sim_bench(BenchSettings.build(url="virtual", out=str(tmp_path / "virtual"), **common), sessions,
-                        SimDeployment(EngineConfig(**ENGINE)))
+                        Deployment(EngineConfig(**ENGINE)))
     flags = [x for key, value in ENGINE.items() for x in (f"--{key}", str(value))]
     with raised_priority(), sim_server("--speed", str(SPEED), *flags) as url:
         http = bench(BenchSettings.build(url=url, out=str(tmp_path / "http"), clock_scale=SPEED, **common), sessions)

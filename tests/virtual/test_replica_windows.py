@@ -8,10 +8,11 @@ import pytest
 
 from agentx.data import sample_traces
 from agentx.engine.config import EngineConfig
-from agentx.engine.replicas import ROUTERS
+from agentx.engine.routing import RouterName as ROUTERS
 from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
-from agentx.virtual.runner import SimDeployment, VirtualRun
+from agentx.engine.config import Deployment
+from agentx.virtual.runner import VirtualRun
 
 
 class StepByStep(VirtualRun):
@@ -35,7 +36,7 @@ def run(cls, out, replicas: int, router: str, engine: EngineConfig = EngineConfi
     # no idle time between a tree's requests: a finish's next request arrives at once, so a
     # replica that ran past another's finish would show
     settings = BenchSettings.build(url="virtual", out=str(out), concurrency=6, duration=40.0, seed=3, idle_cap=0.0)
-    r = cls(settings, load_sessions([sample_traces()]), SimDeployment(engine, replicas, router))
+    r = cls(settings, load_sessions([sample_traces()]), Deployment(engine, replicas, router))
     r.execute()
     files = {name: (out / name).read_text().replace(r.run_id, "RUN")
              for name in ("records.jsonl", "trees.jsonl", "server_metrics.jsonl")}

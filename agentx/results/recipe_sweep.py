@@ -19,11 +19,12 @@ from sqlalchemy import delete, select
 from sqlalchemy.engine import Engine
 
 from agentx.errors import AgentxError
+from agentx.replay.corpus import Corpus
 from agentx.results.db import now
 from agentx.results.importer import import_run
 from agentx.results.recipe import Deployment, Recipe, load_recipe, point_fingerprint, recipe_fingerprint
 from agentx.results.schema import points, sweeps
-from agentx.results.store import deployment_labels, insert_point
+from agentx.results.points import deployment_labels, insert_point
 from agentx.results.targets import healthy, running
 
 
@@ -59,17 +60,14 @@ def _sweep_row(engine: Engine, recipe: Recipe, fingerprint: str, out: Path) -> i
             out_dir=str(out.resolve()), started_at=now())).inserted_primary_key[0]
 
 
-def _sessions(recipe: Recipe, base: Path) -> list:
-    from agentx.data import sample_traces
-    from agentx.replay.scenarios import scenario_sessions
-    from agentx.traces.load import load_sessions
-    from agentx.traces.variants import limit_corpus, parse_tokens
-
+def _corpus(recipe: Recipe, base: Path | None = None) -> Corpus:
+    """The recipe's dataset (its trace paths relative to the recipe's folder `base`)."""
     ds = recipe.dataset
-    if ds.scenario:
-        return scenario_sessions(ds.scenario, max(recipe.concurrency))
-    paths = [base / p if not Path(p).is_absolute() else Path(p) for p in ds.traces or []] or [sample_traces()]
-    return limit_corpus(load_sessions(paths, None), parse_tokens(ds.max_context) if ds.max_context else None)
+    return Corpus(tuple(ds.traces or ()), max_context=ds.max_context, scenario=ds.scenario, base=base)
+
+
+def _sessions(recipe: Recipe, base: Path) -> list:
+    return _corpus(recipe, base).sessions(max(recipe.concurrency))
 
 
 def _stored(engine: Engine, fingerprint: str) -> bool:
@@ -115,13 +113,11 @@ def _point(engine, recipe: Recipe, dep: Deployment, sessions, url: str, folder: 
         say(f"{dep.name}: c{n} was interrupted; its files are in {aside}; running it again")
     labels = _labels(dep)
     clock_scale = dep.clock_scale or (float(dep.sim.get("speed", 1.0)) if dep.sim else 1.0)
-    ds = recipe.dataset
     options = {k: tuple(v) if isinstance(v, list) else v for k, v in recipe.bench.items()}
     settings = BenchSettings.build(
         url=url, concurrency=n, duration=recipe.duration, out=str(folder), seed=recipe.seed, model=labels.get("model"),
         gpus=labels.get("gpus"), hardware=labels.get("hardware"), engine=labels.get("engine"), clock_scale=clock_scale,
-        scenario=ds.scenario, variant=ds.max_context,
-        dataset=ds.scenario or (", ".join(ds.traces) if ds.traces else "bundled WEKA sample"), **options)
+        **_corpus(recipe).labels, **options)
     say(f"{dep.name}: concurrency {n}, {recipe.duration:g} s profiling -> {folder}")
     result = bench(settings, sessions, f"agentx sweep ({recipe.name})", on_tick)
     _label(folder, result, labels)

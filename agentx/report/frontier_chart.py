@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agentx.report.figures import empty, figure
 from agentx.results import frontier as fr
-from agentx.results.store import deployment_labels, metric_columns
+from agentx.results.points import deployment_labels, metric_columns
 
 X_LABELS = {"p90_e2e_norm_intvty": "p90 E2E-normalized interactivity tok/s",
             "p50_e2e_norm_intvty": "p50 E2E-normalized interactivity tok/s",

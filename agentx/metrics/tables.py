@@ -77,11 +77,8 @@ def result_lines(result: dict) -> list[str]:
         f"throughput: {_f(tp.get('total_tok_s'), fmt='{:,.0f}')} tok/s total, "
         f"{_f(tp.get('output_tok_s'), fmt='{:,.0f}')} output tok/s, {_f(tp.get('requests_per_s'), fmt='{:.2f}')} req/s",
     ]
-    good = rm.get("goodput")
-    if good:
-        slo = ", ".join(f"{k} <= {v:g} ms" for k, v in good["slo_ms"].items())
-        lines.append(f"goodput: {_f(good['requests_per_s'], fmt='{:.2f}')} req/s, {good['met']:,} of {good['of']:,} "
-                     f"requests ({_pct(good['share'])}) met {slo}")
+    if rm.get("goodput"):
+        lines.append(_goodput_line(rm["goodput"]))
     if "total_tok_s_per_gpu" in tp:
         line = (f"per GPU: {tp['total_tok_s_per_gpu']:,.0f} tok/s total, {tp['output_tok_s_per_gpu']:,.0f} output")
         if "usd_per_m_output_tokens" in tp:
@@ -92,14 +89,7 @@ def result_lines(result: dict) -> list[str]:
     if reasoning:
         lines.append(f"reasoning tokens: p50 {reasoning['p50']:,.0f}, mean {reasoning['mean']:,.1f} per answer "
                      f"({reasoning['n']:,} answers with reasoning; OSL counts them)")
-    hit, cpu = sm.get("prefix_hit_rate"), sm.get("external_hit_rate")
-    line = (f"prefix cache hit: theoretical {_f(cache.get('theoretical_hit_rate'), 100, '{:.1f}%')} (hash blocks)")
-    if cache.get("engine_ceiling_hit_rate") is not None:
-        line += f", ceiling {cache['engine_ceiling_hit_rate']:.1%} at {cache['engine_block_size']}-token blocks"
-    line += (f", measured {_f(cache.get('measured_hit_rate'), 100, '{:.1f}%')} (usage), "
-             f"server {_f(hit, 100, '{:.1f}%')} ({sm.get('engine')})"
-             + (f", CPU tier {_f(cpu, 100, '{:.1f}%')}" if cpu is not None else ""))
-    lines.append(line)
+    lines.append(_cache_line(cache, sm))
     if cache.get("cache_efficiency") is not None:
         lines.append(f"cache efficiency: {cache['cache_efficiency']:.3f} ({cache['cache_efficiency_source']} hits over "
                      "the engine-block ceiling; 1 = nothing lost to eviction or routing)")
@@ -107,13 +97,41 @@ def result_lines(result: dict) -> list[str]:
         lines.append(f"server: KV usage mean {_pct(sm['kv_usage_mean'])} max {_pct(sm['kv_usage_max'])}; "
                      f"running mean {sm.get('running_mean', 0):.1f}, waiting mean {sm.get('waiting_mean', 0):.1f} "
                      f"max {sm.get('waiting_max', 0):.0f}")
-    slow = result["sessions"]["slowdown"]
-    line = f"sessions replayed whole: {result['sessions']['trees_whole']}"
+    lines += [_sessions_line(result["sessions"]), _client_line(health)]
+    for when, probe in (result.get("cache_probe") or {}).items():
+        lines.append(f"{probe_line(probe)} ({when} the run)")
+    v = result["validity"]
+    lines.append("valid" if v["valid"] else "NOT VALID: " + "; ".join(v["reasons"]))
+    return lines + [f"hint: {hint}" for hint in result.get("hints") or []]
+
+
+def _goodput_line(good: dict) -> str:
+    slo = ", ".join(f"{k} <= {v:g} ms" for k, v in good["slo_ms"].items())
+    return (f"goodput: {_f(good['requests_per_s'], fmt='{:.2f}')} req/s, {good['met']:,} of {good['of']:,} "
+            f"requests ({_pct(good['share'])}) met {slo}")
+
+
+def _cache_line(cache: dict, sm: dict) -> str:
+    hit, cpu = sm.get("prefix_hit_rate"), sm.get("external_hit_rate")
+    line = (f"prefix cache hit: theoretical {_f(cache.get('theoretical_hit_rate'), 100, '{:.1f}%')} (hash blocks)")
+    if cache.get("engine_ceiling_hit_rate") is not None:
+        line += f", ceiling {cache['engine_ceiling_hit_rate']:.1%} at {cache['engine_block_size']}-token blocks"
+    return line + (f", measured {_f(cache.get('measured_hit_rate'), 100, '{:.1f}%')} (usage), "
+                   f"server {_f(hit, 100, '{:.1f}%')} ({sm.get('engine')})"
+                   + (f", CPU tier {_f(cpu, 100, '{:.1f}%')}" if cpu is not None else ""))
+
+
+def _sessions_line(sessions: dict) -> str:
+    slow = sessions["slowdown"]
+    line = f"sessions replayed whole: {sessions['trees_whole']}"
     if slow:
         line += f", slowdown p50 {slow['p50']:.2f}x p90 {slow['p90']:.2f}x"
         if slow["p50"] < 1:
             line += " (below 1: faster than recorded; the idle caps shorten long gaps)"
-    lines.append(line)
+    return line
+
+
+def _client_line(health: dict) -> str:
     late = health.get("dispatch_lateness_ms") or {}
     line = (f"client: dispatch lateness p50 {_f(late.get('p50'), fmt='{:.2f}')} ms, "
             f"p99 {_f(late.get('p99'), fmt='{:.2f}')} ms, CPU {_f(health.get('cpu_percent'), fmt='{:.0f}%')}")
@@ -125,13 +143,7 @@ def result_lines(result: dict) -> list[str]:
         line += (" - LATE DISPATCH (the client had CPU to spare: its event loop was held"
                  + (f", or the host kept it waiting for a CPU {_pct(waited / 100)} of the time)" if waited is not None
                     else ")"))
-    lines.append(line)
-    for when, probe in (result.get("cache_probe") or {}).items():
-        lines.append(f"{probe_line(probe)} ({when} the run)")
-    v = result["validity"]
-    lines.append("valid" if v["valid"] else "NOT VALID: " + "; ".join(v["reasons"]))
-    lines += [f"hint: {hint}" for hint in result.get("hints") or []]
-    return lines
+    return line
 
 
 def sweep_table(results: list[tuple[int | str, dict]]) -> Table:

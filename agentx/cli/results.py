@@ -188,13 +188,12 @@ def sweep_cmd(
     At the end: a table of every point and report.html in the sweep's folder."""
     from agentx.cli import console as live_console  # the console the progress line is drawn on
     from agentx.cli.bench import _progress, print_sweep
-    from agentx.results.sweep import run_sweep
+    from agentx.report.rundata import complete_runs
+    from agentx.results.recipe_sweep import run_sweep
 
     with _progress() as tick:
         folder, _ = run_sweep(recipe, _engine(db), out, say=lambda m: live_console.print(m, highlight=False),
                               on_tick=tick)
-    from agentx.report.rundata import complete_runs
-
     if complete_runs(folder):
         print_sweep(folder)
     else:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from agentx.errors import AgentxError
 from agentx.report.figures import figure
-from agentx.report.html import bundle_for, plotly_js, script_json, templates, trace_types
+from agentx.report.toolkit import bundle_for, plotly_js, script_json, templates, trace_types
 from agentx.results.frontier import pareto
-from agentx.virtual.report import answer_rows
+from agentx.virtual.answer_table import answer_rows
 
 SLO_LINE = {"color": "#d1495b", "dash": "dash", "width": 1.5}
 ANSWER = {"symbol": "star", "size": 16, "color": "#d1495b", "line": {"width": 1, "color": "#222"}}

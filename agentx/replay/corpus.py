@@ -1,0 +1,63 @@
+"""The sessions a run replays, chosen once for every command that chooses them (`bench`, `sim
+bench`, `sim plan`, `sweep`): trace files or folders (default: the bundled real traces) in a format
+(detected when None), less the requests over a maximum context (the variant), optionally one
+provider's sessions only; or a fixed-sequence scenario instead. It also names itself: the
+`dataset` and `variant` labels of the result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from agentx.errors import AgentxError
+
+BUNDLED = "bundled WEKA sample"
+
+
+@dataclass(frozen=True)
+class Corpus:
+    paths: tuple[Path, ...] = ()  # empty: the bundled sample
+    format: str | None = None
+    max_context: str | None = None  # as given (e.g. 256k): the variant's label
+    provider: str | None = None
+    scenario: str | None = None  # 1k1k, 8k1k or 1k8k instead of traces
+    base: Path | None = None  # relative paths are relative to this (a recipe's folder); labels keep them as given
+
+    @property
+    def label(self) -> str:
+        """The result's `dataset` label."""
+        if self.scenario:
+            return self.scenario
+        names = ", ".join(map(str, self.paths)) if self.paths else BUNDLED
+        return names + (f" ({self.provider})" if self.provider else "")
+
+    @property
+    def labels(self) -> dict:
+        """The result labels a corpus sets (BenchSettings keywords)."""
+        return {"dataset": self.label, "variant": self.max_context, "scenario": self.scenario}
+
+    def sessions(self, lanes: int = 1, warn: Callable[[str], None] | None = None, per_arrival: bool = False) -> list:
+        """The sessions (a scenario makes one per lane of the largest level, `lanes`; at a request
+        rate, `per_arrival`, sessions of one request each, which arrivals take in turn)."""
+        from agentx.replay.scenarios import scenario_sessions
+
+        if self.scenario:
+            return scenario_sessions(self.scenario, 1024, 1) if per_arrival else scenario_sessions(self.scenario, lanes)
+        from agentx.data import sample_traces
+        from agentx.traces.load import load_sessions
+        from agentx.traces.variants import limit_corpus, parse_tokens
+
+        paths = [self.base / p if self.base and not Path(p).is_absolute() else Path(p) for p in self.paths]
+        sessions = load_sessions(paths or [sample_traces()], self.format, warn=warn)
+        sessions = limit_corpus(sessions, parse_tokens(self.max_context) if self.max_context else None)
+        return _of_provider(sessions, self.provider) if self.provider else sessions
+
+
+def _of_provider(sessions: list, provider: str) -> list:
+    from agentx.traces.stats import by_provider
+
+    groups = by_provider(sessions)
+    if provider not in groups:
+        raise AgentxError(f"no session of {provider!r} in the traces (they have: {', '.join(groups)})", "provider")
+    return groups[provider]

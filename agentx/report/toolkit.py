@@ -1,0 +1,59 @@
+"""The report toolkit every page shares: the vendored plotly.js bundles (the smallest holding a page's
+trace types), the Jinja2 templates, JSON safe inside a <script> element."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import cache
+from importlib.resources import files
+
+import jinja2
+
+
+# The vendored plotly.js bundles (static/README.md), smallest first, and the trace types each
+# registers. A page loads the smallest holding its charts' types: the WebGL and heatmap code is a
+# fifth of the file, which a frontier or dataset page would fetch and compile for nothing.
+BUNDLES = {"plotly-agentx-svg.min.js": frozenset({"scatter", "bar"}),
+           "plotly-agentx.min.js": frozenset({"scatter", "bar", "heatmap", "scattergl"})}
+FULL = "plotly-agentx.min.js"
+
+
+@cache
+def plotly_js(bundle: str = FULL) -> str:
+    """A plotly.js bundle with only the trace types agentx draws (the full plotly.min.js takes a
+    browser about 3x longer to evaluate, SPEC §9)."""
+    return files("agentx.report").joinpath("static", bundle).read_text(encoding="utf-8")
+
+
+@cache
+def plotly_digest(bundle: str = FULL) -> str:
+    """A short hash of the bundle: its served URL changes with it, so it can be cached for good."""
+    return hashlib.sha256(plotly_js(bundle).encode()).hexdigest()[:12]
+
+
+def trace_types(node) -> set[str]:
+    """The trace types of every figure (a dict with `data` and `layout`) anywhere in `node`."""
+    if isinstance(node, list):
+        return set().union(*(trace_types(v) for v in node))
+    if not isinstance(node, dict):
+        return set()
+    found = {t.get("type", "scatter") for t in node["data"]} if "data" in node and "layout" in node else set()
+    return found.union(*(trace_types(v) for v in node.values()))
+
+
+def bundle_for(types: set[str]) -> str:
+    """The smallest bundle registering every trace type in `types`."""
+    return next((name for name, has in BUNDLES.items() if types <= has), FULL)
+
+
+@cache
+def templates() -> jinja2.Environment:
+    """The package's Jinja2 templates (autoescaped; compiled once per process)."""
+    return jinja2.Environment(loader=jinja2.PackageLoader("agentx.report", "templates"),
+                              autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
+
+
+def script_json(data) -> str:
+    """`data` as JSON safe inside a <script> element (no NaN, no closing tag)."""
+    return json.dumps(data, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
