@@ -4,6 +4,7 @@ and the sweep and exit-status helpers `sim bench` shares."""
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import fields
 from pathlib import Path
 from typing import Optional
 
@@ -128,7 +129,7 @@ def _default_out(prefix: str) -> Path:
     return Path("runs") / f"{prefix}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
-URL_HELP = "Base URL of an OpenAI-compatible server (http://host:8000, with or without /v1)."
+URL_HELP = next(f.metadata["option"]["help"] for f in fields(TargetConfig) if f.name == "url")
 OPT_API_KEY = typer.Option(None, "--api-key", help="Sent as 'Authorization: Bearer KEY' (default: OPENAI_API_KEY "
                            "when set); never written to the run folder.")
 OPT_HEADER = typer.Option(None, "--header", "-H", help="An extra header on every request, 'Name: value' (repeat "
@@ -136,7 +137,7 @@ OPT_HEADER = typer.Option(None, "--header", "-H", help="An extra header on every
 
 
 @config_options(TargetConfig, PlanConfig, ContentConfig, Labels,
-                help={"seed": SEED_HELP, "duration": "Profiling window in seconds.", "url": URL_HELP})
+                help={"seed": SEED_HELP, "duration": "Profiling window in seconds."})
 def bench_cmd(
     traces: list[Path] = OPT_TRACES,
     more_traces: list[Path] = OPT_MORE_TRACES,

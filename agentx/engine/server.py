@@ -152,7 +152,7 @@ class SimServer:
 
     async def version(self, request):
         """vLLM's /version ({"version"}), plus the engine's name and precision (vLLM's has neither)."""
-        return web.json_response({"version": __version__, "engine": "agentx-sim", "precision": self.cfg.engine.precision})
+        return web.json_response({"version": __version__, "engine": "agentx-sim", "precision": self.cfg.deployment.engine.precision})
 
     async def metrics(self, request):
         body = exposition(self.core, self.stats, self.model_name)

@@ -22,7 +22,7 @@ _PER_RUN = ("run_id", "lead")
 class TargetConfig:
     """The server under test and how the client talks to it."""
 
-    url: str = option(help="Base URL of an OpenAI-compatible server.")
+    url: str = option(help="Base URL of an OpenAI-compatible server (http://host:8000, with or without /v1).")
     model: str | None = option(None, "Model name; discovered from /v1/models when omitted.")
     wire: str = option("tokens", "tokens (/v1/completions, token ids) or chat (/v1/chat/completions).",
                        choices=WIRE_MODES)
