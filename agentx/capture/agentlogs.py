@@ -11,7 +11,6 @@ path's tokenizer, salted chained hashes, clean-up and report take over (`export.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -20,8 +19,10 @@ from typing import Iterator
 from agentx.capture.answers import Answer
 from agentx.capture.canonical import prompt_of
 from agentx.capture.export import ExportConfig, ExportReport, _Item, write_export
+from agentx.capture.logfiles import MAX_PROMPT, ClaudeLine, CodexLine, log_files, records
 from agentx.capture.recordings import Row
 from agentx.errors import AgentxError, TraceError
+from agentx.userfiles import shown
 
 
 @dataclass
@@ -46,35 +47,25 @@ def _time(text, file: Path, record: str) -> float:
     try:
         return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
     except ValueError:
-        raise TraceError(str(file), record, f"timestamp: not an ISO time: {text!r}") from None
+        raise TraceError(shown(file), record, f"timestamp: not an ISO time: {str(text)[:100]!r}") from None
 
 
-def _records(file: Path) -> Iterator[tuple[str, dict]]:
-    """(record name, object) of each line; a line that is not a JSON object is an error."""
-    with file.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError as exc:
-                raise TraceError(str(file), f"line {n}", f"invalid JSON: {exc}") from None
-            if not isinstance(obj, dict):
-                raise TraceError(str(file), f"line {n}", "not a JSON object")
-            yield f"line {n}", obj
+def _prompt_bound(size: int, file: Path, where: str) -> None:
+    if size > MAX_PROMPT:
+        raise TraceError(shown(file), where, f"a prompt of {size:,} bytes of records, over the bound of {MAX_PROMPT:,}")
 
 
 def _counts(usage, keys: tuple[str, ...], where: tuple[Path, str], name: str) -> dict[str, int]:
     """The token counts present in a usage object; anything but a non-negative integer is an error."""
     if not isinstance(usage, dict):
-        raise TraceError(str(where[0]), where[1], f"{name}: not an object")
+        raise TraceError(shown(where[0]), where[1], f"{name}: not an object")
     out = {}
     for key in keys:
         value = usage.get(key)
         if value is None:
             continue
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise TraceError(str(where[0]), where[1], f"{name}.{key}: want a count, got {value!r}")
+            raise TraceError(shown(where[0]), where[1], f"{name}.{key}: want a count, got {str(value)[:40]!r}")
         out[key] = value
     return out
 
@@ -101,11 +92,14 @@ class _ClaudeStream:
     def __init__(self, agent: str | None):
         self.agent, self.messages, self.calls = agent, [], {}
         self.last_input: float | None = None
+        self.size = 0  # bytes of the records the conversation holds (a prompt's bound)
 
-    def add(self, rec: dict, t: float, where: tuple[Path, str]) -> None:
+    def add(self, rec: dict, t: float, where: tuple[Path, str], size: int) -> None:
         msg = rec["message"]
         if rec.get("isCompactSummary"):
-            self.messages = []  # the conversation restarts from its summary
+            self.messages, self.size = [], 0  # the conversation restarts from its summary
+        self.size += size
+        _prompt_bound(self.size, *where)
         if rec.get("type") != "assistant":
             self.messages.append({"role": msg.get("role", "user"), "content": msg.get("content")})
             self.last_input = t
@@ -142,12 +136,10 @@ def claude_sessions(root: Path) -> Iterator[tuple[list[_Call], int]]:
     its `agentId`; older versions write subagents into the session file as sidechain records,
     where a record continues its parent's sidechain and one without a sidechain parent opens a
     new subagent."""
-    files = sorted(root.rglob("*.jsonl")) if root.is_dir() else [root]
-    if not files:
-        raise AgentxError(f"{root}: no Claude Code session files (*.jsonl)")
+    files = log_files(root, "Claude Code session files")
     sessions: dict[str, tuple[dict[str, _ClaudeStream], dict[str, str | None]]] = {}
     for file in files:
-        for where, rec in _records(file):
+        for where, rec, size in records(file, ClaudeLine):
             if not isinstance(rec.get("message"), dict) or rec.get("type") not in ("user", "assistant"):
                 continue  # summaries, snapshots, system notes: no conversation content
             streams, agents = sessions.setdefault(str(rec.get("sessionId") or file.stem), ({}, {}))
@@ -157,7 +149,7 @@ def claude_sessions(root: Path) -> Iterator[tuple[list[_Call], int]]:
             if rec.get("uuid"):
                 agents[rec["uuid"]] = agent
             stream = streams.setdefault(agent or "", _ClaudeStream(agent))
-            stream.add(rec, _time(rec.get("timestamp"), file, where), (file, where))
+            stream.add(rec, _time(rec.get("timestamp"), file, where), (file, where), size)
     for streams, _ in sessions.values():
         calls = [c for s in streams.values() for c, _ in s.calls.values()]
         kept = sorted((c for c in calls if c.isl is not None), key=lambda c: c.start)
@@ -194,9 +186,14 @@ def _codex_file(file: Path) -> tuple[str, str | None, list[_Call], int]:
     """(thread id, parent thread id, calls, calls without usage) of one rollout file."""
     thread = parent = None
     messages, calls, open_call, last_input, model, replaying, unused = [], [], None, None, "", False, 0
-    for where, rec in _records(file):
+    size = 0
+    for where, rec, line_size in records(file, CodexLine):
+        size += line_size
+        _prompt_bound(size, file, where)
         p = rec.get("payload") if isinstance(rec.get("payload"), dict) else {}
         kind, t = rec.get("type"), rec.get("timestamp")
+        if t is not None:
+            _time(t, file, where)  # every record's time is one, also where it is not used
         if kind == "session_meta":
             if thread is None:
                 thread = str(p.get("id") or file.stem)
@@ -242,9 +239,7 @@ def _codex_file(file: Path) -> tuple[str, str | None, list[_Call], int]:
 
 def codex_sessions(root: Path) -> Iterator[tuple[list[_Call], int]]:
     """A root thread's calls with those of every subagent thread below it, per session."""
-    files = sorted(root.rglob("*.jsonl")) if root.is_dir() else [root]
-    if not files:
-        raise AgentxError(f"{root}: no Codex rollout files (*.jsonl)")
+    files = log_files(root, "Codex rollout files")
     threads = {}
     for file in files:
         thread, parent, calls, unused = _codex_file(file)
@@ -273,6 +268,9 @@ def codex_sessions(root: Path) -> Iterator[tuple[list[_Call], int]]:
 
 def import_logs(cfg: ExportConfig, claude: list[Path], codex: list[Path]) -> ExportReport:
     """Anonymize the sessions of the given Claude Code and Codex stores into one WEKA export."""
+    out = Path(cfg.out)
+    if (out.exists() or out.is_symlink()) and not out.is_dir():
+        raise AgentxError(f"--out {shown(out)}: not a folder")
     report = ExportReport()
     providers: dict[int, str] = {}
 

@@ -149,8 +149,10 @@ def main() -> None:
     try:
         app(args=expand_lists(sys.argv[1:]))  # click itself reports usage errors (exit 2)
     except AgentxError as exc:
+        from agentx.userfiles import shown
+
         message = f"--{exc.setting.replace('_', '-')}: {exc.message}" if exc.setting else str(exc)
-        err_console.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+        err_console.print(f"[red]error:[/] {escape(shown(message))}", highlight=False, soft_wrap=True)
         sys.exit(2)
 
 

@@ -12,6 +12,7 @@ from rich.console import Console
 console = Console()
 console.width = max(console.width, 112)
 err_console = Console(stderr=True)
+MAX_GPUS = 100_000  # runschema.MAX_GPUS (not imported here: the CLI loads fast)
 
 db_app = typer.Typer(no_args_is_help=True, help="The results database: import, export, inspect.")
 DB_HELP = "Results database: a SQLAlchemy URL (postgresql://..., sqlite:///...) or a SQLite file path " \
@@ -40,15 +41,28 @@ def db_import_cmd(
     paths: list[Path] = typer.Argument(..., help="Run folders, or folders holding run folders (a sweep)."),
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
 ):
-    """Store run folders made by `agentx bench` / `demo` / `sweep` as points."""
-    from agentx.results.importer import import_paths
+    """Store run folders made by `agentx bench` / `demo` / `sweep` as points: each folder whole or
+    not at all; a batch says which folders were stored and which refused (exit 2 if any)."""
+    from agentx.errors import AgentxError
+    from agentx.results.importer import Refused, Skipped, import_each
+    from agentx.userfiles import shown
 
-    def skipped(path: Path, why: str) -> None:
-        err_console.print(f"skipped {path}: incomplete, {why}", highlight=False, markup=False, soft_wrap=True)
-
-    for done in import_paths(_engine(db), paths, skipped):
-        state = "stored as" if done.new else "already stored as"
-        console.print(f"{done.path}: {state} point {done.point_id}", highlight=False)
+    outcomes = list(import_each(_engine(db), paths))
+    refused = [o for o in outcomes if isinstance(o, Refused)]
+    if len(outcomes) == 1 and refused:
+        raise AgentxError(f"{refused[0].reason} (nothing stored)")
+    for done in outcomes:
+        if isinstance(done, Refused):
+            _say(f"{shown(done.path)}: refused (nothing stored): {shown(done.reason)}")
+        elif isinstance(done, Skipped):  # an incomplete run: a note, not an error
+            err_console.print(f"skipped {shown(done.path)}: incomplete, {done.reason}", highlight=False,
+                              markup=False, soft_wrap=True)
+        else:
+            state = "stored as" if done.new else "already stored as"
+            console.print(f"{shown(done.path)}: {state} point {done.point_id}", highlight=False)
+    if refused:
+        raise AgentxError(f"{len(refused)} of {len(outcomes)} run folders refused, "
+                          f"the other {len(outcomes) - len(refused)} stored")
 
 
 @db_app.command("points")
@@ -85,7 +99,8 @@ def db_import_aiperf_cmd(
     artifact_dir: Path = typer.Argument(..., help="An AIPerf artifact folder (profile_export.jsonl, "
                                         "profile_export_aiperf.json, server_metrics_export.json)."),
     hardware: Optional[str] = typer.Option(None, "--hardware", help="GPU kind of the deployment (H100, H200, B200, ...)."),
-    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs of the deployment (per-GPU and cost figures)."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", min=1, max=MAX_GPUS, help="GPUs of the deployment (per-GPU "
+                                       "and cost figures)."),
     engine: Optional[str] = typer.Option(None, "--engine", help="Engine label (e.g. vllm-0.11)."),
     precision: Optional[str] = typer.Option(None, "--precision", help="Precision label (bf16, fp8, fp4, ...)."),
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
@@ -101,7 +116,7 @@ def db_import_aiperf_cmd(
 
 @db_app.command("export-inferencex")
 def db_export_cmd(
-    point: int = typer.Argument(..., help="A point id."),
+    point: int = typer.Argument(..., help="A point id.", min=1, max=2**31 - 1),
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
 ):
     """Print a point as InferenceX's flat AgentX metrics row (JSON)."""
@@ -153,29 +168,38 @@ def serve_cmd(
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (a non-loopback one needs --token "
                              "or --read-only)."),
-    port: int = typer.Option(8400, "--port", min=0, help="Port to listen on (0: a free one, printed)."),
+    port: int = typer.Option(8400, "--port", min=0, max=65535, help="Port to listen on (0: a free one, printed)."),
     token: Optional[str] = typer.Option(None, "--token", help="Bearer token that the write endpoint requires; "
                                         "without it uploads are refused (and a non-loopback host refuses to start)."),
     read_only: bool = typer.Option(False, "--read-only", help="No write endpoint."),
     upload_dir: Optional[Path] = typer.Option(None, "--upload-dir", help="Where uploaded runs are kept "
                                               "(default: uploads/ in the user's data directory)."),
+    request_timeout_s: float = typer.Option(20.0, "--request-timeout-s", min=1.0, max=3600.0,
+                                            help="Seconds a client has to send a request's head and body "
+                                            "(an upload included); then the connection is closed."),
+    workers: int = typer.Option(8, "--workers", min=1, max=256, help="Threads that answer requests (and "
+                                "database connections); more requests wait in line."),
+    max_upload_mb: int = typer.Option(1024, "--max-upload-mb", min=1, max=64 * 1024,
+                                      help="Largest upload body (MiB)."),
 ):
     """The results REST API (OpenAPI at /openapi.json), served by uvicorn."""
-    import uvicorn
-
     from agentx.report.pages import add_pages
     from agentx.results.api import create_app, check_exposure
+    from agentx.results.db import connect
+    from agentx.results.httpserver import ServeLimits, serve
 
     check_exposure(host, token, read_only)
-    engine = _engine(db)
-    app = create_app(engine, token=token, writable=not read_only, upload_dir=upload_dir)
+    limits = ServeLimits(request_timeout_s=request_timeout_s, workers=workers, max_upload_bytes=max_upload_mb << 20)
+    engine = connect(db, _say, pool_size=limits.workers)
+    app = create_app(engine, token=token, writable=not read_only, upload_dir=upload_dir, workers=limits.workers,
+                     max_upload_bytes=limits.max_upload_bytes)
     add_pages(app, engine)
     from agentx.serving import bind_socket
 
     sock = bind_socket(host, port)  # a busy port: one line, before "listening" is printed
     port = sock.getsockname()[1]
     console.print(f"agentx results API listening on http://{host}:{port} (OpenAPI: /openapi.json)", highlight=False)
-    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+    serve(app, host, port, limits, sock)
 
 
 def sweep_cmd(

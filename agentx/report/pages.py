@@ -11,9 +11,11 @@ import gzip
 import json
 from functools import cache, lru_cache
 from pathlib import Path
+from typing import Annotated
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, Response
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -26,13 +28,17 @@ from agentx.report.rundata import RunData, read_run
 from agentx.report.toolkit import BUNDLES, bundle_for, plotly_digest, plotly_js, script_json, templates, trace_types
 from agentx.report.frontier_chart import X_LABELS, Y_LABELS, deployment_label, frontier_chart
 from agentx.results import frontier as fr
+from agentx.results.api import MAX_ID, ItemId, Label
 from agentx.results.query import Filters
 from agentx.results.schema import conversations, datasets, deployments, point_blobs, points
 from agentx.results.points import unpack
 from agentx.traces.digest import digest_stats
 from agentx.traces.stats_tables import STATS_COLUMNS, stats_rows
+from agentx.userfiles import is_regular
 
 TABLE_PAGE = 100  # rows of the frontier page's table
+FLAME_MAX_RECORDS = 512 << 20  # a run folder's records this server reads to draw a flamegraph
+TreeId = Annotated[int, PathParam(ge=0, le=MAX_ID)]
 
 
 def plotly_url(bundle: str) -> str:
@@ -113,10 +119,12 @@ def _plotly_route(app: FastAPI, by_digest: dict[str, str]) -> None:
 
 def _frontier_route(app: FastAPI, db: _Pages) -> None:
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    def frontier_page(model: str | None = None, hardware: str | None = None,
-                      engine_label: str | None = Query(None, alias="engine"), dataset: str | None = None,
-                      since: str | None = None, until: str | None = None, x: str = fr.CANONICAL[0],
-                      y: str = fr.CANONICAL[1], page: int = Query(0, ge=0)) -> str:
+    def frontier_page(model: Label = None, hardware: Label = None,
+                      engine_label: Annotated[str | None, Query(alias="engine", max_length=300)] = None,
+                      dataset: Label = None, since: Label = None, until: Label = None,
+                      x: Annotated[str, Query(max_length=100)] = fr.CANONICAL[0],
+                      y: Annotated[str, Query(max_length=100)] = fr.CANONICAL[1],
+                      page: int = Query(0, ge=0, le=MAX_ID)) -> str:
         f = Filters(*(v or None for v in (model, hardware, engine_label, dataset, since, until)))
         try:
             found = fr.load_points(db.engine, f, x, y)
@@ -143,7 +151,7 @@ def _frontier_route(app: FastAPI, db: _Pages) -> None:
 
 def _point_routes(app: FastAPI, db: _Pages) -> None:
     @app.get("/points/{point_id}", response_class=HTMLResponse, include_in_schema=False)
-    def point_page(point_id: int) -> str:
+    def point_page(point_id: ItemId) -> str:
         found = db.rows(select(points.c.deployment_id, points.c.result, points.c.run_dir).where(points.c.id == point_id))
         if not found:
             raise HTTPException(404, f"point {point_id} not found")
@@ -159,7 +167,7 @@ def _point_routes(app: FastAPI, db: _Pages) -> None:
                       preload=[parts + "timeline"])
 
     @app.get("/points/{point_id}/parts/{part}", include_in_schema=False)
-    def point_page_part(point_id: int, part: str) -> Response:
+    def point_page_part(point_id: ItemId, part: str) -> Response:
         """What a point page fetches beside its HTML (point_view): a request timeline or the
         list of its conversations' flamegraphs."""
         if part not in LAZY_PARTS:
@@ -168,14 +176,19 @@ def _point_routes(app: FastAPI, db: _Pages) -> None:
         return Response(script_json(point_part(part, db.blobs_of(point_id, {kind}))), media_type="application/json")
 
     @app.get("/points/{point_id}/flames/{tree}", include_in_schema=False)
-    def point_flame(point_id: int, tree: int) -> Response:
+    def point_flame(point_id: ItemId, tree: TreeId) -> Response:
         """A conversation's flamegraph of the point, from its run folder (records keep what the stored
         timeline does not: streams and planned times)."""
         found = db.rows(select(points.c.run_dir).where(points.c.id == point_id))
         if not found:
             raise HTTPException(404, f"point {point_id} not found")
+        run_dir = found[0].run_dir or ""
+        size = sum(f.stat().st_size for f in Path(run_dir).glob("records.*") if is_regular(f)) if run_dir else 0
+        if size > FLAME_MAX_RECORDS:
+            raise HTTPException(413, f"point {point_id}: its records ({size:,} bytes) are over the {FLAME_MAX_RECORDS:,} "
+                                "bytes this server reads for a flamegraph")
         try:
-            run = read_run_cached(found[0].run_dir or "")
+            run = read_run_cached(run_dir)
         except AgentxError as e:
             raise HTTPException(404, f"point {point_id}: its run folder is not readable on this server ({e})")
         return Response(script_json(flamegraph(run, tree)), media_type="application/json")
@@ -190,7 +203,7 @@ def charts_page(title: str, figures: dict, nav: list, table: dict | None = None,
 
 def _dataset_routes(app: FastAPI, db: _Pages) -> None:
     @app.get("/datasets/{dataset_id}", response_class=HTMLResponse, include_in_schema=False)
-    def dataset_page(dataset_id: int) -> str:
+    def dataset_page(dataset_id: ItemId) -> str:
         found = db.rows(select(datasets.c.name, datasets.c.variant, datasets.c.summary).where(datasets.c.id == dataset_id))
         if not found:
             raise HTTPException(404, f"dataset {dataset_id} not found")
@@ -217,7 +230,7 @@ def _dataset_routes(app: FastAPI, db: _Pages) -> None:
                            stats=stats)
 
     @app.get("/conversations/{conversation_id}", response_class=HTMLResponse, include_in_schema=False)
-    def conversation_page(conversation_id: int) -> str:
+    def conversation_page(conversation_id: ItemId) -> str:
         found = db.rows(select(conversations).where(conversations.c.id == conversation_id))
         if not found:
             raise HTTPException(404, f"conversation {conversation_id} not found")

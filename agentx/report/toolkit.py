@@ -54,6 +54,12 @@ def templates() -> jinja2.Environment:
                               autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
 
 
+_SCRIPT_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                                 "\u2029": "\\u2029"})
+
+
 def script_json(data) -> str:
-    """`data` as JSON safe inside a <script> element (no NaN, no closing tag)."""
-    return json.dumps(data, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
+    """`data` as JSON safe inside a <script> element: no NaN, and no `<`, `>`, `&`, U+2028 or
+    U+2029 as themselves (they would close the element, open an HTML comment that swallows the
+    page's scripts, or end a line in older JavaScript); escaped, they read back the same."""
+    return json.dumps(data, allow_nan=False, separators=(",", ":")).translate(_SCRIPT_ESCAPES)

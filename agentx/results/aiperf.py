@@ -9,7 +9,8 @@ AIPerf does not know the deployment, so hardware, GPUs and engine come from the 
 
 from __future__ import annotations
 
-import json
+import hashlib
+import re
 from pathlib import Path
 
 import msgspec
@@ -21,88 +22,87 @@ from agentx.errors import AgentxError
 from agentx.metrics.server import COUNTERS, GAUGES
 from agentx.metrics.summary import summarize
 from agentx.records import Record
+from agentx.results import aiperf_files as af
 from agentx.results.importer import Imported
-from agentx.results.runfolder import FLOAT_FIELDS, INT_FIELDS, STR_FIELDS
+from agentx.results.runfolder import FLOAT_FIELDS, INT_FIELDS, STR_FIELDS, _field
+from agentx.results.runschema import MAX_GRID, Result
 from agentx.results.schema import points
 from agentx.results.series import build_histograms, build_series
-from agentx.results.points import add_conversations, dataset_id, deployment_labels, insert_point, point_row
+from agentx.results.points import (add_conversations, check_conversations, dataset_id, deployment_labels, insert_point,
+                                   point_row)
 from agentx.results.timeline import build_conversations, build_timelines
+from agentx.userfiles import check_folder, shown
 
 FILES = ("profile_export.jsonl", "profile_export_aiperf.json")
 PHASES = {"profiling": "profile", "warmup": "warmup"}
 
 
-def _load(folder: Path) -> tuple[list[dict], dict, dict | None]:
+def _load(folder: Path) -> tuple[list[af.RecordLine], af.Aggregate, af.ServerExport | None]:
+    check_folder(folder)
     for name in FILES:
-        if not (folder / name).is_file():
-            raise AgentxError(f"{folder}: no {name} (not an AIPerf artifact folder?)")
-    rows = []
-    path = folder / FILES[0]
-    for i, line in enumerate(path.read_bytes().split(b"\n"), 1):
-        if line.strip():
-            try:
-                row = msgspec.json.decode(line)
-            except msgspec.DecodeError as e:
-                raise AgentxError(f"{path}: line {i}: {e}") from None
-            for key in ("metadata", "metrics"):
-                if not isinstance(row.get(key), dict):
-                    raise AgentxError(f"{path}: line {i}: field {key!r} missing")
-            rows.append(row)
-    try:
-        aggregate = json.loads((folder / FILES[1]).read_bytes())
-        server_path = folder / "server_metrics_export.json"
-        server = json.loads(server_path.read_bytes()) if server_path.exists() else None
-    except ValueError as e:
-        raise AgentxError(f"{folder}: an AIPerf JSON file is not JSON ({e})") from None
-    return rows, aggregate, server
+        if not (folder / name).exists():
+            raise AgentxError(f"{shown(folder)}: no {name} (not an AIPerf artifact folder?)")
+    return (af.read_records(folder / FILES[0]), af.read_aggregate(folder / FILES[1]),
+            af.read_server(folder / "server_metrics_export.json"))
 
 
-def _ms(metrics: dict, name: str) -> float | None:
-    m = metrics.get(name)
-    return None if m is None else m["value"] / 1000.0
+def _ms(metric: af.Millis | None) -> float | None:
+    return None if metric is None else metric.value / 1000.0
 
 
-def _int(metrics: dict, name: str) -> int | None:
-    m = metrics.get(name)
-    return None if m is None else int(m["value"])
+def _int(metric: af.TokenCount | None) -> int | None:
+    return None if metric is None else int(metric.value)
 
 
-def _records(rows: list[dict], path: Path) -> list[Record]:
-    t0 = min(r["metadata"].get("credit_issued_ns") or r["metadata"]["request_start_ns"] for r in rows)
+def _str(value) -> str | None:
+    return None if value is None else str(value)
+
+
+def _records(rows: list[af.RecordLine], path: Path) -> list[Record]:
+    t0 = min(min(r.metadata.credit_issued_ns or r.metadata.request_start_ns, r.metadata.request_start_ns) for r in rows)
+    last = max(r.metadata.request_end_ns for r in rows)
+    if (last - t0) / 1e9 > MAX_GRID:
+        raise AgentxError(f"{shown(path)}: the records span {(last - t0) / 1e9:,.0f} s, over the bound of "
+                          f"{MAX_GRID:,} s (the charts' 1 s grid)")
     trees: dict = {}
     streams: dict = {}
     workers: dict = {}
+    per_root: dict = {}
     out = []
-    for i, row in enumerate(rows, 1):
-        meta, m = row["metadata"], row["metrics"]
-        try:
-            start, end = meta["request_start_ns"], meta["request_end_ns"]
-            root = meta.get("root_correlation_id") or meta["x_correlation_id"]
-        except KeyError as e:
-            raise AgentxError(f"{path}: line {i}: field metadata.{e.args[0]} missing") from None
+    for row in rows:
+        meta, m = row.metadata, row.metrics
+        start, end = meta.request_start_ns, meta.request_end_ns
+        root = meta.root_correlation_id or meta.x_correlation_id
         tree = trees.setdefault(root, len(trees))
-        stream = streams.setdefault((root, meta["x_correlation_id"]), sum(1 for k in streams if k[0] == root))
-        isl, osl = _int(m, "input_sequence_length"), _int(m, "output_sequence_length")
-        error = row.get("error")
-        if meta.get("was_cancelled"):
+        key = (root, meta.x_correlation_id)
+        if key not in streams:
+            streams[key] = per_root[root] = per_root.get(root, -1) + 1
+        stream = streams[key]
+        isl, osl = _int(m.input_sequence_length), _int(m.output_sequence_length)
+        error = row.error
+        if meta.was_cancelled:
             error = "cancelled"
+        elif isinstance(error, af.ErrorInfo):
+            error = str(error.type or error.code or "error")[:1000]
         elif error is not None:
-            error = str(error.get("type") or error.get("code") or "error") if isinstance(error, dict) else "error"
-        cached = _int(m, "usage_prompt_cache_read_tokens")
+            error = "error"
+        cached = _int(m.usage_prompt_cache_read_tokens)
         out.append(Record(
-            run="aiperf", lane=workers.setdefault(meta.get("worker_id"), len(workers)), tree=tree, replay=0,
-            session=str(meta.get("source_trace_id") or meta.get("conversation_id")), stream=stream,
-            stream_kind="main" if not meta.get("agent_depth") else "subagent", node=int(meta.get("turn_index") or 0),
-            phase=PHASES.get(meta.get("benchmark_phase"), "warmup"),
-            planned=((meta.get("credit_issued_ns") or start) - t0) / 1e9, start=(start - t0) / 1e9,
+            run="aiperf", lane=workers.setdefault(meta.worker_id, len(workers)), tree=tree, replay=0,
+            session=str(_str(meta.source_trace_id) or _str(meta.conversation_id))[:300], stream=stream,
+            stream_kind="main" if not meta.agent_depth else "subagent", node=int(meta.turn_index or 0),
+            phase=PHASES.get(meta.benchmark_phase, "warmup"),
+            planned=((meta.credit_issued_ns or start) - t0) / 1e9, start=(start - t0) / 1e9,
             end=(end - t0) / 1e9, isl_planned=isl or 0, osl_planned=osl or 0, theo_cached=cached or 0,
-            ttft=_ms(m, "time_to_first_token"), isl=isl, osl=osl, cached=cached, chunks=osl or 0,
+            ttft=_ms(m.time_to_first_token), isl=isl, osl=osl, cached=cached, chunks=osl or 0,
             error=error, status=200 if error is None else 0))
     return out
 
 
-def server_summary(export: dict | None) -> dict:
+def server_summary(export: af.ServerExport | dict | None) -> dict:
     """AIPerf's server-metrics export (profiling phase) in the vocabulary of SPEC §3."""
+    if isinstance(export, af.ServerExport):
+        export = msgspec.to_builtins(export)
     if not export:
         return {"engine": "none", "scrapes": 0, "missing": ["no server_metrics_export.json"]}
     metrics = export.get("metrics") or {}
@@ -129,8 +129,8 @@ def server_summary(export: dict | None) -> dict:
         if found is None:
             missing.append(metric)
             continue
-        out[f"{metric}_mean"] = sum(s["stats"]["avg"] for s in found["series"])
-        out[f"{metric}_max"] = sum(s["stats"]["max"] for s in found["series"])
+        out[f"{metric}_mean"] = sum(s["stats"].get("avg", 0.0) for s in found["series"])
+        out[f"{metric}_max"] = sum(s["stats"].get("max", 0.0) for s in found["series"])
     if counters.get("prefix_queries"):
         out["prefix_hit_rate"] = counters.get("prefix_hits", 0.0) / counters["prefix_queries"]
     if counters.get("external_queries"):
@@ -158,43 +158,55 @@ def _columns(records: list[Record]) -> dict:
 def import_aiperf(engine: Engine, folder: Path, labels: dict) -> Imported:
     rows, aggregate, server = _load(folder)
     if not rows:
-        raise AgentxError(f"{folder / FILES[0]}: no records")
-    run_id = f"aiperf-{aggregate.get('benchmark_id') or folder.resolve().name}"
+        raise AgentxError(f"{shown(folder / FILES[0])}: no records")
+    name = aggregate.benchmark_id or folder.resolve().name
+    run_id = f"aiperf-{name}" if re.fullmatch(r"[A-Za-z0-9._:-]{1,50}", name) else \
+        f"aiperf-{hashlib.sha256(name.encode()).hexdigest()[:16]}"
     with engine.connect() as conn:
         found = conn.execute(select(points.c.id).where(points.c.run_id == run_id)).scalar()
     if found is not None:
         return Imported(folder, found, False)
-    config = aggregate.get("input_config") or {}
-    phase = next((p for p in config.get("phases", []) if p.get("kind") == "profiling"), {})
-    dataset = (config.get("datasets") or [{}])[0]
-    models = (config.get("models") or {}).get("items") or [{}]
-    settings = {**labels, "model": labels.get("model") or models[0].get("name"), "concurrency": phase.get("concurrency"),
-                "duration": phase.get("duration"),
-                "dataset": dataset.get("name") if dataset.get("type") != "file" else Path(dataset["path"]).name,
-                "seed": (aggregate.get("run_info") or {}).get("random_seed"), "clock_scale": 1.0}
     records = _records(rows, folder / FILES[0])
-    info = {"settings": settings, "finished": bool(aggregate.get("is_complete")) and not aggregate.get("was_cancelled"),
-            "run_id": run_id, "start_time": aggregate.get("start_time"),
-            "command": (aggregate.get("run_info") or {}).get("cli_command"),
-            "agentx_version": f"aiperf {aggregate.get('aiperf_version')}"}
+    result = _result(aggregate, server, labels, records, run_id)
+    try:  # the labels given on the command line are bounded as a run folder's are
+        msgspec.convert(result, Result)
+    except msgspec.ValidationError as e:
+        raise AgentxError(f"{shown(folder)}: {_field(e)}") from None
+    cols = _columns(records)
+    blobs = {"series": build_series(cols, [], 1.0), "histograms": build_histograms(cols), **build_timelines(cols)}
+    convs = build_conversations(cols)
+    check_conversations(folder, convs)
+    row = point_row(result, run_id, "aiperf", run_dir=str(folder.resolve()))
+    with engine.begin() as conn:
+        row["dataset_id"] = dataset_id(conn, result["identity"]["dataset"], None)
+        if row["dataset_id"] is not None:
+            add_conversations(conn, row["dataset_id"], convs)
+        point = insert_point(conn, deployment_labels(result["identity"]), row, blobs)
+    return Imported(folder, point, True)
+
+
+def _result(aggregate: af.Aggregate, server, labels: dict, records: list[Record], run_id: str) -> dict:
+    config = aggregate.input_config
+    phase = next((p for p in config.phases if p.kind == "profiling"), af.Phase())
+    dataset = config.datasets[0] if config.datasets else af.DatasetConfig()
+    model = config.models.items[0].name if config.models.items else None
+    settings = {**labels, "model": labels.get("model") or model, "concurrency": phase.concurrency,
+                "duration": phase.duration,
+                "dataset": dataset.name if dataset.type != "file" else Path(dataset.path or "").name or None,
+                "seed": aggregate.run_info.random_seed, "clock_scale": 1.0}
+    info = {"settings": settings, "finished": bool(aggregate.is_complete) and not aggregate.was_cancelled,
+            "run_id": run_id, "start_time": aggregate.start_time, "command": aggregate.run_info.cli_command,
+            "agentx_version": f"aiperf {aggregate.aiperf_version}"}
     result = summarize(records, info, [], [])
     result["server_metrics"] = server_summary(server)
-    theoretical = (aggregate.get("theoretical_prefix_cache_hit") or {}).get("avg")
+    theoretical = aggregate.theoretical_prefix_cache_hit.avg if aggregate.theoretical_prefix_cache_hit else None
     if theoretical is not None and "cache" in result["request_metrics"]:
         result["request_metrics"]["cache"]["theoretical_hit_rate"] = theoretical / 100.0
     # AIPerf's own throughputs divide by the profiling phase's wall time (start_time..end_time),
     # agentx's by first start..last end (its `benchmark_duration`): kept beside, for reference
-    result["source"] = {"tool": "aiperf", "version": aggregate.get("aiperf_version"),
-                        "benchmark_id": aggregate.get("benchmark_id"),
-                        "summary": {k: (aggregate.get(k) or {}).get("avg") for k in (
+    result["source"] = {"tool": "aiperf", "version": aggregate.aiperf_version,
+                        "benchmark_id": aggregate.benchmark_id,
+                        "summary": {k: getattr(getattr(aggregate, k), "avg", None) for k in (
                             "request_throughput", "output_token_throughput", "total_token_throughput",
                             "benchmark_duration", "request_count")}}
-    cols = _columns(records)
-    blobs = {"series": build_series(cols, [], 1.0), "histograms": build_histograms(cols), **build_timelines(cols)}
-    row = point_row(result, run_id, "aiperf", run_dir=str(folder.resolve()))
-    with engine.begin() as conn:
-        row["dataset_id"] = dataset_id(conn, settings["dataset"], None)
-        if row["dataset_id"] is not None:
-            add_conversations(conn, row["dataset_id"], build_conversations(cols))
-        point = insert_point(conn, deployment_labels(result["identity"]), row, blobs)
-    return Imported(folder, point, True)
+    return result

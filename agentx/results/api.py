@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import hmac
+from contextlib import asynccontextmanager
 import ipaddress
 import json
 import shutil
@@ -14,6 +15,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Annotated, Literal
 
+import anyio.to_thread
 import msgspec
 from fastapi import Depends, FastAPI, File, HTTPException, Query, Request, UploadFile
 from fastapi import Path as PathParam
@@ -32,6 +34,7 @@ from agentx.results.schema import (DEPLOYMENT_LABELS, METRIC_COLUMNS, conversati
 from agentx.results.points import unpack
 
 PREFIX = "/api/v1"
+UPLOAD_PATH = PREFIX + "/runs"
 UPLOAD_FILES = ("run.json", "result.json", "records.jsonl", "records.parquet", "server_metrics.jsonl", "trees.jsonl",
                 "dataset.json")
 MAX_ID = 2**31 - 1
@@ -79,9 +82,20 @@ def _utc(when: datetime | date | None) -> str | None:
 
 
 def create_app(engine: Engine, token: str | None = None, writable: bool = True,
-               upload_dir: Path | None = None) -> FastAPI:
-    app = FastAPI(title="agentx results", version="1", description="Points, frontiers and chart data of agentx runs.")
+               upload_dir: Path | None = None, workers: int | None = None,
+               max_upload_bytes: int = 1 << 30) -> FastAPI:
+    """`workers`: threads that run the route handlers (anyio's default, 40, when None)."""
+    @asynccontextmanager
+    async def lifespan(_app):
+        if workers:
+            anyio.to_thread.current_default_thread_limiter().total_tokens = workers
+        yield
+
+    app = FastAPI(title="agentx results", version="1", description="Points, frontiers and chart data of agentx runs.",
+                  lifespan=lifespan)
     app.add_middleware(GZipMiddleware, minimum_size=1000, compresslevel=4)
+    if writable:
+        app.add_middleware(RequestGuard, token=token, max_upload_bytes=max_upload_bytes)
 
     db = _Reads(engine)
     _label_routes(app, db)
@@ -89,7 +103,10 @@ def create_app(engine: Engine, token: str | None = None, writable: bool = True,
     _frontier_routes(app, db)
     _dataset_routes(app, db)
     if writable:
-        @app.post(PREFIX + "/runs", status_code=201, summary="Upload a run folder's files for import (bearer token)")
+        @app.post(UPLOAD_PATH, status_code=201, summary="Upload a run folder's files for import (bearer token)",
+                  responses={401: {"description": "No valid bearer token (checked before the body is read)"},
+                             411: {"description": "No Content-Length"}, 413: {"description": "Body too large"},
+                             422: {"description": "Not a valid run folder (the one-line reason)"}})
         def upload_run(files: Annotated[list[UploadFile], File()],
                        credentials: Credentials = None):
             _authorize(token, credentials)
@@ -159,7 +176,7 @@ def _point_routes(app: FastAPI, db: _Reads) -> None:
                 (point_blobs.c.point_id == point_id) & point_blobs.c.kind.in_(("series", "histograms")))).all())
         parts = [msgspec.json.encode(row)[:-1]]
         for key, text in (("settings", texts.settings), ("result", texts.result)):
-            parts.append(b',"%s":%s' % (key.encode(), (text or "null").encode()))
+            parts.append(b',"%s":%s' % (key.encode(), strict_json(text)))
         for kind in ("series", "histograms"):
             parts.append(b',"%s":%s' % (kind.encode(), gzip.decompress(blobs[kind]) if kind in blobs else b"null"))
         return Response(b"".join(parts) + b"}", media_type="application/json")
@@ -224,6 +241,56 @@ def _dataset_routes(app: FastAPI, db: _Reads) -> None:
         return _json(row)
 
 
+def strict_json(text: str | None) -> bytes:
+    """Stored JSON as standard JSON: imports refuse non-finite numbers, but a row stored before
+    they did may hold NaN / Infinity tokens, sent as null."""
+    data = (text or "null").encode()
+    if b"NaN" not in data and b"Infinity" not in data:
+        return data
+    return msgspec.json.encode(json.loads(data))  # msgspec writes a non-finite float as null
+
+
+class RequestGuard:
+    """ASGI middleware run before any route reads a body: the upload endpoint's bearer token is
+    checked from the headers (401 / 403 before a byte of the body is read), its body must declare
+    a Content-Length within `max_upload_bytes` (h11 holds the client to it). No other route reads
+    a body."""
+
+    def __init__(self, app, token: str | None, max_upload_bytes: int):
+        self.app, self.token, self.max_upload = app, token, max_upload_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        if scope["path"] != UPLOAD_PATH or scope["method"] != "POST":
+            return await self.app(scope, receive, send)
+        headers = dict(scope["headers"])
+        length, auth = headers.get(b"content-length"), headers.get(b"authorization", b"")
+        refusal, limit = None, self.max_upload
+        if not self.token:
+            refusal = 403, "uploads are disabled: start the server with --token"
+        elif not (auth[:7].lower() == b"bearer " and hmac.compare_digest(auth[7:].strip(), self.token.encode())):
+            refusal = 401, "a valid bearer token is required"
+        elif length is None:
+            refusal = 411, "an upload needs a Content-Length header"
+        if refusal is None and length is not None:
+            if not length.isdigit() or len(length) > 18:
+                refusal = 400, "Content-Length: not a number"
+            elif int(length) > limit:
+                refusal = 413, f"body of {int(length):,} bytes, over the bound of {limit:,}"
+        if refusal is None and b"chunked" in headers.get(b"transfer-encoding", b"").lower():
+            refusal = 411, "a body needs a Content-Length header (no chunked encoding)"
+        if refusal is None:
+            return await self.app(scope, receive, send)
+        status, detail = refusal
+        extra = [(b"www-authenticate", b"Bearer")] if status == 401 else []
+        body = msgspec.json.encode({"detail": detail})
+        await send({"type": "http.response.start", "status": status, "headers": [
+            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"), *extra]})
+        await send({"type": "http.response.body", "body": body})
+
+
 def _authorize(token: str | None, credentials) -> None:
     if not token:
         raise HTTPException(403, "uploads are disabled: start the server with --token")
@@ -232,24 +299,30 @@ def _authorize(token: str | None, credentials) -> None:
 
 
 def _import_upload(engine: Engine, files: list[UploadFile], upload_dir: Path | None) -> dict:
+    """Store the uploaded files as a run folder, validated as `agentx db import` does; the folder
+    is removed unless it became a new point (whose flamegraphs read it)."""
     from agentx.results.db import default_path
     from agentx.results.importer import import_run
 
     names = [f.filename for f in files]
     bad = [n for n in names if n not in UPLOAD_FILES]
     if bad or len(set(names)) != len(names):
-        raise HTTPException(422, f"files: want distinct names among {', '.join(UPLOAD_FILES)}, got {names}")
+        shown = [str(n)[:60] for n in names[:10]]
+        raise HTTPException(422, f"files: want distinct names among {', '.join(UPLOAD_FILES)}, got {shown}")
     root = upload_dir or default_path().parent / "uploads"
     root.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="run-", dir=root))
-    for f in files:
-        with open(folder / f.filename, "wb") as out:
-            shutil.copyfileobj(f.file, out)
+    keep = False
     try:
-        done = import_run(engine, folder)
-    except AgentxError as e:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise HTTPException(422, str(e).replace(str(folder) + "/", "").replace(str(folder), "upload")) from None
-    if not done.new:
-        shutil.rmtree(folder, ignore_errors=True)
+        for f in files:
+            with open(folder / f.filename, "wb") as out:
+                shutil.copyfileobj(f.file, out)
+        try:
+            done = import_run(engine, folder)
+        except AgentxError as e:
+            raise HTTPException(422, str(e).replace(str(folder) + "/", "").replace(str(folder), "upload")) from None
+        keep = done.new
+    finally:
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
     return {"point_id": done.point_id, "new": done.new}

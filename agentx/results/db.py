@@ -13,7 +13,7 @@ from typing import Callable
 
 from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, event, inspect, select
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from agentx.errors import AgentxError
 from agentx.results import schema
@@ -65,18 +65,22 @@ def resolve_url(url: str | None, say: Callable[[str], None] = lambda _: None) ->
     return url
 
 
-def connect(url: str | None = None, say: Callable[[str], None] = lambda _: None) -> Engine:
-    """An engine on the database at `url`, its schema migrated to SCHEMA_VERSION."""
+def connect(url: str | None = None, say: Callable[[str], None] = lambda _: None,
+            pool_size: int | None = None) -> Engine:
+    """An engine on the database at `url`, its schema migrated to SCHEMA_VERSION. `pool_size`: at
+    most this many connections (a server's worker threads), none beyond it."""
+    pool = {"pool_size": pool_size, "max_overflow": 0, "pool_timeout": 60} if pool_size else {}
     try:
-        engine = create_engine(resolve_url(url, say))
+        engine = create_engine(resolve_url(url, say), **pool)
     except (ArgumentError, ImportError) as e:
         raise AgentxError(f"--db: cannot use {url!r}: {e}") from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     try:
         migrate(engine)
-    except OperationalError as e:
-        raise AgentxError(f"--db {engine.url.render_as_string(hide_password=True)}: {e.orig}") from None
+    except DBAPIError as e:  # not a database, refused, no such database, no permission
+        reason = "; ".join(line.strip() for line in str(e.orig).splitlines() if line.strip())
+        raise AgentxError(f"--db {engine.url.render_as_string(hide_password=True)}: {reason}") from None
     return engine
 
 

@@ -5,16 +5,31 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
+from agentx.errors import AgentxError
 from agentx.results.runfolder import RunFolder, find_run_folders, incomplete, read_run
 from agentx.results.schema import datasets, points
 from agentx.results.series import build_histograms, build_series
-from agentx.results.points import add_conversations, dataset_id, deployment_labels, insert_point, point_row
+from agentx.results.points import (add_conversations, check_conversations, dataset_id, deployment_labels, insert_point,
+                                   point_row)
 from agentx.results.timeline import build_conversations, build_timelines
 from agentx.traces.digest import read_digest
+
+
+@dataclass
+class Refused:
+    path: Path
+    reason: str
+
+
+@dataclass
+class Skipped:
+    path: Path
+    reason: str  # why the run folder is incomplete (runfolder.incomplete)
 
 
 @dataclass
@@ -28,14 +43,16 @@ def chart_blobs(run: RunFolder) -> dict[str, dict]:
     """The chart data stored with a point (SPEC §8): series, histograms and timelines by kind."""
     identity, settings = run.result["identity"], run.info.get("settings", {})
     clock_scale = identity.get("clock_scale") or settings.get("clock_scale") or 1.0
-    prefix = (read_digest(run.path) or {}).get("prefix")
+    prefix = (read_digest(run.path) or {}).get("prefix")  # (read again: chart_blobs is also called alone)
     return {"series": build_series(run.columns, run.series, clock_scale, prefix, settings.get("token_scale") or 1),
             "histograms": build_histograms(run.columns), **build_timelines(run.columns)}
 
 
 def import_run(engine: Engine, path: Path, sweep_id: int | None = None, fingerprint: str | None = None) -> Imported:
+    """Store one run folder, validated whole first (runschema), in one transaction."""
     run = read_run(path)
-    run_id = run.info.get("run_id") or run.result.get("provenance", {}).get("run_id")
+    digest = read_digest(path)  # checked too before anything is stored, or found stored
+    run_id = run.run_id
     with engine.connect() as conn:
         found = conn.execute(select(points.c.id).where(points.c.run_id == run_id)).scalar()
     if found is not None:
@@ -43,7 +60,7 @@ def import_run(engine: Engine, path: Path, sweep_id: int | None = None, fingerpr
     identity = run.result["identity"]
     blobs = chart_blobs(run)
     convs = build_conversations(run.columns)
-    digest = read_digest(path)
+    check_conversations(path, convs)
     row = point_row(run.result, run_id, "agentx", run_dir=str(path.resolve()), sweep_id=sweep_id,
                     fingerprint=fingerprint)
     with engine.begin() as conn:
@@ -59,8 +76,9 @@ def import_run(engine: Engine, path: Path, sweep_id: int | None = None, fingerpr
 
 
 def import_paths(engine: Engine, paths: list[Path], skipped=None) -> list[Imported]:
-    """Store every complete run folder under `paths`; `skipped(path, why)` hears of each
-    incomplete one (a failed or killed run), which is left out."""
+    """Every complete run folder named or below the folders named; the first bad one raises
+    (callers that report a batch folder by folder use `import_each`). `skipped(path, why)` hears
+    of each incomplete one (a failed or killed run), which is left out."""
     out = []
     for folder in find_run_folders(paths):
         why = incomplete(folder)
@@ -69,3 +87,17 @@ def import_paths(engine: Engine, paths: list[Path], skipped=None) -> list[Import
         elif skipped is not None:
             skipped(folder, why)
     return out
+
+
+def import_each(engine: Engine, paths: list[Path]) -> Iterator[Imported | Refused | Skipped]:
+    """Each run folder's outcome: stored (atomically, a folder at a time), skipped as incomplete
+    (a failed or killed run: a note, not an error), or refused with why."""
+    for folder in find_run_folders(paths):
+        why = incomplete(folder)
+        if why is not None:
+            yield Skipped(folder, why)
+            continue
+        try:
+            yield import_run(engine, folder)
+        except AgentxError as e:
+            yield Refused(folder, str(e))

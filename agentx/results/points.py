@@ -12,7 +12,9 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from agentx.engine.presets import COST_BASES, gpu_cost
+from agentx.errors import AgentxError
 from agentx.results.db import now
+from agentx.userfiles import shown
 from agentx.results.schema import DEPLOYMENT_LABELS, LATER_LABELS, METRIC_COLUMNS, conversations, datasets, deployments, \
     point_blobs, points
 
@@ -53,6 +55,15 @@ def dataset_id(conn: Connection, name: str | None, variant: str | None) -> int |
         return found
     return conn.execute(datasets.insert().values(name=name, variant=variant or "", conversations=0)
                         ).inserted_primary_key[0]
+
+
+def check_conversations(source, convs: list[dict]) -> None:
+    """Each conversation's totals fit the INTEGER columns (32 bits in PostgreSQL)."""
+    for conv in convs:
+        for key in ("turns", "subagent_groups", "input_tokens", "cached_tokens", "output_tokens"):
+            if not 0 <= conv[key] <= 2**31 - 1:
+                raise AgentxError(f"{shown(source)}: conversation {conv['session']!r}: {key} {conv[key]:,} outside "
+                                  f"[0, 2^31 - 1]")
 
 
 def add_conversations(conn: Connection, dataset: int, convs: list[dict]) -> None:
@@ -100,7 +111,7 @@ def metric_columns(result: dict) -> dict:
         out["tok_s_per_mw"] = per_gpu * 1000 / cost["kw"]
     req = result.get("requests") or {}
     if req.get("profiled"):
-        out["error_rate"] = (req["profiled"] - req.get("succeeded", 0)) / req["profiled"]
+        out["error_rate"] = (req["profiled"] - (req.get("succeeded") or 0)) / req["profiled"]
     assert set(out) <= set(METRIC_COLUMNS)
     return out
 
@@ -115,6 +126,11 @@ def insert_point(conn: Connection, labels: dict, row: dict, blobs: dict[str, dic
     return point
 
 
+def _strict(obj) -> str:
+    """Standard JSON (a non-finite number, which validated input has none of, becomes null)."""
+    return msgspec.json.encode(obj).decode()
+
+
 def point_row(result: dict, run_id: str, source: str, **extra) -> dict:
     identity = result.get("identity") or {}
     req = result.get("requests") or {}
@@ -124,5 +140,5 @@ def point_row(result: dict, run_id: str, source: str, **extra) -> dict:
         "started_at": _get(result, "provenance", "start_time"), "valid": validity.get("valid"),
         "simulated": str(identity.get("engine") or "").startswith("agentx-sim"),
         "requests_ok": req.get("succeeded"), "requests_failed": sum((req.get("errors") or {}).values()),
-        "settings": json.dumps(identity), "result": json.dumps(result), **metric_columns(result), **extra,
+        "settings": _strict(identity), "result": _strict(result), **metric_columns(result), **extra,
     }

@@ -22,7 +22,7 @@ from agentx.errors import AgentxError
 from agentx.replay.corpus import Corpus
 from agentx.results.db import now
 from agentx.results.importer import import_run
-from agentx.results.recipe import Deployment, Recipe, load_recipe, point_fingerprint, recipe_fingerprint
+from agentx.results.recipe import Deployment, Recipe, bench_options, load_recipe, point_fingerprint, recipe_fingerprint
 from agentx.results.schema import points, sweeps
 from agentx.results.points import deployment_labels, insert_point
 from agentx.results.targets import healthy, running
@@ -32,20 +32,27 @@ def run_sweep(path: Path, engine: Engine, out: Path | None, say: Callable[[str],
               on_tick=None) -> tuple[Path, dict]:
     """Run (or resume) the recipe at `path`; return its folder and {deployment: {concurrency:
     status}}. `on_tick(snapshot)` follows each bench run (a progress line)."""
-    recipe = load_recipe(path)
+    recipe = load_recipe(path)  # the recipe and its dataset are valid before anything is written
+    options = bench_options(recipe, path)
+    sessions = _sessions(recipe, path.parent)
     fingerprint = recipe_fingerprint(recipe)
     out = out or Path("runs") / f"sweep-{recipe.name}-{fingerprint[:8]}"
+    if out.exists() and not out.is_dir():
+        raise AgentxError(f"--out {out}: a file, want a folder")
     sweep_id = _sweep_row(engine, recipe, fingerprint, out)
-    sessions = _sessions(recipe, path.parent)
     say(f"sweep {recipe.name} ({fingerprint[:8]}): {len(recipe.deployments)} deployments x "
         f"{len(recipe.concurrency)} concurrencies -> {out}")
     outcome: dict = {}
-    for dep in recipe.deployments:
-        outcome[dep.name] = _deployment(engine, recipe, dep, sessions, out / dep.name, sweep_id, say, on_tick)
-    statuses = [s for per in outcome.values() for s in per.values()]
-    with engine.begin() as conn:
-        conn.execute(sweeps.update().where(sweeps.c.id == sweep_id).values(
-            status="finished" if all(s != "failed" for s in statuses) else "partial", finished_at=now()))
+    status = "partial"  # unless every point is stored (an interrupted sweep is partial too)
+    try:
+        for dep in recipe.deployments:
+            outcome[dep.name] = _deployment(engine, recipe, options, dep, sessions, out / dep.name, sweep_id, say,
+                                            on_tick)
+        statuses = [s for per in outcome.values() for s in per.values()]
+        status = "finished" if all(s != "failed" for s in statuses) else "partial"
+    finally:
+        with engine.begin() as conn:
+            conn.execute(sweeps.update().where(sweeps.c.id == sweep_id).values(status=status, finished_at=now()))
     return out, outcome
 
 
@@ -76,8 +83,8 @@ def _stored(engine: Engine, fingerprint: str) -> bool:
             (points.c.fingerprint == fingerprint) & (points.c.status == "ok"))).first() is not None
 
 
-def _deployment(engine, recipe: Recipe, dep: Deployment, sessions, folder: Path, sweep_id: int, say,
-                on_tick=None) -> dict:
+def _deployment(engine, recipe: Recipe, options: dict, dep: Deployment, sessions, folder: Path, sweep_id: int,
+                say, on_tick=None) -> dict:
     todo = {n: point_fingerprint(recipe, dep, n) for n in recipe.concurrency}
     status = {n: "stored" for n, fp in todo.items() if _stored(engine, fp)}
     todo = {n: fp for n, fp in todo.items() if n not in status}
@@ -90,7 +97,7 @@ def _deployment(engine, recipe: Recipe, dep: Deployment, sessions, folder: Path,
             for n, fp in todo.items():
                 if not healthy(url):
                     raise AgentxError(f"deployment {dep.name}: {url} stopped answering (log: {folder / 'server.log'})")
-                status[n] = _point(engine, recipe, dep, sessions, url, folder / f"c{n}", n, fp, sweep_id, say,
+                status[n] = _point(engine, recipe, options, dep, sessions, url, folder / f"c{n}", n, fp, sweep_id, say,
                                    on_tick)
     except AgentxError as e:
         say(f"{dep.name}: failed: {e}")
@@ -101,8 +108,8 @@ def _deployment(engine, recipe: Recipe, dep: Deployment, sessions, folder: Path,
     return status
 
 
-def _point(engine, recipe: Recipe, dep: Deployment, sessions, url: str, folder: Path, n: int, fp: str,
-           sweep_id: int, say, on_tick=None) -> str:
+def _point(engine, recipe: Recipe, options: dict, dep: Deployment, sessions, url: str, folder: Path, n: int,
+           fp: str, sweep_id: int, say, on_tick=None) -> str:
     from agentx.replay.driver import bench
     from agentx.replay.settings import BenchSettings
 
@@ -113,7 +120,6 @@ def _point(engine, recipe: Recipe, dep: Deployment, sessions, url: str, folder: 
         say(f"{dep.name}: c{n} was interrupted; its files are in {aside}; running it again")
     labels = _labels(dep)
     clock_scale = dep.clock_scale or (float(dep.sim.get("speed", 1.0)) if dep.sim else 1.0)
-    options = {k: tuple(v) if isinstance(v, list) else v for k, v in recipe.bench.items()}
     settings = BenchSettings.build(
         url=url, concurrency=n, duration=recipe.duration, out=str(folder), seed=recipe.seed, model=labels.get("model"),
         gpus=labels.get("gpus"), hardware=labels.get("hardware"), engine=labels.get("engine"), clock_scale=clock_scale,

@@ -30,7 +30,7 @@ import numpy as np
 from agentx.errors import TraceError
 from agentx.traces.blocks import Reblocker
 from agentx.traces.graph import build_graph
-from agentx.traces.model import HashId, Millis, Name, RecordId, Request, Session, Stream, Tokens, ids_array
+from agentx.traces.model import MAX_DEPTH, HashId, Millis, Name, RecordId, Request, Session, Stream, Tokens, ids_array
 from agentx.traces.mooncake import Row as MooncakeRow
 from agentx.traces.rows import (
     check_request, check_time, decode_rows, encode_rows, read_rows, row_ids, row_session,
@@ -126,6 +126,9 @@ def _agentic_session(path: Path, sid, nodes: dict[str, _Node]) -> Session:
             parent = pred  # a second request continuing one request: a spawn without `branches`
         if parent is not None and (parent in deps or not deps):
             node.stream, node.depth = [], parent.depth + 1
+            if node.depth > MAX_DEPTH:
+                raise TraceError(str(path), f"line {node.n} request_id",
+                                 f"subagents nested over {MAX_DEPTH} deep (the trace model's bound)")
             subs[id(node.stream)] = (node.stream, parent)
         elif not deps:
             node.stream = []

@@ -34,14 +34,21 @@ def read_bailian(path: str | Path, warn=None) -> list[Session]:
             raise TraceError(str(path), f"line {n} chat_id", f"duplicate chat_id {row.chat_id}")
         rows[row.chat_id] = (n, row)
     sessions_rows: dict[int, list[Row]] = {}
+    root_of: dict[int, int] = {}  # chat id -> its session's root: each chain is walked once (linear)
     for chat_id, (n, row) in rows.items():
-        root, seen = row, set()
-        while root.parent_chat_id in rows and root.parent_chat_id != -1:
-            if root.chat_id in seen:
+        cur, walked = row, {}  # a dict: ordered, and a constant-time cycle check
+        while cur.chat_id not in root_of:
+            if cur.parent_chat_id == -1 or cur.parent_chat_id not in rows:
+                root_of[cur.chat_id] = cur.chat_id
+                break
+            walked[cur.chat_id] = None
+            cur = rows[cur.parent_chat_id][1]
+            if cur.chat_id in walked:
                 raise TraceError(str(path), f"line {n} parent_chat_id", "parent_chat_id forms a cycle")
-            seen.add(root.chat_id)
-            root = rows[root.parent_chat_id][1]
-        sessions_rows.setdefault(root.chat_id, []).append(row)
+        root = root_of[cur.chat_id]
+        for c in walked:
+            root_of[c] = root
+        sessions_rows.setdefault(root, []).append(row)
     sessions = []
     for root_id, chat in sessions_rows.items():
         chat.sort(key=lambda r: (r.timestamp, r.turn))

@@ -5,9 +5,9 @@ a dataset's statistics without the trace files."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
+from typing import Annotated
 
 import msgspec
 import numpy as np
@@ -16,8 +16,9 @@ from agentx.common import log_bins
 from agentx.errors import AgentxError
 from agentx.traces.graph import SessionGraph, build_graph
 from agentx.traces.hashids import by_memory
-from agentx.traces.model import Session
+from agentx.traces.model import MAX_COUNT, MAX_TOKENS, Name, Session
 from agentx.traces.stats import TraceStats, stats_of, trace_values
+from agentx.userfiles import read_bounded, shown
 
 DIGEST_VERSION = 1
 DIGEST_FILE = "dataset.json"
@@ -94,15 +95,63 @@ def write_digest(folder: Path, sessions: list[Session], graphs: list[SessionGrap
     (Path(folder) / DIGEST_FILE).write_bytes(msgspec.json.encode(dataset_digest(sessions, graphs)))
 
 
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+Figure = Annotated[float, msgspec.Meta(ge=-1e300, le=1e300)]
+
+
+class _Histogram(msgspec.Struct):
+    edges: list[Figure]
+    counts: list[Count]
+    n: Count
+    zeros: Count = 0
+
+
+class _Sessions(msgspec.Struct):
+    id: list[Name]
+    requests: list[Count] = []
+    subagents: list[Count] = []
+    hit_tokens: list[Count] = []
+    isl_tokens: list[Count] = []
+    duration_s: list[Figure] = []
+
+
+class _Prefix(msgspec.Struct):
+    block_size: Annotated[int, msgspec.Meta(ge=1, le=MAX_TOKENS)]
+    rank: list[Count]
+    lcp: list[Count]
+
+
+class _Digest(msgspec.Struct):
+    """dataset.json as a run writes it; a user's copy is held to this before it is used."""
+    version: int
+    stats: dict
+    sessions: _Sessions
+    isl: _Histogram | None = None
+    osl: _Histogram | None = None
+    gap_s: _Histogram | None = None
+    prefix: dict[Name, _Prefix] = {}
+
+
+MAX_DIGEST_FILE = 256 << 20
+
+
 def read_digest(folder: Path) -> dict | None:
     """The run folder's digest; None when it has none (older runs, AIPerf imports) or another version."""
     path = Path(folder) / DIGEST_FILE
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
+        return None
+    data = read_bounded(path, MAX_DIGEST_FILE)
+    try:
+        digest = msgspec.json.decode(data)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise AgentxError(f"{shown(path)}: not JSON ({e})") from None
+    if not isinstance(digest, dict) or not isinstance(digest.get("stats"), dict):
+        raise AgentxError(f"{shown(path)}: field 'stats' missing (not an agentx dataset digest)")
+    if digest.get("version") != DIGEST_VERSION:
         return None
     try:
-        digest = json.loads(path.read_bytes())
-    except ValueError as e:
-        raise AgentxError(f"{path}: not JSON ({e})") from None
-    if not isinstance(digest, dict) or not isinstance(digest.get("stats"), dict):
-        raise AgentxError(f"{path}: field 'stats' missing (not an agentx dataset digest)")
-    return digest if digest.get("version") == DIGEST_VERSION else None
+        msgspec.convert(digest, _Digest)
+        digest_stats(digest)
+    except (msgspec.ValidationError, TypeError) as e:
+        raise AgentxError(f"{shown(path)}: {e}") from None
+    return digest

@@ -88,7 +88,7 @@ def test_cli_and_bad_input(tmp_path, tokenizer_path):
 
 
 @pytest.mark.parametrize("store, old, new, where", [
-    (claude_store, '"output_tokens": 25', '"output_tokens": "many"', "message.usage.output_tokens: want a count"),
+    (claude_store, '"output_tokens": 25', '"output_tokens": "many"', "message.usage.output_tokens: Expected `int"),
     (codex_store, '"input_tokens": 9400', '"input_tokens": -3', "payload.info.last_token_usage.input_tokens"),
 ])
 def test_hostile_usage_is_one_line_naming_file_line_and_field(tmp_path, tokenizer_path, store, old, new, where):

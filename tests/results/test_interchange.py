@@ -63,7 +63,7 @@ def test_bad_aiperf_folders(tmp_path):
     lines = (bad / "profile_export.jsonl").read_text().splitlines()
     lines[2] = '{"metadata": {}}'
     (bad / "profile_export.jsonl").write_text("\n".join(lines))
-    with pytest.raises(AgentxError, match=r"profile_export.jsonl: line 3: field 'metrics' missing"):
+    with pytest.raises(AgentxError, match=r"profile_export.jsonl: line 3: field metadata.request_start_ns: missing"):
         import_aiperf(engine, bad, {})
 
 

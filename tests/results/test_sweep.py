@@ -57,7 +57,7 @@ def test_sim_and_command_targets_and_a_failing_deployment(tmp_path):
             sim: {{speed: 50}}
             labels: {{precision: bf16, parallelism: tp8}}
           - name: exits
-            command: "exit 3"
+            command: "exit 3  # {{port}}"
           - name: cmd-fp8
             command: "{PY} -m agentx.cli sim serve --port {{port}} --speed 50 --precision fp8"
             clock_scale: 50
@@ -138,26 +138,63 @@ def test_resumed_after_the_sweep_is_killed(tmp_path):
     assert imported.returncode == 0 and imported.stdout.count("already stored") == 2
 
 
+HEAD = "name: x\nduration: 1\nconcurrency: [1]\n"
+
+
 @pytest.mark.parametrize("body, message", [
-    ("name: x\nduration: 1\nconcurrency: [1]\ndeployments: [{name: a}]\n", "want a target: url, command or sim"),
-    ("name: x\nduration: 1\nconcurrency: [1]\ndeployments: [{name: a, command: x, sim: {}}]\n",
+    (HEAD + "deployments: [{name: a}]\n", "want a target: url, command or sim"),
+    (HEAD + "deployments: [{name: a, command: x, sim: {}}]\n",
      "want one target of url, command or sim, got command and sim"),
-    ("name: x\nduration: 1\nconcurrency: [1]\ndeployments: [{name: a, url: u, colour: red}]\n",
-     "Object contains unknown field `colour` - at `$.deployments[0]`"),
-    ("name: x\nduration: 1\nconcurrency: [one]\ndeployments: [{name: a, url: u}]\n",
-     "Expected `int`, got `str` - at `$.concurrency[0]`"),
-    ("name: x\nduration: 1\nconcurrency: [1]\nbench: {warp: 9}\ndeployments: [{name: a, url: u}]\n",
-     "bench.warp: unknown setting"),
-    ("name: x\nduration: 1\nconcurrency: [1]\ndeployments: [{name: a, url: u}, {name: a, url: v}]\n",
+    (HEAD + "deployments: [{name: a, url: 'http://u', colour: red}]\n", "deployments[0].colour: unknown key"),
+    ("name: x\nduration: 1\nconcurrency: [one]\ndeployments: [{name: a, url: 'http://u'}]\n",
+     "concurrency[0]: Expected `int`, got `str`"),
+    (HEAD + "bench: {warp: 9}\ndeployments: [{name: a, url: 'http://u'}]\n", "bench.warp: unknown key"),
+    (HEAD + "deployments: [{name: a, url: 'http://u'}, {name: a, url: 'http://v'}]\n",
      "deployments[1] (a): name: used twice"),
     ("name: [x\n", "not YAML"),
+    # hostile recipes: each refused with the recipe's key, before anything runs or is stored
+    (HEAD.replace("[1]", "[1e12]") + "deployments: [{name: a, url: 'http://u'}]\n", "concurrency[0]: Expected `int`"),
+    (HEAD.replace("[1]", "[1000000000000]") + "deployments: [{name: a, url: 'http://u'}]\n",
+     "concurrency[0]: Expected `int` <= 100000"),
+    (HEAD.replace("duration: 1", "duration: .nan") + "deployments: [{name: a, url: 'http://u'}]\n", "duration:"),
+    (HEAD.replace("duration: 1", "duration: .inf") + "deployments: [{name: a, url: 'http://u'}]\n", "duration:"),
+    (HEAD.replace("duration: 1", "duration: 1.0e+308") + "deployments: [{name: a, url: 'http://u'}]\n",
+     "duration: Expected `float` <= 1000000.0"),
+    (HEAD + "deployments: [{name: a, url: 'http://u', clock_scale: -1}]\n", "deployments[0].clock_scale"),
+    (HEAD + "deployments: [{name: " + "d" * 300 + ", url: 'http://u'}]\n", "deployments[0].name"),
+    (HEAD + "deployments: [{name: \"a\\0b\", url: 'http://u'}]\n", "deployments[0].name"),
+    (HEAD.replace("name: x", "name: ../../../../escaped") + "deployments: [{name: a, url: 'http://u'}]\n",
+     "name: Expected `str` matching regex"),
+    (HEAD + "bench: {grace: soon}\ndeployments: [{name: a, url: 'http://u'}]\n", "bench.grace: Expected `float"),
+    (HEAD + "bench: {token_scale: 0}\ndeployments: [{name: a, url: 'http://u'}]\n", "bench.token_scale: must be >= 1"),
+    (HEAD + "deployments: [{name: a, command: 'vllm serve m'}]\n", "deployments[0] (a): command: want {port}"),
+    (HEAD + "dataset: {max_context: lots}\ndeployments: [{name: a, url: 'http://u'}]\n",
+     "dataset.max_context: expected a token count"),
+    (HEAD + "deployments: [{name: a, sim: {gpus: eight}}]\n", "sim.gpus: want a number"),
+    ("a: &x [1]\nb: *x\n", "YAML aliases"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
 ])
 def test_recipe_errors_name_the_key(tmp_path, body, message):
     path = tmp_path / "r.yaml"
     path.write_text(body)
     with pytest.raises(AgentxError) as e:
         load_recipe(path)
-    assert message in str(e.value) and str(path) in str(e.value)
+    assert message in str(e.value) and str(path) in str(e.value) and "--" not in str(e.value)
+
+
+def test_a_binary_recipe_and_a_refused_sweep_store_nothing(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_bytes(b"\xff\xfe\x00garbage\x80")
+    with pytest.raises(AgentxError, match="not UTF-8 text"):
+        load_recipe(path)
+    path.write_text(HEAD + "bench: {grace: soon}\ndeployments: [{name: a, url: 'http://u'}]\n")
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    res = sweep_cli(path, db, tmp_path / "out")
+    assert res.returncode == 2 and "bench.grace" in res.stderr and "Traceback" not in res.stderr
+    assert stored(db) == [] and not (tmp_path / "out").exists()
+    from sqlalchemy import create_engine, text
+    with create_engine(db).connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM sweeps")).scalar() == 0
 
 
 def test_unhealthy_url_target_marks_points_failed(tmp_path):
@@ -189,6 +226,6 @@ def test_bench_settings_by_name(tmp_path):
         duration: 1
         concurrency: [1]
         bench: {token_range: [1000, 2000], wire: chat, grace: 5}
-        deployments: [{name: a, url: u}]
+        deployments: [{name: a, url: "http://u"}]
         """))
     assert recipe.bench["token_range"] == [1000, 2000]
