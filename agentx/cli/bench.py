@@ -289,7 +289,7 @@ def demo_cmd(
     with sim_server("--speed", str(speed), "--truth-log", str(out / "sim_truth.jsonl")) as url:
         settings = BenchSettings.build(url=url, concurrency=levels[0], duration=duration, gpus=8, hardware="H200",
                                        engine="agentx-sim", dataset=corpus.label, clock_scale=speed,
-                                       grace=30.0)
+                                       grace=30.0, power=f"dcgm:{url}/metrics")  # the sim's modeled GPU power
         results = _sweep(settings, sessions, levels, out, "demo")
     first = out / f"c{levels[0]}" if len(levels) > 1 else out
     console.print(f"all results under {out}/ (`agentx report {first}` rebuilds a summary)", highlight=False)

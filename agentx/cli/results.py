@@ -132,7 +132,9 @@ def frontier_cmd(
     x: str = typer.Option("p90_e2e_norm_intvty", "--x", help="p50_intvty, p90_intvty, p50_e2e_norm_intvty, "
                           "p90_e2e_norm_intvty or p90_ttft (lower is better)."),
     y: str = typer.Option("tput_per_gpu", "--y", help="tput_per_gpu, output_tput_per_gpu, input_tput_per_gpu, "
-                          "tok_per_usd_{hyperscaler,neocloud,rental_3y} or tok_s_per_mw."),
+                          "tok_per_usd_{hyperscaler,neocloud,rental_3y}, tok_s_per_mw (the cost table's kW), "
+                          "measured_tok_s_per_mw, joules_per_output_token or joules_per_total_token (measured "
+                          "power, bench --power; J: lower is better)."),
     model: Optional[str] = OPT_MODEL, hardware: Optional[str] = OPT_HARDWARE,
     engine: Optional[str] = OPT_ENGINE, dataset: Optional[str] = OPT_DATASET,
     overall: bool = typer.Option(False, "--all", help="One frontier over every deployment instead of one per curve."),

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from agentx.engine.config import EngineConfig
 from agentx.engine.kvcache import KVCache, block_hashes
+from agentx.engine.power import PowerModel
 from agentx.engine.timing import Roofline, Work
 from agentx.engine.window import decode_window
 from agentx.errors import AgentxError
@@ -122,6 +123,7 @@ class EngineCore:
         self.draft_tokens = cfg.draft_tokens if cfg.spec_decode else 0
         self.accept_len = self.roofline.acceptance_length
         self.spec_steps = 0  # iterations that decoded (the acceptance pattern's clock)
+        self.power = PowerModel(self.roofline.hw.idle_w, self.roofline.hw.tdp_w)  # per GPU of the group
 
     # ------------------------------------------------------------------ requests
 
@@ -184,6 +186,9 @@ class EngineCore:
         if not preempted:
             self._admit_waiting(work, scheduled, budget)
         duration = self.roofline.iteration_s(work)
+        if duration:  # busy: the roofline time, without the fixed overhead and host-link waits
+            busy = duration - self.cfg.overhead_s - self.roofline.transfer_s(work.loaded_tokens)
+            self.power.iteration(self.now, duration, busy)
         self.now += duration
         emitted, finished, decodes, tokens = [], [], 0, 0
         bs = self.cfg.block_size

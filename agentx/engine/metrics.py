@@ -1,4 +1,5 @@
-"""The simulated engine's /metrics: Prometheus text with vLLM's v1 metric names.
+"""The simulated engine's /metrics: Prometheus text with vLLM's v1 metric names, and the modeled
+power of its GPUs under DCGM exporter's names (`engine/power.py`).
 
 Values are read from the engine's own counters at scrape time (nothing is counted twice on the
 hot path); latency histograms are observed by the server in wall-clock seconds.
@@ -7,6 +8,7 @@ hot path); latency histograms are observed by the server in wall-clock seconds.
 from __future__ import annotations
 
 from bisect import bisect_left
+from functools import cache
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -142,16 +144,58 @@ class Collector:
         yield from families.values()
 
 
-def exposition(core, stats: ServerStats, model_name: str) -> bytes:
-    """Prometheus text of one core, or of every replica of a `Replicas` (label `replica`)."""
+# DCGM exporter's fields (its etc/default-counters.csv): name, type, help
+DCGM_FIELDS = (
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ)."),
+)
+
+
+def dcgm_series(core, now: float) -> list[tuple[str, dict, float]]:
+    """(name, labels, value) of every modeled GPU at modeled time `now`: replica r's GPUs are
+    numbered r x GPUs + 0 .. GPUs - 1, each drawing its group's power (TP splits work evenly)."""
+    cores = getattr(core, "cores", None) or [core]
+    if not cores[0].power.known:
+        return []
+    gpus, out = cores[0].cfg.gpus, []
+    labels = _gpu_labels(len(cores), gpus, cores[0].roofline.hw.name)
+    for r, c in enumerate(cores):
+        util, watts, joules = c.power.reading(now)
+        for j in range(gpus):
+            gpu = labels[r * gpus + j]
+            out += [("DCGM_FI_DEV_GPU_UTIL", gpu, round(util * 100)), ("DCGM_FI_DEV_POWER_USAGE", gpu, watts),
+                    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", gpu, joules * 1000)]
+    return out
+
+
+@cache
+def _gpu_labels(replicas: int, gpus: int, model_name: str) -> tuple[dict, ...]:
+    return tuple({"gpu": str(i), "UUID": f"GPU-agentx-sim-{i:04d}", "device": f"nvidia{i}", "modelName": model_name}
+                 for i in range(replicas * gpus))
+
+
+def _dcgm_text(series: list[tuple[str, dict, float]]) -> bytes:
+    lines = []
+    for name, kind, doc in DCGM_FIELDS:
+        lines += [f"# HELP {name} {doc}", f"# TYPE {name} {kind}"]
+        lines += [f"{name}{{{','.join(f'{k}={chr(34)}{v}{chr(34)}' for k, v in labels.items())}}} {value!r}"
+                  for n, labels, value in series if n == name]
+    return ("\n".join(lines) + "\n").encode() if series else b""
+
+
+def exposition(core, stats: ServerStats, model_name: str, now: float = 0.0) -> bytes:
+    """Prometheus text of one core, or of every replica of a `Replicas` (label `replica`), then
+    the modeled GPUs' DCGM series at modeled time `now`."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Collector(core, stats, model_name))
-    return generate_latest(registry)
+    return generate_latest(registry) + _dcgm_text(dcgm_series(core, now))
 
 
 def samples(core, stats: ServerStats, model_name: str) -> dict[str, float]:
     """What a scrape of `exposition()` parses into (`metrics.scrape.parse_samples`), without the
-    text (the virtual-time runner samples every modeled second)."""
+    text and the DCGM series (the virtual-time runner samples every modeled second, and writes the
+    power readings to power.jsonl of their own)."""
     out = {}
     for kind, name, _, labels, value in all_series(core, stats, model_name):
         ident = (kind, name, *labels.items())

@@ -24,6 +24,8 @@ class Hardware:
     host_link_bw: float  # bytes/s per direction, GPU <-> host DRAM
     host_dram_bytes: float  # per GPU
     sources: dict
+    tdp_w: float = 0.0  # board power limit; 0: unknown (the sim then publishes no power)
+    idle_w: float = 0.0  # draw of an idle GPU with a model loaded
 
 
 @dataclass(frozen=True)

@@ -154,8 +154,15 @@ class SimServer:
         """vLLM's /version ({"version"}), plus the engine's name and precision (vLLM's has neither)."""
         return web.json_response({"version": __version__, "engine": "agentx-sim", "precision": self.cfg.deployment.engine.precision})
 
+    def energy_j(self) -> float | None:
+        """Joules all the modeled GPUs have drawn until now (modeled time); None without power figures."""
+        if not self.core.cores[0].power.known:
+            return None
+        now, gpus = self.modeled_now(), self.core.cfg.gpus
+        return sum(gpus * c.power.energy_j(now) for c in self.core.cores)
+
     async def metrics(self, request):
-        body = exposition(self.core, self.stats, self.model_name)
+        body = exposition(self.core, self.stats, self.model_name, self.modeled_now())
         return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
     async def models(self, request):
@@ -197,6 +204,7 @@ class SimServer:
             seq = self.core.new_sequence(rid, prompt, max_tokens, req.min_tokens, req.ignore_eos, fault == "corrupt")
             seq.waiter = asyncio.Event()
             self.core.add(seq, self.modeled_now(), request.headers.get("X-Session-ID"))
+            energy_at_arrival = self.energy_j()
         finally:
             turn.set()
         self._wakes[seq.replica].set()
@@ -208,7 +216,7 @@ class SimServer:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
             if style == "chat" and not tool:
                 seq.reasoning = round(self.cfg.reasoning_share * seq.stop_len)
-        timing = {"first": None}
+        timing = {"first": None, "energy_j": energy_at_arrival}
         try:
             if req.stream:
                 return await self._stream(request, seq, shape, include_usage, fault, timing)
@@ -221,7 +229,7 @@ class SimServer:
             self.core.abort(seq)
             raise
         finally:
-            self._finish(request, seq, arrival, timing["first"], fault)
+            self._finish(request, seq, arrival, timing["first"], fault, timing["energy_j"])
 
     def _prompt(self, body: bytes, style: str):
         tool = None
@@ -339,7 +347,8 @@ class SimServer:
     def _count_error(self, kind: str) -> None:
         self.stats.errors[kind] = self.stats.errors.get(kind, 0) + 1
 
-    def _finish(self, request, seq: Sequence, arrival: float, first: float | None, fault) -> None:
+    def _finish(self, request, seq: Sequence, arrival: float, first: float | None, fault,
+                energy_at_arrival: float | None = None) -> None:
         end = time.time()
         if not seq.finish_reason:  # left by an unexpected exit: free its blocks
             self.core.abort(seq)
@@ -354,10 +363,12 @@ class SimServer:
             fault = "corrupt" if seq.cached_tokens > 0 else None
         elif fault:
             self._count_error(fault)
+        energy = {"arrival": energy_at_arrival, "end": self.energy_j()} if energy_at_arrival is not None else None
         self._log(request, seq.id, arrival, first, len(seq.prompt), max(seq.cached_tokens, 0), len(seq.output),
-                  fault or reason, end)
+                  fault or reason, end, energy)
 
-    def _log(self, request, rid, arrival, first, prompt_tokens, cached, completion, status, end=None) -> None:
+    def _log(self, request, rid, arrival, first, prompt_tokens, cached, completion, status, end=None,
+             energy=None) -> None:
         if not self.truth:
             return
         record = {
@@ -369,6 +380,8 @@ class SimServer:
             "last_token": end if first is not None else None, "prompt_tokens": prompt_tokens,
             "cached_tokens": cached, "completion_tokens": completion, "status": status,
         }
+        if energy is not None:  # the modeled energy of all GPUs (J, engine/power.py) as it arrived and ended
+            record["energy_j"] = energy
         self.truth.write(json.dumps(record) + "\n")
 
 

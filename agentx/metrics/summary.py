@@ -90,6 +90,24 @@ def request_metrics(ok: list[Record], gpus: int | None, hardware: str | None, co
     return out
 
 
+NO_POWER = {"valid": False, "source": None, "reasons": ["no power source (bench --power)"]}
+
+
+def power_metrics(energy: dict | None, throughput: dict | None) -> dict:
+    """The measured power over the profiling window (`energy`: agentx/power/energy.window_energy)
+    and what it makes of the throughput: joules per output and per total token = average W /
+    tok/s, and tok/s per MW = tok/s x 1e6 / average W (the deployment's tokens over its GPUs'
+    measured draw)."""
+    p = dict(energy or NO_POWER)
+    avg = p.get("avg_w")
+    if avg and throughput:
+        out_s, total_s = throughput["output_tok_s"], throughput["total_tok_s"]
+        p.update({"joules_per_output_token": avg / out_s if out_s else None,
+                  "joules_per_total_token": avg / total_s if total_s else None,
+                  "output_tok_s_per_mw": out_s * 1e6 / avg, "total_tok_s_per_mw": total_s * 1e6 / avg})
+    return p
+
+
 def session_metrics(trees: list[dict]) -> dict:
     whole = [t for t in trees if t.get("whole") and t["recorded_wall_s"] > 0]
     slowdown = [t["replay_wall_s"] / t["recorded_wall_s"] for t in whole]
@@ -125,7 +143,9 @@ def identity(settings: dict, run: dict) -> dict:
     return out
 
 
-def summarize(records: list[Record], run: dict, series: list[dict], trees: list[dict]) -> dict:
+def summarize(records: list[Record], run: dict, series: list[dict], trees: list[dict],
+              power: dict | None = None) -> dict:
+    """`power`: the window's energy of `bench --power` reads (agentx/power/energy.py), if any."""
     settings = run.get("settings", {})
     prof = [r for r in records if r.phase == "profile"]
     ok = [r for r in prof if r.error is None]
@@ -155,6 +175,9 @@ def summarize(records: list[Record], run: dict, series: list[dict], trees: list[
         rm["cache"].update(cache_summary(ok, ident.get("block_size"), exact_hits))
     if settings.get("slo"):
         rm["goodput"] = goodput(prof, settings["slo"], rm.get("throughput", {}).get("window_s"))
+    measured = power_metrics(power, rm.get("throughput"))
+    if "throughput" in rm:
+        rm["throughput"]["power_valid"] = measured["valid"]  # the per-MW figures above are the table's
     return {
         "schema_version": SCHEMA_VERSION,
         "identity": ident,
@@ -167,6 +190,7 @@ def summarize(records: list[Record], run: dict, series: list[dict], trees: list[
         "request_metrics": rm,
         "sessions": session_metrics(trees),
         "server_metrics": server,
+        "power": measured,
         "client_health": client_health(prof, run.get("client", {}), settings.get("clock_scale") or 1.0),
         "cache_probe": run.get("cache_probe"),
         "validity": {"valid": not reasons, "reasons": reasons},

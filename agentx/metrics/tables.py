@@ -62,6 +62,23 @@ def probe_line(result: dict) -> str:
     return line
 
 
+def power_line(p: dict | None) -> str | None:
+    """Measured power (SPEC §3, "Power"): J per token and tok/s per MW, or why there are none."""
+    if not p or p.get("source") is None:
+        return None
+    if p.get("avg_w") is None:
+        return f"power ({p['source']}): none measured: " + "; ".join(p.get("reasons") or ["no readings"])
+    line = (f"power ({p['source']}, {p['gpus']} GPUs, {p['method']}): {p['energy_j'] / 1000:,.1f} kJ over "
+            f"{p['window_s']:,.0f} s, average {p['avg_w']:,.0f} W, peak {_f(p.get('peak_w'), fmt='{:,.0f}')} W; "
+            f"{_f(p.get('joules_per_output_token'), fmt='{:,.3f}')} J per output token, "
+            f"{_f(p.get('joules_per_total_token'), fmt='{:,.4f}')} J per token; "
+            f"{_f(p.get('output_tok_s_per_mw'), fmt='{:,.0f}')} output tok/s per MW, "
+            f"{_f(p.get('total_tok_s_per_mw'), fmt='{:,.0f}')} total tok/s per MW (measured)")
+    if not p["valid"]:
+        line += " -- NOT VALID: " + "; ".join(p["reasons"])
+    return line
+
+
 def result_lines(result: dict) -> list[str]:
     rm, req, sm = result["request_metrics"], result["requests"], result["server_metrics"]
     tp, cache, health = rm.get("throughput", {}), rm.get("cache", {}), result["client_health"]
@@ -85,6 +102,9 @@ def result_lines(result: dict) -> list[str]:
             line += (f"; ${tp['usd_per_m_output_tokens']:,.2f} per M output tokens ({tp['cost_basis']}), "
                      f"{tp['output_tok_s_per_mw']:,.0f} output tok/s per MW")
         lines.append(line)
+    power = power_line(result.get("power"))
+    if power:
+        lines.append(power)
     reasoning = rm.get("reasoning_tokens")
     if reasoning:
         lines.append(f"reasoning tokens: p50 {reasoning['p50']:,.0f}, mean {reasoning['mean']:,.1f} per answer "

@@ -23,6 +23,8 @@ from agentx.common import peak_rss_mb
 from agentx.errors import AgentxError
 from agentx.metrics.identity import discover
 from agentx.metrics.scrape import Scraper
+from agentx.power.sampler import PowerSampler
+from agentx.power.sources import find_source, make_source
 from agentx.records import Record, RecordWriter
 from agentx.replay.client import Client, Exchange
 from agentx.replay.folder import report
@@ -71,8 +73,10 @@ class Opened:
     probe: ProbeConfig | None
     scraper: Scraper | None = None
     scrape_task: asyncio.Task | None = None
+    sampler: PowerSampler | None = None  # `--power`'s reads
+    sample_task: asyncio.Task | None = None
     ticker: asyncio.Task | None = None
-    window: list = field(default_factory=list)  # the scrape that opens the window
+    window: list = field(default_factory=list)  # the scrape and the power read that open the window
     cpu0: float = 0.0
     waited0: float | None = None
 
@@ -133,6 +137,7 @@ class Run(RunSkeleton):
         found = await discover(target.url, headers=target.headers)
         self.folder.info["server_identity"] = {k: list(v) for k, v in found.items()}
         probe = self._probe_config(found)
+        power = await self._power_source()
         if probe:
             self.folder.info["cache_probe"] = {"before": await probe_cache(probe, self.sessions)}
         self.folder.write_info()
@@ -146,6 +151,9 @@ class Run(RunSkeleton):
             opened.scraper = await Scraper(url, self.folder.path / "server_metrics.jsonl", self.clock,
                                            self._phase, headers=target.headers).__aenter__()
             opened.scrape_task = asyncio.create_task(opened.scraper.run())
+        if power is not None:
+            opened.sampler = PowerSampler(power, self.folder.path / "power.jsonl", self.clock, self._phase).__enter__()
+            opened.sample_task = asyncio.create_task(opened.sampler.run())
         opened.cpu0, opened.waited0 = time.process_time(), _runqueue_wait_s()
         opened.client = await Client(target.url, target.request_timeout, target.keep_chunks).__aenter__()
         opened.ticker = asyncio.create_task(self._tick(on_tick)) if on_tick else None
@@ -161,17 +169,20 @@ class Run(RunSkeleton):
         waited = _runqueue_wait_s()
         await dispatcher.drain(self.s.target.grace)
         await opened.client.__aexit__(None, None, None)
-        if opened.scraper is not None:
-            await asyncio.gather(*opened.window)
-            await opened.scraper.scrape_once("close")
+        await asyncio.gather(*opened.window)  # the window closes when its last request has ended
+        await asyncio.gather(*[part.scrape_once("close") if part is opened.scraper else part.sample_once("close")
+                               for part in (opened.scraper, opened.sampler) if part is not None])
         if opened.probe:
             self.folder.info["cache_probe"]["after"] = await probe_cache(opened.probe, self.sessions)
-        for task in (opened.scrape_task, opened.ticker):
+        for task in (opened.scrape_task, opened.sample_task, opened.ticker):
             if task:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         if opened.scraper is not None:
             await opened.scraper.__aexit__(None, None, None)
+        if opened.sampler is not None:
+            opened.sampler.__exit__(None, None, None)
+            await opened.sampler.source.close()
         opened.writer.close()
         waited0 = opened.waited0
         self.folder.finish({
@@ -183,12 +194,32 @@ class Run(RunSkeleton):
 
     def _window_opens(self, opened: Opened) -> None:
         """Scrape as the window opens: at once when nothing is in flight (the warmup has drained;
-        nothing is sent before the profiling start), else at the start itself."""
+        nothing is sent before the profiling start), else at the start itself. Power is read at
+        the start itself: energy accrues while nothing is sent."""
         plan = self.plan
-        if opened.scraper is None or opened.window or plan.phase not in (PROFILE, DONE):
+        if (opened.scraper is None and opened.sampler is None) or opened.window or plan.phase not in (PROFILE, DONE):
             return
-        wait = 0.0 if plan.inflight == 0 else max(0.0, (plan.profile_start - self.clock()) / self.s.target.clock_scale)
-        opened.window.append(asyncio.get_running_loop().create_task(_after(wait, opened.scraper.scrape_once("open"))))
+        start = max(0.0, (plan.profile_start - self.clock()) / self.s.target.clock_scale)
+        loop = asyncio.get_running_loop()
+        if opened.scraper is not None:
+            wait = 0.0 if plan.inflight == 0 else start
+            opened.window.append(loop.create_task(_after(wait, opened.scraper.scrape_once("open"))))
+        if opened.sampler is not None:
+            opened.window.append(loop.create_task(_after(start, opened.sampler.sample_once("open"))))
+
+    async def _power_source(self):
+        """The telemetry source of `--power` (None: off, or `auto` found none), named in run.json."""
+        target = self.s.target
+        if target.power == "none":
+            return None
+        if target.power == "auto":
+            metrics = target.server_metrics or target.url.rstrip("/") + "/metrics"
+            source, tried = await find_source(None if target.server_metrics is None else metrics)
+            self.folder.info["power_auto"] = {"found": source.name if source else None, "tried": tried}
+        else:
+            source = make_source(target.power)
+        self.folder.info["power_source"] = source.name if source else None
+        return source
 
     def _probe_config(self, found: dict) -> ProbeConfig | None:
         """The cache probe of `--probe-cache N` (prompts that fit the published context)."""

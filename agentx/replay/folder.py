@@ -1,7 +1,8 @@
 """A run folder: `run.json` (settings, version and command line at start; client health and
-`finished` at the end; `status`: running, complete, or failed with the error that ended it), `records.jsonl` (+ `records.parquet`), `server_metrics.jsonl`,
-`trees.jsonl` (a row per finished session tree) and `result.json`, which `report()` rebuilds
-from the rest (also for a run that was killed)."""
+`finished` at the end; `status`: running, complete, or failed with the error that ended it),
+`records.jsonl` (+ `records.parquet`, `records.csv`), `server_metrics.jsonl`, `trees.jsonl` (a row
+per finished session tree), `power.jsonl` (with `--power`) and `result.json`, which `report()`
+rebuilds from the rest (also for a run that was killed)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from pathlib import Path
 from agentx.errors import AgentxError
 from agentx.metrics.scrape import read_series
 from agentx.metrics.summary import summarize
+from agentx.power.energy import window_energy
+from agentx.power.sampler import read_power
 from agentx.records import read_jsonl, read_records, write_csv, write_parquet
 
 
@@ -83,7 +86,8 @@ def report(folder: Path) -> dict:
     records = read_records(folder)
     trees_path = folder / "trees.jsonl"
     trees = read_jsonl(trees_path) if trees_path.exists() else []
-    result = summarize(records, info, read_series(folder / "server_metrics.jsonl"), trees)
+    result = summarize(records, info, read_series(folder / "server_metrics.jsonl"), trees,
+                       window_energy(read_power(folder / "power.jsonl"), info.get("power_source")))
     (folder / "result.json").write_text(json.dumps(result, indent=1))
     write_csv(records, folder)  # (a killed run's too)
     return result

@@ -11,6 +11,7 @@ from agentx.content.tokens import ContentConfig
 from agentx.content.wire import WIRE_MODES
 from agentx.engine.presets import COST_BASES
 from agentx.options import check_bounds, option
+from agentx.power.sources import check_spec
 from agentx.replay.plan import PlanConfig
 from agentx.replay.session_ids import PresetName
 
@@ -38,9 +39,13 @@ class TargetConfig:
     probe_cache: int = option(0, "Cache-correctness probes before and after the run.", min=0)
     # sent on every request to the target (--api-key, --header: endpoint.py); run.json keeps the names only
     headers: tuple[tuple[str, str], ...] = option((), cli=False)
+    power: str = option("none", "GPU power telemetry, read every second: dcgm:URL (a DCGM exporter's /metrics), "
+                        "nvidia-smi, amd-smi, rocm-smi, auto (the first that answers) or none; gives J/token and "
+                        "measured tok/s per MW (SPEC 3).", metavar="SOURCE")
 
     def __post_init__(self):
         check_bounds(self)
+        check_spec(self.power)  # agentx/power/sources.py: dcgm:URL or a tool's name
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,10 @@ X_LABELS = {"p90_e2e_norm_intvty": "p90 E2E-normalized interactivity tok/s",
 Y_LABELS = {"tput_per_gpu": "total tok/s per GPU", "output_tput_per_gpu": "output tok/s per GPU",
             "input_tput_per_gpu": "input tok/s per GPU", "tok_per_usd_hyperscaler": "total tokens per $ (hyperscaler)",
             "tok_per_usd_neocloud": "total tokens per $ (neocloud)",
-            "tok_per_usd_rental_3y": "total tokens per $ (3-yr rental)", "tok_s_per_mw": "total tok/s per MW"}
+            "tok_per_usd_rental_3y": "total tokens per $ (3-yr rental)", "tok_s_per_mw": "total tok/s per MW",
+            "measured_tok_s_per_mw": "total tok/s per MW (measured power)",
+            "joules_per_output_token": "J per output token (measured, lower is better)",
+            "joules_per_total_token": "J per token (measured, lower is better)"}
 assert set(X_LABELS) == set(fr.X_METRICS)
 assert set(Y_LABELS) == set(fr.Y_METRICS)
 TABLE_COLUMNS = ["run", "concurrency", "deployment", "ok", "total_tok_s", "output_tok_s", "total_tok_s_per_gpu",

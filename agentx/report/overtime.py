@@ -141,6 +141,21 @@ def throughput_over_time(g: Grid) -> dict:
                     yaxis2={"title": {"text": "decode tok/s"}, "overlaying": "y", "side": "right", "rangemode": "tozero"})
 
 
+def power_over_time(g: Grid) -> dict:
+    """The GPUs' measured power (bench --power) beside the decode throughput it bought."""
+    power = g.series.get("power") or {}
+    watts = power.get("power_w")
+    if not watts or all(v is None for v in watts):
+        return empty("GPU power", "no power measured (bench --power dcgm:URL, nvidia-smi, amd-smi or rocm-smi)")
+    data = [g.line(watts, "GPU power W (all GPUs)", color="#d1495b")]
+    decode = g.get("decode_tok_s")
+    if decode is not None:
+        data.append({**g.line(decode, "decode tok/s", color=COLORS["decode"], dash="dot"), "yaxis": "y2"})
+    return g.figure(data, f"GPU power ({power.get('source') or 'measured'}) and decode throughput", "W",
+                    yaxis={"rangemode": "tozero"},
+                    yaxis2={"title": {"text": "decode tok/s"}, "overlaying": "y", "side": "right", "rangemode": "tozero"})
+
+
 def lateness_over_time(g: Grid) -> dict:
     p50, p99 = g.get("lateness_p50_ms"), g.get("lateness_p99_ms")
     if p50 is None:
@@ -155,4 +170,4 @@ def over_time(series: dict) -> dict[str, dict]:
     return {"latency": latency_over_time(g), "queue": queue_over_time(g), "kv": kv_over_time(g),
             "inflight": inflight_over_time(g),
             "hit_rate": hit_rate_over_time(g), "sources": prompt_sources_over_time(g),
-            "throughput": throughput_over_time(g), "lateness": lateness_over_time(g)}
+            "throughput": throughput_over_time(g), "power": power_over_time(g), "lateness": lateness_over_time(g)}

@@ -35,8 +35,8 @@ from agentx.results.points import unpack
 
 PREFIX = "/api/v1"
 UPLOAD_PATH = PREFIX + "/runs"
-UPLOAD_FILES = ("run.json", "result.json", "records.jsonl", "records.parquet", "server_metrics.jsonl", "trees.jsonl",
-                "dataset.json")
+UPLOAD_FILES = ("run.json", "result.json", "records.jsonl", "records.parquet", "server_metrics.jsonl", "power.jsonl",
+                "trees.jsonl", "dataset.json")
 MAX_ID = 2**31 - 1
 
 ItemId = Annotated[int, PathParam(ge=1, le=MAX_ID)]

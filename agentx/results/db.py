@@ -18,7 +18,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 from agentx.errors import AgentxError
 from agentx.results import schema
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _versions = Table("agentx_schema", MetaData(), Column("version", Integer, primary_key=True),
                   Column("applied_at", String(40), nullable=False))
@@ -36,8 +36,18 @@ def _v2(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE deployments ADD COLUMN engine_settings VARCHAR(300)")
 
 
+def _v3(conn: Connection) -> None:
+    """points: the measured power columns and power_valid (SPEC §8)."""
+    have = {c["name"] for c in inspect(conn).get_columns("points")}
+    for name in schema.POWER_COLUMNS:
+        if name not in have:
+            conn.exec_driver_sql(f"ALTER TABLE points ADD COLUMN {name} FLOAT")
+    if "power_valid" not in have:
+        conn.exec_driver_sql("ALTER TABLE points ADD COLUMN power_valid BOOLEAN")
+
+
 # version -> migration; a later schema change appends one (e.g. an ALTER TABLE) and bumps SCHEMA_VERSION
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2, 3: _v3}
 
 
 def now() -> str:

@@ -20,7 +20,9 @@ from agentx.results.schema import DEPLOYMENT_LABELS, deployments, points
 # x metric -> +1 if higher is better, -1 if lower is better
 X_METRICS = {"p50_intvty": 1, "p90_intvty": 1, "p50_e2e_norm_intvty": 1, "p90_e2e_norm_intvty": 1, "p90_ttft": -1}
 Y_METRICS = ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu", "tok_per_usd_hyperscaler",
-             "tok_per_usd_neocloud", "tok_per_usd_rental_3y", "tok_s_per_mw")
+             "tok_per_usd_neocloud", "tok_per_usd_rental_3y", "tok_s_per_mw", "measured_tok_s_per_mw",
+             "joules_per_output_token", "joules_per_total_token")
+Y_LOWER_BETTER = {"joules_per_output_token", "joules_per_total_token"}  # every other y: higher is better
 CANONICAL = ("p90_e2e_norm_intvty", "tput_per_gpu")
 CURVE = ("model", "hardware", "engine")
 
@@ -53,15 +55,15 @@ def load_points(engine: Engine, filters: Filters, x: str, y: str) -> list[dict]:
 
 
 def pareto(rows: list[dict], x: str, y: str) -> list[dict]:
-    """The non-dominated rows (y higher, x better), ordered from the best x to the worst."""
-    sign = X_METRICS[x]
+    """The non-dominated rows (y better, x better), ordered from the best x to the worst."""
+    sign, ysign = X_METRICS[x], -1 if y in Y_LOWER_BETTER else 1
     usable = [r for r in rows if r.get(x) is not None and r.get(y) is not None]
-    usable.sort(key=lambda r: (-sign * r[x], -r[y]))
+    usable.sort(key=lambda r: (-sign * r[x], -ysign * r[y]))
     out, best = [], -np.inf
     for r in usable:
-        if r[y] > best:
+        if ysign * r[y] > best:
             out.append(r)
-            best = r[y]
+            best = ysign * r[y]
     return out
 
 

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 from agentx.errors import AgentxError
 from agentx.results.runfolder import RunFolder, find_run_folders, incomplete, read_run
 from agentx.results.schema import datasets, points
+from agentx.power.energy import power_over_time
 from agentx.results.series import build_histograms, build_series
 from agentx.results.points import (add_conversations, check_conversations, dataset_id, deployment_labels, insert_point,
                                    point_row)
@@ -44,7 +45,9 @@ def chart_blobs(run: RunFolder) -> dict[str, dict]:
     identity, settings = run.result["identity"], run.info.get("settings", {})
     clock_scale = identity.get("clock_scale") or settings.get("clock_scale") or 1.0
     prefix = (read_digest(run.path) or {}).get("prefix")  # (read again: chart_blobs is also called alone)
-    return {"series": build_series(run.columns, run.series, clock_scale, prefix, settings.get("token_scale") or 1),
+    series = build_series(run.columns, run.series, clock_scale, prefix, settings.get("token_scale") or 1,
+                          power_over_time(run.power or []), (run.result.get("power") or {}).get("source"))
+    return {"series": series,
             "histograms": build_histograms(run.columns), **build_timelines(run.columns)}
 
 

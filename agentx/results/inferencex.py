@@ -35,7 +35,7 @@ def inferencex_row(result: dict, labels: dict) -> dict:
         "server_gpu_cache_hit_rate": sm.get("prefix_hit_rate"),
         "server_cpu_cache_hit_rate": sm.get("external_hit_rate"),
         "gpu_kv_cache_usage_pct": sm["kv_usage_mean"] * 100 if sm.get("kv_usage_mean") is not None else None,
-        "power_valid": False,  # agentx measures no power; its per-MW figures come from the SPEC §3 table
+        **_power(result.get("power") or {}),
     }
     for key, source in DISTRIBUTIONS.items():
         dist = rm.get(source) or {}
@@ -43,6 +43,16 @@ def inferencex_row(result: dict, labels: dict) -> dict:
             if dist.get(field) is not None:
                 row[f"{stat}_{key}"] = dist[field]
     return row
+
+
+def _power(p: dict) -> dict:
+    """InferenceX's power keys: measured (bench --power) when valid, else power_valid false."""
+    if not p.get("valid"):
+        return {"power_valid": False}
+    return {"power_valid": True, "power_source": p.get("source"), "avg_power_w": p.get("avg_w"),
+            "peak_power_w": p.get("peak_w"), "joules_per_output_token": p.get("joules_per_output_token"),
+            "joules_per_total_token": p.get("joules_per_total_token"),
+            "tok_s_per_mw": p.get("total_tok_s_per_mw"), "output_tok_s_per_mw": p.get("output_tok_s_per_mw")}
 
 
 def export_row(engine: Engine, point_id: int) -> dict:

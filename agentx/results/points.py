@@ -112,6 +112,12 @@ def metric_columns(result: dict) -> dict:
     req = result.get("requests") or {}
     if req.get("profiled"):
         out["error_rate"] = (req["profiled"] - (req.get("succeeded") or 0)) / req["profiled"]
+    power = result.get("power") or {}
+    if power.get("valid"):  # measured figures only where the measurement is valid (SPEC §3 "Power")
+        out.update({"joules_per_output_token": power.get("joules_per_output_token"),
+                    "joules_per_total_token": power.get("joules_per_total_token"),
+                    "avg_power_w": power.get("avg_w"), "peak_power_w": power.get("peak_w"),
+                    "measured_tok_s_per_mw": power.get("total_tok_s_per_mw")})
     assert set(out) <= set(METRIC_COLUMNS)
     return out
 
@@ -140,5 +146,6 @@ def point_row(result: dict, run_id: str, source: str, **extra) -> dict:
         "started_at": _get(result, "provenance", "start_time"), "valid": validity.get("valid"),
         "simulated": str(identity.get("engine") or "").startswith("agentx-sim"),
         "requests_ok": req.get("succeeded"), "requests_failed": sum((req.get("errors") or {}).values()),
+        "power_valid": bool((result.get("power") or {}).get("valid")),
         "settings": _strict(identity), "result": _strict(result), **metric_columns(result), **extra,
     }

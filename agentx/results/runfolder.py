@@ -1,5 +1,5 @@
 """Read a run folder through its files (SPEC §2-§4): run.json, result.json, the records
-(records.parquet when the run finished, else records.jsonl), server_metrics.jsonl.
+(records.parquet when the run finished, else records.jsonl), server_metrics.jsonl, power.jsonl.
 
 Every file is checked by type and size before it is opened and decoded into the bounded Structs
 of `runschema` before any of it is used (SPEC §8, import bounds). Records come back as columns
@@ -18,6 +18,7 @@ import numpy as np
 from agentx.errors import AgentxError
 from agentx.results import runschema as rs
 from agentx.userfiles import bounded_lines, check_file, check_folder, is_regular, read_bounded, shown
+from agentx.power.sampler import PowerSample
 
 # record field -> dtype of its column (None fields become NaN in float columns, -1 in int ones)
 FLOAT_FIELDS = ("planned", "start", "end", "ttft")
@@ -35,6 +36,7 @@ class RunFolder:
     series: list[dict]  # server_metrics.jsonl rows
     typed: rs.Result  # result.json's columns, validated
     run_id: str
+    power: list = None  # power.jsonl reads (agentx/power/sampler.py), [] without --power
 
     @property
     def n(self) -> int:
@@ -129,7 +131,7 @@ def read_run(path: Path) -> RunFolder:
     _check_counts(path, typed, columns)
     series = read_scrapes(path / "server_metrics.jsonl")
     _check_grid(path, typed, typed_info, columns, series)
-    return RunFolder(path, info, result, columns, series, typed, run_id)
+    return RunFolder(path, info, result, columns, series, typed, run_id, read_power_reads(path / "power.jsonl"))
 
 
 def _check_counts(path: Path, typed: rs.Result, columns: dict) -> None:
@@ -148,6 +150,13 @@ def _check_grid(path: Path, typed: rs.Result, info: rs.RunInfo, columns: dict, s
     if horizon / step > rs.MAX_GRID:
         raise AgentxError(f"{shown(path)}: the run spans {horizon:,.0f} s at a clock scale of {step:g}: over "
                           f"{rs.MAX_GRID:,} points of the charts' 1 s grid")
+
+
+def read_power_reads(path: Path) -> list[PowerSample]:
+    """power.jsonl (bench --power) as typed, bounded reads; none without the file."""
+    if not path.exists() and not path.is_symlink():
+        return []
+    return _jsonl(path, PowerSample, rs.MAX_SERIES_FILE)
 
 
 def read_scrapes(path: Path) -> list[dict]:

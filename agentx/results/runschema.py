@@ -109,6 +109,17 @@ class ServerMetrics(msgspec.Struct):
     kv_usage_mean: Metric | None = None
 
 
+class Power(msgspec.Struct):
+    """The measured power of `bench --power` (SPEC §3): the power columns when valid."""
+    valid: bool = False
+    source: text(2000) | None = None
+    avg_w: Metric | None = None
+    peak_w: Metric | None = None
+    joules_per_output_token: Metric | None = None
+    joules_per_total_token: Metric | None = None
+    total_tok_s_per_mw: Metric | None = None
+
+
 class Result(msgspec.Struct):
     """result.json (SPEC §4): the fields the database's columns come from."""
     schema_version: Annotated[int, msgspec.Meta(ge=1, le=1000)]
@@ -118,6 +129,7 @@ class Result(msgspec.Struct):
     validity: Validity = msgspec.field(default_factory=Validity)
     provenance: Provenance = msgspec.field(default_factory=Provenance)
     server_metrics: ServerMetrics | None = None
+    power: Power | None = None
 
 
 class RunSettings(msgspec.Struct):

@@ -68,7 +68,10 @@ METRIC_COLUMNS = (
     "p50_intvty", "p90_intvty", "p50_e2e_norm_intvty", "p90_e2e_norm_intvty",
     "tok_per_usd_hyperscaler", "tok_per_usd_neocloud", "tok_per_usd_rental_3y", "tok_s_per_mw",
     "theoretical_cache_hit_rate", "server_prefix_hit_rate", "kv_usage_mean", "error_rate",
+    # measured power (SPEC §3 "Power"; null unless power_valid): added by migration 3
+    "joules_per_output_token", "joules_per_total_token", "avg_power_w", "peak_power_w", "measured_tok_s_per_mw",
 )
+POWER_COLUMNS = METRIC_COLUMNS[-5:]
 
 points = Table(
     "points", metadata,
@@ -89,6 +92,7 @@ points = Table(
     Column("simulated", Boolean, nullable=False, default=False),
     Column("requests_ok", Integer), Column("requests_failed", Integer),
     *[Column(name, Float) for name in METRIC_COLUMNS],
+    Column("power_valid", Boolean),  # the power columns are measured (migration 3)
     Column("settings", Text),  # JSON: every identity label, including spec decoding, offload, parallelism
     Column("result", Text),  # JSON: the result point (SPEC §4)
 )

@@ -11,7 +11,7 @@ import numpy as np
 from agentx.common import log_bins
 from agentx.metrics.server import BY_SOURCE, COUNTERS, GAUGES, label_value, metric_name
 
-SERIES_VERSION = 3
+SERIES_VERSION = 4  # 4: power_w (measured GPU power, SPEC §3 "Power")
 CPU_KV_USAGE = ["vllm:cpu_cache_usage_perc", "vllm:cpu_kv_cache_usage_perc"]
 FRACTIONS = set(GAUGES["kv_usage"] + CPU_KV_USAGE)  # per engine: their mean is the server's
 HIT_WINDOW = 2  # the prefix hit rate at a grid step is the ratio of sums over steps i-2 .. i+2
@@ -24,9 +24,11 @@ def _r(values, digits: int = 4) -> list:
 
 
 def build_series(columns: dict, scrapes: list[dict], clock_scale: float, prefix: dict | None = None,
-                 token_scale: int = 1) -> dict:
+                 token_scale: int = 1, power: list[tuple[float, float]] | None = None,
+                 power_source: str | None = None) -> dict:
     """`prefix`: the dataset digest's prefix order per session (`agentx.traces.digest`), for the
-    in-flight unique tokens; `token_scale`: the run's (a hash block is block_size / K tokens)."""
+    in-flight unique tokens; `token_scale`: the run's (a hash block is block_size / K tokens);
+    `power`: (t, W of all GPUs) reads of `bench --power` (agentx/power/energy.power_over_time)."""
     step = float(clock_scale or 1.0)
     ends = columns["end"]
     horizon = max([float(np.nanmax(ends)) if len(ends) else 0.0] + [s["t"] for s in scrapes])
@@ -36,7 +38,18 @@ def build_series(columns: dict, scrapes: list[dict], clock_scale: float, prefix:
     out.update(_sent_series(columns, step, n, float(clock_scale or 1.0)))
     out.update(_server_series(scrapes, step, n))
     out.update(inflight_tokens(columns, prefix, step, n, token_scale))
+    out["power"] = _power_series(power or [], step, n, power_source)
     return out
+
+
+def _power_series(reads: list[tuple[float, float]], step: float, n: int, source: str | None) -> dict | None:
+    """The GPUs' summed power per step (the last read in a step; null where none), and its source."""
+    if not reads:
+        return None
+    col = np.full(n, np.nan)
+    for t, watts in reads:
+        col[min(int(t // step), n - 1)] = watts
+    return {"power_w": _r(col, 1), "source": source}
 
 
 def inflight_tokens(c: dict, prefix: dict | None, step: float, n: int, token_scale: int = 1) -> dict:

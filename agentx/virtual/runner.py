@@ -29,9 +29,11 @@ import time
 from agentx.common import key64, peak_rss_mb
 from agentx.content.engine_blocks import EngineBlocks
 from agentx.engine.config import Deployment, EngineConfig
-from agentx.engine.metrics import ServerStats, samples
+from agentx.engine.metrics import ServerStats, dcgm_series, samples
 from agentx.engine.replicas import Replicas
 from agentx.engine.window import decode_finish_bound
+from agentx.power.readings import GpuReading
+from agentx.power.sampler import PowerSample, sample_line
 from agentx.records import Record, RecordWriter
 from agentx.replay.folder import report
 from agentx.replay.plan import DONE, PROFILE, Dispatch
@@ -84,6 +86,8 @@ class VirtualRun(RunSkeleton):
         self.time = 0.0  # the loop's clock: every event before it has been handled
         self.ended = 0  # requests ended (the progress line)
         self.on_tick, self.next_tick = None, 0.0  # progress: called with snapshot() every TICK_S of wall time
+        self.power = None  # power.jsonl: the modeled GPUs' DCGM readings (none without power figures)
+        self.window_open, self.last_profile_end = False, None
 
     # ------------------------------------------------------------------ the loop
 
@@ -102,6 +106,9 @@ class VirtualRun(RunSkeleton):
         self.records = RecordWriter(folder)
         self.folder.open_trees()
         self.series = open(folder / "server_metrics.jsonl", "ab", buffering=0)
+        if self.replicas.cores[0].power.known:
+            self.power = open(folder / "power.jsonl", "ab", buffering=0)
+            self.folder.info["power_source"] = POWER_SOURCE
         plan, tick = self.plan, 0.0
         plan.start(0.0)
         while True:
@@ -129,8 +136,12 @@ class VirtualRun(RunSkeleton):
                 continue
             self._advance(first, min([events] + [self._finish_bound(c) for c in busy if c is not first]))
         self._drain(plan.profile_end + self.s.target.grace)
+        if self.last_profile_end is not None:
+            self._power_read(self.last_profile_end, "close")  # the window closes as its last request ends
         self.records.close()
         self.series.close()
+        if self.power:
+            self.power.close()
         self.folder.finish({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - cpu0,
                             "peak_rss_mb": peak_rss_mb(),
                             "modeled_s": self.time, "advance_turns": self.turns,
@@ -172,6 +183,9 @@ class VirtualRun(RunSkeleton):
     def _submit(self, d: Dispatch) -> None:
         """Hand a dispatch to the engine at the loop's time (or record its refusal)."""
         now, prompts = self.time, self.render.prompts
+        if d.phase == "profile" and not self.window_open:
+            self.window_open = True
+            self._power_read(now, "open")  # the profiling start itself, as bench's sampler reads it
         session, req = d.session, d.request
         stream = (d.tree, d.graph.nodes[d.node].stream)
         isl = prompts.isl(session, req)
@@ -217,6 +231,8 @@ class VirtualRun(RunSkeleton):
     def _ended(self, d: Dispatch, rec: Record, at: float) -> None:
         self.ended += 1
         self.records.write(rec)
+        if rec.phase == "profile" and rec.error is None:
+            self.last_profile_end = max(self.last_profile_end or rec.end, rec.end)
         self.plan.ended(d.key, at)
         for tree in self.finished_trees():  # their rows written; their block hashes dropped
             for stream in range(len(tree.graph.streams)):
@@ -230,9 +246,26 @@ class VirtualRun(RunSkeleton):
             for duration, decodes in itl:
                 self.stats.itl.observe(duration, decodes)
             itl.clear()
-        self.series.write(_series_line(t, self.phase_at(t), samples(self.replicas, self.stats, self.s.target.model)))
+        phase = self.phase_at(t)
+        self.series.write(_series_line(t, phase, samples(self.replicas, self.stats, self.s.target.model)))
+        self._power_read(t, phase)
+
+    def _power_read(self, t: float, phase: str) -> None:
+        """What `bench --power dcgm:URL` reads from the sim at modeled time t (every tick, and
+        the window's bounds)."""
+        if not self.power:
+            return
+        gpus: dict[str, dict] = {}
+        for name, labels, value in dcgm_series(self.replicas, t):
+            if name == "DCGM_FI_DEV_POWER_USAGE":
+                gpus.setdefault(labels["gpu"], {})["power_w"] = value
+            elif name == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION":
+                gpus.setdefault(labels["gpu"], {})["energy_j"] = value / 1000  # mJ, as DCGM publishes it
+        reads = [GpuReading(gpu, **f) for gpu, f in gpus.items()]
+        self.power.write(sample_line(PowerSample(t, phase, reads)))
 
 
+POWER_SOURCE = "dcgm (the simulated engine's modeled power, virtual time)"
 _KEY_TEXT: dict[str, str] = {}  # sample name -> its JSON text and separator (the same names every second)
 
 

@@ -91,6 +91,7 @@ def test_sim_serve_replicas_label_their_metrics_and_share_the_work():
 def test_samples_equal_a_parsed_scrape():
     from agentx.engine.metrics import ServerStats, exposition, samples
     from agentx.metrics.scrape import parse_samples
+    from agentx.metrics.server import label_value
 
     r = Replicas(EngineConfig(), 2, "least-loaded")
     for i in range(4):
@@ -100,4 +101,12 @@ def test_samples_equal_a_parsed_scrape():
     stats = ServerStats()
     stats.ttft.observe(0.3)
     for target in (r, r.cores[0]):
-        assert samples(target, stats, "m") == parse_samples(exposition(target, stats, "m").decode())
+        scraped = parse_samples(exposition(target, stats, "m", now=30.0).decode())
+        dcgm = {k: v for k, v in scraped.items() if k.startswith("DCGM_")}  # power: power.jsonl's, not samples'
+        assert samples(target, stats, "m") == {k: v for k, v in scraped.items() if k not in dcgm}
+        # the modeled GPUs' power under DCGM's names: 8 GPUs per replica, numbered across replicas
+        gpus = {label_value(k, "gpu") for k in dcgm}
+        assert gpus == {str(i) for i in range(8 * len(getattr(target, "cores", [target])))}
+        busy = dcgm['DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{UUID="GPU-agentx-sim-0000",device="nvidia0",gpu="0",'
+                    'modelName="NVIDIA H200 SXM 141GB"}']
+        assert 30 * 77.71 * 1000 < busy < 30 * 700 * 1000  # mJ after 30 modeled seconds: idle < drawn < TDP

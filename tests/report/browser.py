@@ -16,7 +16,7 @@ GRAPHS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => ({
     hidden: gd._fullData.map(t => t.visible !== true)}))"""
 
 POINT_GRAPHS = {"fig-isl", "fig-osl", "fig-latency", "fig-queue", "fig-kv", "fig-inflight", "fig-hit_rate",
-                "fig-sources", "fig-throughput", "fig-lateness", "fig-timeline", "flame"}
+                "fig-sources", "fig-throughput", "fig-power", "fig-lateness", "fig-timeline", "flame"}
 
 
 def assert_every_graph_has_points(page: "Page", expected: set[str]) -> None:

@@ -14,14 +14,15 @@ LEVELS = (2, 6)
 
 @pytest.fixture(scope="session")
 def sweep(tmp_path_factory):
-    """A sweep folder with one run per concurrency (c2, c6), against one sim server."""
+    """A sweep folder with one run per concurrency (c2, c6), against one sim server, its modeled
+    GPU power read from the sim's DCGM series (bench --power)."""
     out = tmp_path_factory.mktemp("report") / "sweep"
     sessions = load_sessions([WEKA], None)
     with sim_server("--speed", str(SPEED)) as url:
         for n in LEVELS:
             bench(BenchSettings.build(url=url, concurrency=n, duration=240, out=str(out / f"c{n}"), clock_scale=SPEED,
                                       gpus=8, hardware="H200", engine="agentx-sim", dataset="weka sample",
-                                      warmup_requests_per_lane=3, grace=10), sessions)
+                                      warmup_requests_per_lane=3, grace=10, power=f"dcgm:{url}/metrics"), sessions)
     return out
 
 

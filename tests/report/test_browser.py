@@ -39,6 +39,11 @@ def test_sweep_report_in_chromium(sweep, tmp_path):
         page.page.wait_for_function("document.getElementById('frontier').layout.yaxis.title.text"
                                     " === 'total tok/s per MW'")
         assert_every_graph_has_points(page, POINT_GRAPHS | frontiers)
+        for y, title in (("joules_per_output_token", "J per output token (measured, lower is better)"),
+                         ("measured_tok_s_per_mw", "total tok/s per MW (measured power)")):
+            page.page.select_option("#frontier-y", y)  # measured power (bench --power) as the frontier's y
+            page.page.wait_for_function(f"document.getElementById('frontier').layout.yaxis.title.text === '{title}'")
+            assert_every_graph_has_points(page, POINT_GRAPHS | frontiers)
 
         # a click on a timeline bar of another conversation opens its flamegraph at that turn
         shown = page.page.evaluate("document.getElementById('flame').layout.meta.tree")

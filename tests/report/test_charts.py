@@ -46,7 +46,8 @@ def test_log_bars_draw_log_bins_on_a_log10_axis():
 def test_over_time_charts_have_data_and_shade_the_warmup(sweep):
     run = read_run(sweep / "c6")
     figures = over_time(chart_blobs(run)["series"])
-    assert set(figures) == {"latency", "queue", "kv", "inflight", "hit_rate", "sources", "throughput", "lateness"}
+    assert set(figures) == {"latency", "queue", "kv", "inflight", "hit_rate", "sources", "throughput", "power",
+                            "lateness"}
     for name, fig in figures.items():
         assert fig["data"], name
         for trace in fig["data"]:
@@ -145,6 +146,13 @@ def test_frontier_and_table_of_the_sweep(sweep, tmp_path):
     usd = frontier_chart(rows, "p90_e2e_norm_intvty", "tok_per_usd_hyperscaler")
     assert sorted(y for t in usd["data"] for y in t["y"]) == pytest.approx(sorted(
         r.result["request_metrics"]["throughput"]["total_tok_s_per_gpu"] * 3600 / 1.41 for r in runs))
+    # measured power (bench --power): J per output token, lower is better, and measured tok/s per MW
+    joules = frontier_chart(rows, "p90_e2e_norm_intvty", "joules_per_output_token")
+    assert sorted(y for t in joules["data"] for y in t["y"]) == pytest.approx(sorted(
+        r.result["power"]["joules_per_output_token"] for r in runs))
+    mw = frontier_chart(rows, "p90_e2e_norm_intvty", "measured_tok_s_per_mw")
+    assert sorted(y for t in mw["data"] for y in t["y"]) == pytest.approx(sorted(
+        r.result["power"]["total_tok_s_per_mw"] for r in runs))
     rows = table_rows(results)
     assert [row["concurrency"] for row in rows] == [2, 6] and list(rows[0]) == TABLE_COLUMNS
     assert rows[1]["ok"] == runs[1].result["requests"]["succeeded"]
@@ -197,3 +205,20 @@ def test_a_crowded_frontier_moves_labels_and_legend_to_the_hover(sweep):
     assert all("text" not in t["mode"] and "%{hovertext}" in t["hovertemplate"] for t in crowded["data"])
     shown = [{h.split(" x ")[1].split(",")[0] for h in t["hovertext"]} for t in crowded["data"]]  # its deployment
     assert sorted(h for hw in shown for h in hw) == sorted(f"hw{d}" for d in range(LEGEND_CURVES + 1))
+
+
+def test_point_page_draws_the_measured_power(sweep):
+    """The point's power chart: the GPUs' summed watts per step, as read into power.jsonl, beside
+    the decode throughput (each read is the mean over the last modeled second, as power.draw is:
+    a few reads at clock scale 50 sample the window's average coarsely, so they are only bounded)."""
+    run = read_run(sweep_folders(sweep)[1])
+    series = chart_blobs(run)["series"]
+    fig = over_time(series)["power"]
+    watts = next(t for t in fig["data"] if t["name"].startswith("GPU power"))
+    decode = next(t for t in fig["data"] if t["name"] == "decode tok/s")
+    assert decode["yaxis"] == "y2" and any(v for v in decode["y"] if v)
+    reads = {round(s.t // series["step_s"]): sum(r.power_w for r in s.gpus) for s in run.power if s.gpus}
+    drawn = {i: w for i, w in enumerate(watts["y"]) if w is not None}
+    assert drawn and set(drawn) == set(reads) and all(drawn[i] == pytest.approx(reads[i], abs=0.1) for i in drawn)
+    assert all(8 * 77.71 - 1 <= w <= 8 * 700 + 1 for w in drawn.values())  # 8 H200s between idle and TDP
+    assert run.result["power"]["valid"] and "dcgm:" in fig["layout"]["title"]["text"]

@@ -28,3 +28,5 @@ def test_demo_writes_the_report_and_prints_its_path(tmp_path):
     assert line.startswith("HTML report: ")
     path = Path(line.removeprefix("HTML report: "))
     assert path == out / "report.html" and "Plotly" in path.read_text()
+    printed = " ".join(res.stdout.split())
+    assert "power (dcgm:http://127.0.0.1:" in printed and "J per output token" in printed  # the sim's modeled power

@@ -59,6 +59,16 @@ def test_frontier_page_to_point_page(dashboard, tmp_path):
                                     ".layout.xaxis.title.text === 'p90 TTFT s'")
         assert "y=tput_per_gpu" in page.page.url
         assert_every_graph_has_points(page, FRONTIERS)
+        # the measured-power views: J per output token (lower is better) and measured tok/s per MW
+        for y, title in (("joules_per_output_token", "J per output token (measured, lower is better)"),
+                         ("measured_tok_s_per_mw", "total tok/s per MW (measured power)")):
+            page.page.select_option("#frontier-y", y)
+            page.page.wait_for_url(f"**/?*y={y}*")
+            page.page.wait_for_function("document.getElementById('frontier') && document.getElementById('frontier')"
+                                        f".layout.yaxis.title.text === '{title}'")
+            assert_every_graph_has_points(page, FRONTIERS)
+        page.page.select_option("#frontier-y", "tput_per_gpu")
+        page.page.wait_for_url("**/?*y=tput_per_gpu*")
         # the filter form keeps the view and puts the filter in the URL
         page.page.select_option("#filters select[name=hardware]", "H200")
         page.page.click("#filters button")

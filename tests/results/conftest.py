@@ -103,22 +103,25 @@ def bench_cli(url: str, out: Path, concurrency: str, *extra: str) -> None:
 
 @pytest.fixture(scope="session")
 def sweep_dir(tmp_path_factory) -> Path:
-    """A folder of two real runs (concurrency 2 and 6) of the bundled traces against the sim."""
+    """A folder of two real runs (concurrency 2 and 6) of the bundled traces against the sim, its
+    modeled GPU power read from the sim's DCGM series (bench --power)."""
     out = tmp_path_factory.mktemp("runs") / "sweep"
     with sim_server("--speed", str(SPEED)) as url:
-        bench_cli(url, out, "2,6")
+        bench_cli(url, out, "2,6", "--power", f"dcgm:{url}/metrics")
     return out
 
 
 @pytest.fixture(scope="session")
 def replica_run(tmp_path_factory) -> Path:
-    """A real run against the sim with two replicas and a CPU offload tier (per-engine KV gauges)."""
+    """A real run against the sim with two replicas and a CPU offload tier (per-engine KV gauges),
+    its 16 modeled GPUs' power read from the sim's DCGM series."""
     out, speed = tmp_path_factory.mktemp("replicas") / "c8", 20
     with sim_server("--speed", str(speed), "--replicas", "2", "--cpu-offload-gb", "200", "--gpu-memory-utilization",
                     "0.6", "--max-model-len", "200000") as url:
         cmd = [sys.executable, "-m", "agentx.cli", "bench", "--url", url, "--traces", str(WEKA), "--concurrency", "8",
                "--duration", "300", "--clock-scale", str(speed), "--gpus", "16", "--hardware", "H200", "--engine",
-               "agentx-sim", "--warmup-requests-per-lane", "2", "--grace", "10", "--out", str(out)]
+               "agentx-sim", "--warmup-requests-per-lane", "2", "--grace", "10", "--out", str(out),
+               "--power", f"dcgm:{url}/metrics"]
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         assert res.returncode == 0, res.stderr
     return out

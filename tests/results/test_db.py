@@ -16,8 +16,9 @@ from agentx.errors import AgentxError
 from agentx.results.db import SCHEMA_VERSION, connect, tables
 from agentx.results.importer import import_paths, import_run
 from agentx.results.runfolder import read_columns
-from agentx.results.schema import DEPLOYMENT_LABELS, conversations, datasets, deployments, point_blobs, points
 from agentx.results.points import deployment_key, unpack
+from agentx.results.schema import (DEPLOYMENT_LABELS, POWER_COLUMNS, conversations, datasets, deployments,
+                                   point_blobs, points)
 from tests.conftest import WEKA
 
 
@@ -40,11 +41,23 @@ def test_a_version_1_database_gets_engine_settings(db_url):
     engine = connect(db_url)
     with engine.begin() as conn:  # back to version 1's deployments table
         conn.execute(text("ALTER TABLE deployments DROP COLUMN engine_settings"))
-        conn.execute(text("DELETE FROM agentx_schema WHERE version = 2"))
+        conn.execute(text("DELETE FROM agentx_schema WHERE version >= 2"))
     engine = connect(db_url)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version FROM agentx_schema ORDER BY version")).scalars().all() == [1, 2]
+        assert conn.execute(text("SELECT version FROM agentx_schema ORDER BY version")).scalars().all() == [1, 2, 3]
         assert conn.execute(select(deployments.c.engine_settings)).all() == []
+
+
+def test_a_version_2_database_gets_the_power_columns(db_url):
+    engine = connect(db_url)
+    with engine.begin() as conn:  # back to version 2's points table
+        for name in (*POWER_COLUMNS, "power_valid"):
+            conn.execute(text(f"ALTER TABLE points DROP COLUMN {name}"))
+        conn.execute(text("DELETE FROM agentx_schema WHERE version = 3"))
+    engine = connect(db_url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT version FROM agentx_schema ORDER BY version")).scalars().all() == [1, 2, 3]
+        assert conn.execute(select(points.c.power_valid, *[points.c[n] for n in POWER_COLUMNS])).all() == []
 
 
 def test_deployment_keys_of_version_1_are_kept():
@@ -77,6 +90,13 @@ def test_import_sweep_folder(db_url, sweep_dir):
         # tokens per dollar and per MW from the SPEC §3 table (H200: 1.73 kW, $1.74 neocloud)
         assert row["tok_per_usd_neocloud"] == pytest.approx(row["tput_per_gpu"] * 3600 / 1.74)
         assert row["tok_s_per_mw"] == pytest.approx(row["tput_per_gpu"] * 1000 / 1.73)
+        # measured power (bench --power): the result's figures, stored only as they are valid
+        power = result["power"]
+        assert row["power_valid"] is True and power["valid"]
+        assert row["joules_per_output_token"] == pytest.approx(power["joules_per_output_token"])
+        assert row["joules_per_total_token"] == pytest.approx(power["joules_per_total_token"])
+        assert row["avg_power_w"] == pytest.approx(power["avg_w"]) and row["peak_power_w"] == pytest.approx(power["peak_w"])
+        assert row["measured_tok_s_per_mw"] == pytest.approx(power["total_tok_s_per_mw"])
         assert json.loads(row["result"]) == result
     # a higher concurrency gives more throughput per GPU and less interactivity on the sim
     assert rows[1]["tput_per_gpu"] > rows[0]["tput_per_gpu"]

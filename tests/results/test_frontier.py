@@ -38,6 +38,18 @@ def test_pareto_is_the_non_dominated_set(values, x):
     assert ys == sorted(ys)  # from the best x to the worst, y only grows
 
 
+@given(st.lists(st.tuples(finite, finite), min_size=1, max_size=30))
+@settings(max_examples=100, deadline=None)
+def test_joules_per_token_frontier_minimizes_y(values):
+    """J per token is lower-is-better: the frontier of y is the frontier of -y turned back."""
+    x, y = "p90_e2e_norm_intvty", "joules_per_output_token"
+    rows = [point(i, **{x: a, y: b, "neg": -b}) for i, (a, b) in enumerate(values)]
+    on = pareto(rows, x, y)
+    assert [(r[x], r[y]) for r in on] == [(r[x], -r["neg"]) for r in pareto(rows, x, "neg")]
+    ys = [r[y] for r in on]
+    assert ys == sorted(ys, reverse=True)  # from the best x to the worst, J per token only falls
+
+
 def test_other_views_keep_only_canonical_winners():
     rows = [point(1, p90_e2e_norm_intvty=50, p90_ttft=0.5, tput_per_gpu=100),
             point(2, p90_e2e_norm_intvty=20, p90_ttft=2.0, tput_per_gpu=300),
@@ -82,5 +94,7 @@ def test_frontier_command_on_real_points(tmp_path, sweep_dir):
     assert res.returncode == 0, res.stderr
     assert "H200 / agentx-sim: tput_per_gpu against p90_e2e_norm_intvty" in res.stdout
     assert "tput_per_gpu at p90_e2e_norm_intvty = 1" in res.stdout
+    joules = run("frontier", "--db", db, "--y", "joules_per_output_token")  # measured (bench --power)
+    assert joules.returncode == 0 and "joules_per_output_token against p90_e2e_norm_intvty" in joules.stdout
     bad = run("frontier", "--db", db, "--y", "watts")
     assert bad.returncode == 2 and "y: unknown metric 'watts'" in bad.stderr

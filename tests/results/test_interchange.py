@@ -12,7 +12,7 @@ from agentx.results.aiperf import import_aiperf
 from agentx.results.db import connect
 from agentx.results.frontier import frontier, load_points
 from agentx.results.importer import import_paths
-from agentx.results.inferencex import export_row
+from agentx.results.inferencex import export_row, inferencex_row
 from agentx.results.query import Filters
 
 AIPERF = Path(__file__).parent / "data" / "aiperf"
@@ -77,6 +77,12 @@ def test_inferencex_row_of_an_agentx_point(tmp_path, sweep_dir):
     assert row["median_ttft"] == rm["ttft_s"]["p50"] and row["p90_intvty"] == rm["interactivity_tok_s"]["p90"]
     assert row["median_tpot"] == rm["itl_s"]["p50"] and "median_itl" not in row  # no per-chunk gaps kept
     assert row["p90_e2e_norm_intvty"] == rm["e2e_normalized_interactivity_tok_s"]["p90"]
-    assert row["tput_per_gpu"] == rm["throughput"]["total_tok_s_per_gpu"] and row["power_valid"] is False
+    assert row["tput_per_gpu"] == rm["throughput"]["total_tok_s_per_gpu"]
+    power = result["power"]  # measured (bench --power on the sim's DCGM series)
+    assert row["power_valid"] is True and row["power_source"] == power["source"]
+    assert row["avg_power_w"] == power["avg_w"] and row["joules_per_output_token"] == power["joules_per_output_token"]
+    assert row["tok_s_per_mw"] == power["total_tok_s_per_mw"]
+    unmeasured = inferencex_row({**result, "power": {"valid": False, "source": None}}, {})
+    assert unmeasured["power_valid"] is False and "avg_power_w" not in unmeasured
     with pytest.raises(AgentxError, match="point 99: not in the results database"):
         export_row(engine, 99)

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from tests.test_cli import agentx
 
 
@@ -25,6 +27,14 @@ def test_sim_bench_writes_runs_that_report_summarises(tmp_path):
         series = [json.loads(line) for line in (folder / "server_metrics.jsonl").read_text().splitlines()]
         assert [row["t"] for row in series] == [float(t) for t in range(len(series))]  # one per modeled second
         assert any('replica="1"' in key for key in series[-1]["samples"])
+        # the modeled GPUs' power (DCGM's names) over exactly the window: the first profiling
+        # dispatch to the last profiling end, 16 H200s between idle and TDP
+        power = result["power"]
+        assert power["valid"] and power["gpus"] == 16 and power["method"] == "counter" and power["window"] == "exact"
+        assert 16 * 77.71 < power["avg_w"] < 16 * 700 and power["peak_w"] <= 16 * 700 + 1e-6
+        tp = result["request_metrics"]["throughput"]
+        assert power["joules_per_output_token"] == pytest.approx(power["avg_w"] / tp["output_tok_s"])
+        assert abs(power["window_s"] - tp["window_s"]) < 1e-6 * tp["window_s"]  # the same window
         again = agentx("report", folder)
         assert again.returncode == 0 and "valid" in again.stdout
     bad = agentx("sim", "bench", "--router", "random", "--out", tmp_path / "x")
