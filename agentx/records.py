@@ -44,6 +44,11 @@ class Record(msgspec.Struct, omit_defaults=True):
     error: str | None = None
     detail: str | None = None
     chunk_times: list[float] | None = None  # seconds from start, only with --keep-chunks
+    # agentx-sim only (its `agentx_sim` object): what the engine modeled, in modeled seconds
+    modeled_ttft: float | None = None
+    modeled_e2el: float | None = None
+    sim_first_lag: float | None = None  # the sim wrote the first token this late (modeled s)
+    sim_last_lag: float | None = None  # and the last one
 
 
 _encode = msgspec.json.Encoder().encode

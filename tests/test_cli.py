@@ -70,7 +70,7 @@ def test_sim_presets_and_bad_sim_settings():
         (("--model", "gpt-9"), "unknown model preset 'gpt-9'"),
         (("--model", "deepseek-v3"), "leaves no KV cache"),  # 671B in BF16 does not fit 8 x H200
         (("--fault-kinds", "meteor"), "unknown fault kind"),
-        (("--precision", "fp4"), "precision must be bf16 or fp8"),
+        (("--precision", "nvfp4"), "H200 has no FP4 tensor cores"),  # (other names: the flag's choices)
     ]:
         res = agentx("sim", "serve", "--port", "0", *args)
         assert res.returncode == 2, args

@@ -1,17 +1,17 @@
 """Hostile trace input through the `agentx` command (issue #12): `trace stats`, `trace convert`
 and `bench` against the simulated engine; every input is either accepted (exit 0, a valid run)
-or rejected with one line naming the file (exit 2), within seconds and in bounded memory; never
-a traceback.
+or rejected with one line naming the file (exit 2), in bounded memory; never a traceback. How
+long each command takes is measured by `benchmarks/hostile_traces.py` (a loaded machine is no
+defect of the code, so no test here asserts a wall-clock bound).
 
 Two legs: the hand-made files of `tests/data/hostile/`, and hypothesis-corrupted real traces of
-every format, both through the command's entry point in-process (timed, peak allocations traced),
+every format, both through the command's entry point in-process (peak allocations traced),
 and a few of the files through the real command as a subprocess.
 """
 
 import json
 import subprocess
 import sys
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from agentx import cli
 from agentx.engine.launch import sim_server
-from tests.conftest import MOONCAKE, WEKA
+from tests.conftest import MOONCAKE, WEKA, ran_but_for_host_timing
 
 HOSTILE = Path(__file__).parent / "data" / "hostile"
 ACCEPTED = {"bom_ok.json", "bom_ok.jsonl", "zero_output_ok.jsonl", "at_the_bounds_ok.json", "tracelab_bom_ok.csv",
@@ -100,18 +100,17 @@ REJECTED = {
 MEMORY_BOUND_MB = 512  # peak Python and numpy allocations of one command (tracemalloc), or a process's RSS
 
 
-def run_main(monkeypatch, capsys, *args) -> tuple[int, str, float, float]:
-    """The command's entry point in-process: (exit status, stderr, seconds, peak MB allocated)."""
+def run_main(monkeypatch, capsys, *args) -> tuple[int, str, float]:
+    """The command's entry point in-process: (exit status, stderr, peak MB allocated)."""
     monkeypatch.setattr(sys, "argv", ["agentx", *map(str, args)])
     tracemalloc.start()
-    start = time.monotonic()
     try:
         with pytest.raises(SystemExit) as exit_info:
             cli.main()
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    return exit_info.value.code or 0, capsys.readouterr().err, time.monotonic() - start, peak / 2**20
+    return exit_info.value.code or 0, capsys.readouterr().err, peak / 2**20
 
 
 # `agentx ARGS` that also reports its own peak RSS (kB) as the last line on stderr. VmHWM, not
@@ -122,21 +121,20 @@ PEAK_RSS = ("import sys\nfrom agentx.cli import main\ntry:\n    main()\nfinally:
             "    print(hwm.split()[1], file=sys.stderr)")
 
 
-def run_process(*args) -> tuple[int, str, float, float]:
-    """The real command in a process of its own: (exit status, stderr, seconds, peak RSS MB)."""
-    start = time.monotonic()
+def run_process(*args) -> tuple[int, str, float]:
+    """The real command in a process of its own: (exit status, stderr, peak RSS MB)."""
     res = subprocess.run([sys.executable, "-c", PEAK_RSS, *map(str, args)], capture_output=True, text=True, timeout=60)
     err, _, peak_kb = res.stderr.rstrip().rpartition("\n")
-    return res.returncode, err, time.monotonic() - start, int(peak_kb) / 1024
+    return res.returncode, err, int(peak_kb) / 1024
 
 
-def check_outcome(name: str, code: int, err: str, command: str = "trace") -> None:
+def check_outcome(name: str, code: int, err: str, command: str = "trace", run=None) -> None:
     assert "Traceback" not in err, err
     if command == "bench" and name in BENCH_INVALID:
         assert code == 3 and err.strip().splitlines()[-1].startswith("not valid: the run"), err
         return
-    if name in ACCEPTED:
-        assert code == 0, err
+    if name in ACCEPTED:  # a replay at speed 100 may be NOT VALID for host timing alone (SPEC section 3)
+        assert code == 0 or (command == "bench" and ran_but_for_host_timing(code, run)), err
         return
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1, err
@@ -160,15 +158,14 @@ def test_hostile_file_is_accepted_or_rejected_in_one_line(sim, tmp_path, monkeyp
              "--clock-scale", "100", "--no-warmup", "--grace", "5", "--out", tmp_path / "run"]
     for args in (["trace", "stats", HOSTILE / name], ["trace", "convert", HOSTILE / name, "--to", "bailian", "--out", out],
                  bench):
-        if args[0] == "bench" and name in ACCEPTED:  # a replay: the real command, its time and peak memory
-            code, err, seconds, peak_mb = run_process(*args)
+        if args[0] == "bench" and name in ACCEPTED:  # a replay: the real command and its peak memory
+            code, err, peak_mb = run_process(*args)
         else:
-            code, err, seconds, peak_mb = run_main(monkeypatch, capsys, *args)
-        check_outcome(name, code, err, args[0])
-        # bench: a 3 s window (300 modeled s at clock scale 100) and the requests in flight
-        assert seconds < (30 if args[0] == "bench" else 10) and peak_mb < MEMORY_BOUND_MB, (args, seconds, peak_mb)
+            code, err, peak_mb = run_main(monkeypatch, capsys, *args)
+        check_outcome(name, code, err, args[0], tmp_path / "run")
+        assert peak_mb < MEMORY_BOUND_MB, (args, peak_mb)
     if name in ACCEPTED:  # what was written reads back
-        code, err, _, _ = run_main(monkeypatch, capsys, "trace", "stats", out)
+        code, err, _ = run_main(monkeypatch, capsys, "trace", "stats", out)
         assert code == 0, err
 
 
@@ -269,8 +266,8 @@ def test_corrupted_records_through_the_command(tmp_path_factory, monkeypatch, ca
     named = ["--format", fmt] if fmt == "mooncake-delta" else []  # the one format not detected
     for args in (["trace", "stats", path, *named], ["trace", "convert", path, *named, "--to", "mooncake", "--out",
                                                     folder / "o.jsonl"]):
-        code, err, seconds, peak_mb = run_main(monkeypatch, capsys, *args)
-        assert code in (0, 2) and seconds < 10 and peak_mb < MEMORY_BOUND_MB, (err, seconds, peak_mb)
+        code, err, peak_mb = run_main(monkeypatch, capsys, *args)
+        assert code in (0, 2) and peak_mb < MEMORY_BOUND_MB, (err, peak_mb)
         if code == 2:
             lines = err.strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith(f"error: {path}"), err
@@ -280,6 +277,6 @@ def test_a_block_size_that_cannot_be_converted_names_the_file(tmp_path, monkeypa
     """Found by the leg above: a WEKA file of 3-token blocks converted to Mooncake's 512."""
     path = tmp_path / "odd_blocks.json"
     path.write_text(json.dumps({**WEKA_DOC, "block_size": 3}))
-    code, err, _, _ = run_main(monkeypatch, capsys, "trace", "convert", path, "--to", "mooncake", "--out", tmp_path / "o.jsonl")
+    code, err, _ = run_main(monkeypatch, capsys, "trace", "convert", path, "--to", "mooncake", "--out", tmp_path / "o.jsonl")
     assert code == 2 and err.strip() == (f"error: {path}: session trace_0291 block_size: 3-token blocks cannot be "
                                          "converted to 512-token blocks (neither divides the other)")

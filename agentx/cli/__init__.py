@@ -17,7 +17,6 @@ from rich.markup import escape
 from agentx.errors import AgentxError
 from agentx.replay.corpus import Corpus
 from agentx.replay.plan import PlanConfig
-from agentx.replay.scenarios import SCENARIOS
 from agentx.traces.load import FORMATS, WRITE_FORMATS
 from agentx.traces.model import HashScope
 from agentx.traces.weka import TimeBasis
@@ -57,7 +56,6 @@ Format = _choices("Format", FORMATS)
 WriteFormat = _choices("WriteFormat", WRITE_FORMATS)
 Basis = _choices("Basis", get_args(TimeBasis))
 Scope = _choices("Scope", get_args(HashScope))
-Scenario = _choices("Scenario", SCENARIOS)
 
 
 def _value(choice: Enum | None):
@@ -80,11 +78,25 @@ def _max_context(text: Optional[str]) -> Optional[int]:
 
 
 def _corpus(traces: list[Path] | None, more_traces: list[Path] | None = None, fmt: Optional[Format] = None,
-            max_context: Optional[str] = None, scenario: Optional[Scenario] = None,
-            provider: Optional[str] = None) -> Corpus:
+            max_context: Optional[str] = None, scenario: Optional[str] = None,
+            provider: Optional[str] = None, range_ratio: Optional[float] = None, offline: int = 0) -> Corpus:
     """The corpus of a command's --traces (and the paths after them), --format, --max-context,
-    --scenario and --provider."""
-    return Corpus(tuple([*(traces or []), *(more_traces or [])]), _value(fmt), max_context, provider, _value(scenario))
+    --scenario (with --range-ratio, --offline) and --provider."""
+    return Corpus(tuple([*(traces or []), *(more_traces or [])]), _value(fmt), max_context, provider, scenario,
+                  range_ratio=range_ratio, offline=offline)
+
+
+# offline scenarios: every request is profiled, however long the makespan; each session once
+OFFLINE_WINDOW_S = 1e7
+
+
+def _offline(corpus: Corpus, options: dict) -> list[int] | None:
+    """With --offline N: the one level (N lanes) and the plan options it implies, set in `options`."""
+    sc = corpus.parsed()
+    if not sc or not sc.offline:
+        return None
+    options.update(warmup=False, reuse_sessions=False, duration=max(options.get("duration", 0), OFFLINE_WINDOW_S))
+    return [sc.offline]
 
 
 def _load(paths: list[Path], fmt: Optional[Format], max_context: Optional[str]):
@@ -102,7 +114,12 @@ OPT_MORE_TRACES = typer.Argument(None, metavar="TRACES", help="More trace files 
                                  "--traces expands to (`--traces runs/*.jsonl`).")
 OPT_FMT = typer.Option(None, "--format", metavar="FORMAT", help=FORMAT_HELP)
 OPT_MAX_CONTEXT = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP)
-OPT_SCENARIO = typer.Option(None, "--scenario", help="Fixed-sequence baseline instead of traces.")
+OPT_SCENARIO = typer.Option(None, "--scenario", help="Fixed-length baseline instead of traces: ISL:OSL "
+                            "(e.g. 5000:500) or 1k1k, 8k1k, 1k8k.")
+OPT_RANGE_RATIO = typer.Option(None, "--range-ratio", help="Scenario lengths uniform in [R x L, L] (default: 0.8 "
+                               "for the named scenarios, as InferenceX runs them; 1 for ISL:OSL).")
+OPT_OFFLINE = typer.Option(0, "--offline", min=0, help="Scenario offline: N requests queued at t = 0, throughput "
+                           "over the makespan (sets --concurrency N, no warmup).")
 OPT_CONCURRENCY = typer.Option(str(PlanConfig.concurrency), "--concurrency", help="Lanes; a list (1,4,16) runs a sweep.")
 OPT_SLO = typer.Option(None, "--slo", help="Goodput's objectives in ms, vLLM bench's form: 'ttft:2000 tpot:50 e2el:60000' "
                        "(any of them; the flag may repeat).")

@@ -143,7 +143,7 @@ def frontier_cmd(
     """Pareto frontiers of the stored points (SPEC §5): one per (model, hardware, engine)."""
     from rich.table import Table
 
-    from agentx.results.frontier import frontier, interpolate, load_points
+    from agentx.results.frontier import at_x, frontier, load_points
     from agentx.results.query import Filters
 
     rows = load_points(_engine(db), Filters(model=model, hardware=hardware, engine=engine, dataset=dataset), x, y)
@@ -160,10 +160,18 @@ def frontier_cmd(
             t.add_row(str(r["id"]), str(r["concurrency"]), f"{r[x]:,.3f}", f"{r[y]:,.1f}", r["parallelism"] or "-",
                       r["spec_decoding"] or "-", r["kv_offload"] or "-", "yes" if r["valid"] else "no")
         console.print(t)
-        if at is not None:
-            value = interpolate(curve, x, y, at)
-            console.print(f"  {y} at {x} = {at:g}: " + ("outside the curve" if value is None else f"{value:,.1f}"),
+        for r in curve.invalid:
+            console.print(f"  off the curve: point {r['id']} (c{r['concurrency']}) NOT VALID: {'; '.join(r['reasons'])}",
                           highlight=False)
+        if at is not None:
+            found = at_x(curve, x, y, at)
+            if found is None:
+                console.print(f"  {y} at {x} = {at:g}: no point reaches it", highlight=False)
+                continue
+            lanes = " and ".join(f"c{n}" for n in found["concurrency"])
+            how = f"interpolated between {lanes}" if found["interpolated"] else f"measured at {lanes}"
+            console.print(f"  {y} at {x} = {at:g}: {found['value']:,.1f} ({how} of deployment {found['deployment_id']}: "
+                          f"{found['configuration']})", highlight=False)
 
 
 def serve_cmd(

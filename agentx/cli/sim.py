@@ -7,25 +7,36 @@ from typing import Optional
 
 import typer
 
-from agentx.cli import (OPT_CONCURRENCY, OPT_FMT, OPT_MAX_CONTEXT, OPT_MORE_TRACES, OPT_SCENARIO, OPT_SLO, OPT_TRACES,
-                        PLAIN, SEED_HELP, Format, Scenario, _corpus, _open_loop, _warn, console)
+from agentx.cli import (OPT_CONCURRENCY, OPT_FMT, OPT_MAX_CONTEXT, OPT_MORE_TRACES, OPT_OFFLINE, OPT_RANGE_RATIO,
+                        OPT_SCENARIO, OPT_SLO, OPT_TRACES, PLAIN, SEED_HELP, Format, _corpus, _offline, _open_loop,
+                        _warn, console)
 from agentx.cli.bench import _concurrencies, _default_out, _sweep
 from agentx.cli.options import config_options, pick
 from agentx.cli.results import DB_HELP
 from agentx.content.tokens import ContentConfig
 from agentx.engine.config import Deployment, EngineConfig, ServeConfig
 from agentx.engine.faults import KINDS, FaultConfig
+from agentx.errors import AgentxError
 from agentx.replay.plan import PlanConfig
 from agentx.replay.settings import Labels, TargetConfig
 
 sim_app = typer.Typer(help="The simulated inference engine.", **PLAIN)
 
+def _deployment(options: dict) -> dict:
+    """Deployment's options (its `engine` is the EngineConfig, not the --engine profile name)."""
+    return {k: v for k, v in pick(Deployment, options).items() if k != "engine"}
+
+
+# disaggregated prefill / decode runs in virtual time only (virtual/disagg.py)
+DISAGG = ("prefill", "decode", "decode_gpus", "decode_parallelism")
+
+
 @sim_app.command("serve")
-@config_options(EngineConfig, Deployment, ServeConfig, FaultConfig, skip=("overhead_s",),
+@config_options(EngineConfig, Deployment, ServeConfig, FaultConfig, skip=("overhead_s",) + DISAGG,
                 help={"replicas": "Engine replicas (each --gpus GPUs) behind one endpoint."})
 def sim_serve_cmd(
-    overhead_ms: float = typer.Option(EngineConfig.overhead_s * 1000, "--overhead-ms", min=0,
-                                      help="Fixed cost of one iteration."),
+    overhead_ms: Optional[float] = typer.Option(None, "--overhead-ms", min=0, help="Fixed cost of one iteration "
+                                                "(default: the engine profile's)."),
     fault_kinds: str = typer.Option(",".join(KINDS), "--fault-kinds",
                                     help="Drawn uniformly; 'corrupt' (silent KV corruption of cache hits) only when named."),
     options: dict = None,
@@ -33,15 +44,15 @@ def sim_serve_cmd(
     """Serve a simulated deployment over the OpenAI API (default: 8 x H200, Qwen3-235B-A22B)."""
     from agentx.engine.server import serve
 
-    engine = EngineConfig(**pick(EngineConfig, options), overhead_s=overhead_ms / 1000)
+    engine = EngineConfig(**pick(EngineConfig, options), overhead_s=None if overhead_ms is None else overhead_ms / 1000)
     faults = FaultConfig(**pick(FaultConfig, options), kinds=tuple(k.strip() for k in fault_kinds.split(",") if k.strip()))
-    serve(ServeConfig(**{**pick(ServeConfig, options), "deployment": Deployment(engine, **pick(Deployment, options)),
+    serve(ServeConfig(**{**pick(ServeConfig, options), "deployment": Deployment(engine, **_deployment(options)),
                          "faults": faults}))
 
 
 # what `sim bench` leaves to `sim serve` (the timing model's tuning) and to bench (schedule mode)
-SIM_BENCH_SKIPS = ("block_size", "num_gpu_blocks_override", "mfu", "mbu", "overhead_s", "host_link_efficiency",
-                   "host_links", "mode", "time_scale", "warmup_seconds")
+SIM_BENCH_SKIPS = ("block_size", "num_gpu_blocks_override", "mfu", "mbu", "overhead_s", "moe_efficiency",
+                   "host_link_efficiency", "host_links", "mode", "time_scale", "warmup_seconds")
 
 
 @sim_app.command("bench")
@@ -54,7 +65,9 @@ def sim_bench_cmd(
     more_traces: list[Path] = OPT_MORE_TRACES,
     fmt: Optional[Format] = OPT_FMT,
     max_context: Optional[str] = OPT_MAX_CONTEXT,
-    scenario: Optional[Scenario] = OPT_SCENARIO,
+    scenario: Optional[str] = OPT_SCENARIO,
+    range_ratio: Optional[float] = OPT_RANGE_RATIO,
+    offline: int = OPT_OFFLINE,
     concurrency: str = OPT_CONCURRENCY,
     slo: list[str] = OPT_SLO,
     out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/sim-bench-TIMESTAMP)."),
@@ -65,9 +78,9 @@ def sim_bench_cmd(
     from agentx.replay.settings import BenchSettings
     from agentx.virtual.runner import sim_bench
 
-    levels = _concurrencies(concurrency)
-    corpus = _corpus(traces, more_traces, fmt, max_context, scenario)
-    engine, deployment = pick(EngineConfig, options), pick(Deployment, options)
+    corpus = _corpus(traces, more_traces, fmt, max_context, scenario, range_ratio=range_ratio, offline=offline)
+    levels = _offline(corpus, options) or _concurrencies(concurrency)
+    engine, deployment = pick(EngineConfig, options), _deployment(options)
     sim = Deployment(EngineConfig(**engine), **deployment)
     bench = {k: v for k, v in options.items() if k not in engine and k not in deployment}
     bench["mode"] = "lanes"
@@ -108,9 +121,49 @@ def sim_plan_cmd(
     console.print(f"HTML report: {write_report(folder)}", highlight=False)
 
 
+@sim_app.command("calibrate")
+def sim_calibrate_cmd(
+    rows: Optional[str] = typer.Option(None, "--rows", help="Only rows whose id contains one of these (comma list)."),
+    in_sample: bool = typer.Option(False, "--in-sample", help="Use the shipped profiles (fitted on every row) "
+                                   "instead of held-out fits."),
+    workers: int = typer.Option(1, "--workers", min=1, help="Rows run in parallel processes."),
+    prompts_per_lane: int = typer.Option(10, "--prompts-per-lane", min=1, max=100,
+                                         help="Profiled prompts per lane (InferenceX: 10 x concurrency)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder of the rows' runs (default runs/calibrate-TIMESTAMP)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the report as JSON here."),
+    html_out: Optional[Path] = typer.Option(None, "--html", help="Write the report as an HTML page here."),
+):
+    """Run every published point of the calibration table in virtual time: predicted / published per
+    row and per hardware x engine, share within +-15 % (tok/s per GPU) and +-20 % (ITL p50)."""
+    import json
+
+    from agentx.report.calibration import page, tables
+    from agentx.virtual.calibrate import as_json, calibrate
+
+    only = [k.strip() for k in rows.split(",") if k.strip()] if rows else None
+    outcomes, skipped = calibrate(out or _default_out("calibrate"), only, in_sample, workers, prompts_per_lane)
+    if not outcomes:
+        raise AgentxError(f"no modeled row matches {rows!r}", "rows")
+    report = as_json(outcomes, skipped, in_sample)
+    from rich.console import Console
+
+    wide = Console(width=max(console.width, 190))  # the row table is wide: keep one line per row
+    for table in tables(report, outcomes):
+        wide.print(table)
+    total = report["summary"]["total"]
+    console.print(f"{total['rows']} rows: {total['within_tok_s']:.0%} within ±15 % on tok/s per GPU, "
+                  f"{total['within_itl']:.0%} within ±20 % on ITL p50, {total['within_both']:.0%} both; geo-mean "
+                  f"ratio {total['geomean_tok_s_ratio']:.2f} (tok/s), {total['geomean_itl_ratio'] or 0:.2f} (ITL)"
+                  + (f"; listed, not modeled: {', '.join(s.id for s in skipped)}" if skipped else ""), highlight=False)
+    if json_out:
+        json_out.write_text(json.dumps(report, indent=1))
+    if html_out:
+        html_out.write_text(page(report, outcomes))
+
+
 @sim_app.command("presets")
 def sim_presets_cmd():
-    """List the hardware and model presets with their key figures."""
+    """List the hardware and model presets and the timing constants, with their sources."""
     from agentx.engine.presets import preset_tables
 
     for table in preset_tables():

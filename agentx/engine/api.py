@@ -150,6 +150,14 @@ def _check_sampling(req) -> None:
             raise BadRequest(message, param=param)
 
 
+EXTENSION = "agentx_sim"  # the sim's extension object (modeled timings) in a final chunk or body
+
+
+def with_extension(body: bytes, modeled: dict) -> bytes:
+    """A JSON object body with the sim's extension object added as its last member."""
+    return body[:-1] + b',"' + EXTENSION.encode() + b'":' + encode(modeled) + b"}"
+
+
 def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict:
     return {
         "prompt_tokens": prompt_tokens,
@@ -255,13 +263,15 @@ class OpenAIShape:
             delta = {"role": "assistant", "content": None, "tool_calls": [{"index": 0, **self._call(ARGS_OPEN)}]}
         return _frame({**self._head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}]})
 
-    def close(self, reason: str, u: dict, include_usage: bool) -> bytes:
+    def close(self, reason: str, u: dict, include_usage: bool, modeled: dict | None = None) -> bytes:
+        """The last frames; `modeled` (the sim's timings) rides in the finish chunk as `agentx_sim`."""
         frames = []
         if self.tool:
             frames.append(self.token_frame(encode(ARGS_CLOSE)))
         choice = {"index": 0, "logprobs": None, "finish_reason": self._reason(reason)}
         choice.update({"delta": {}} if self.chat else {"text": ""})
-        frames.append(_frame({**self._head, "choices": [choice]}))
+        extension = {EXTENSION: modeled} if modeled is not None else {}
+        frames.append(_frame({**self._head, "choices": [choice], **extension}))
         if include_usage:
             frames.append(_frame({**self._head, "choices": [], "usage": u}))
         frames.append(DONE)
@@ -326,13 +336,14 @@ class AnthropicShape:
             frames.append(self.token_frame(encode(ARGS_OPEN)))
         return b"".join(frames)
 
-    def close(self, reason: str, u: dict, include_usage: bool) -> bytes:
+    def close(self, reason: str, u: dict, include_usage: bool, modeled: dict | None = None) -> bytes:
         frames = [self.token_frame(encode(ARGS_CLOSE))] if self.tool else []
+        extension = {EXTENSION: modeled} if modeled is not None else {}
         frames += [
             _event("content_block_stop", {"type": "content_block_stop", "index": 0}),
             _event("message_delta", {"type": "message_delta",
                                      "delta": {"stop_reason": self._reason(reason), "stop_sequence": None},
-                                     "usage": {"output_tokens": u["output_tokens"]}}),
+                                     "usage": {"output_tokens": u["output_tokens"]}, **extension}),
             _event("message_stop", {"type": "message_stop"}),
         ]
         return b"".join(frames)

@@ -3,19 +3,28 @@ CLI's flags for `sim serve` and `sim bench` and the capacity plan's grid read th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agentx.engine.faults import FaultConfig
+from agentx.engine.presets import ENGINES
 from agentx.errors import AgentxError
 from agentx.options import check_bounds, option
+
+PRECISIONS = ("bf16", "fp8", "nvfp4", "mxfp4")
+PARALLELISMS = ("tp", "tep", "dep")
 
 
 @dataclass(frozen=True)
 class EngineConfig:
     hardware: str = option("H200", "Hardware preset (see `agentx sim presets`).")
     model: str = option("qwen3-235b-a22b", "Model preset (see `agentx sim presets`).")
-    gpus: int = option(8, "GPUs in each replica's tensor-parallel group.", min=1)
-    precision: str = option("bf16", "bf16 or fp8 (weights, matmuls, KV cache).")
+    gpus: int = option(8, "GPUs of one model instance (its TP / TEP / DEP group).", min=1)
+    precision: str = option("bf16", "bf16, fp8, nvfp4 or mxfp4 (weights and matmuls; FP4 runs with an FP8 KV "
+                            "cache; nvfp4 needs FP4 tensor cores).", choices=PRECISIONS)
+    engine: str = option("vllm", "Engine whose calibrated timing profile is used: vllm, sglang, trtllm or atom "
+                         "(`agentx sim presets`).", choices=ENGINES)
+    parallelism: str = option("tp", "How --gpus split a model instance: tp, tep (TP attention + EP experts) or "
+                              "dep (attention data-parallel + EP experts, e.g. DEP8).", choices=PARALLELISMS)
     gpu_memory_utilization: float = option(0.9, "Share of GPU memory the engine may use.", gt=0, max=1)
     block_size: int = option(16, "Tokens per KV block.", min=1)
     cpu_offload_gb: float = option(0.0, "Host DRAM for KV blocks, per replica.", min=0)
@@ -23,11 +32,12 @@ class EngineConfig:
     max_num_batched_tokens: int = option(8192, "Most tokens in one iteration.", min=1)
     max_model_len: int = option(0, "0: the model's maximum context.", min=0)
     num_gpu_blocks_override: int = option(0, "This many KV blocks instead of the memory arithmetic.", min=0)
-    # timing model (see agentx/engine/timing.py)
-    mfu: float = option(0.3, "Model FLOP utilization of prefill (TP communication included).", gt=0, max=1)
-    mbu: float = option(0.7, "Memory bandwidth utilization of decode.", gt=0, max=1)
-    overhead_s: float = option(0.005, "Fixed cost of one iteration: scheduling, launches, all-reduce latency.",
-                               min=0)
+    # timing model (see agentx/engine/timing.py); 0 / None: the engine profile's (presets.toml [timing])
+    mfu: float = option(0.0, "Model FLOP utilization of the matmuls (0: the engine profile's).", min=0, max=1)
+    mbu: float = option(0.0, "Memory bandwidth utilization (0: the engine profile's).", min=0, max=1)
+    overhead_s: float | None = option(None, "Fixed cost of one iteration: scheduling, launches, collective "
+                                      "latency (default: the engine profile's).", min=0)
+    moe_efficiency: float = option(0.0, "Expert-weight streaming relative to MBU (0: the profile's).", min=0, max=1)
     host_link_efficiency: float = option(0.5, "Achieved / peak host-link bandwidth for KV block copies.",
                                          gt=0, max=1)
     host_links: int = option(1, "Host links a KV transfer is striped over.", min=1)
@@ -41,7 +51,6 @@ class EngineConfig:
     def __post_init__(self):
         check_bounds(self)
         checks = [  # what ties fields together (the bounds of each are declared above)
-            (self.precision in ("bf16", "fp8"), "precision must be bf16 or fp8"),
             (not self.spec_decode or self.draft_tokens >= 1, "spec_decode needs draft_tokens >= 1"),
             (self.acceptance_length == 0 or 1 <= self.acceptance_length <= self.draft_tokens + 1,
              "acceptance_length must be in [1, draft_tokens + 1]"),
@@ -59,9 +68,43 @@ class Deployment:
     engine: EngineConfig = field(default_factory=EngineConfig)
     replicas: int = option(1, "Engine replicas (each --gpus GPUs) behind a router.", min=1)
     router: str = option("round-robin", "round-robin, least-loaded, session-affinity or prefix-aware (SPEC section 6).")
+    # disaggregated prefill / decode (virtual/disagg.py; sim bench only): prefill workers of `engine`,
+    # decode workers of `engine` with the decode_* settings, instead of replicas
+    prefill: int = option(0, "Disaggregated: prefill workers (each --gpus, --parallelism); needs --decode.", min=0)
+    decode: int = option(0, "Disaggregated: decode workers.", min=0)
+    decode_gpus: int = option(0, "GPUs of a decode worker (0: --gpus).", min=0)
+    decode_parallelism: str = option("", "A decode worker's parallelism: tp, tep or dep (default: --parallelism).")
 
     def __post_init__(self):
         check_bounds(self)
+        if bool(self.prefill) != bool(self.decode):
+            raise AgentxError("--prefill and --decode go together", "prefill")
+        if self.decode_parallelism not in ("",) + PARALLELISMS:
+            raise AgentxError(f"want one of {', '.join(PARALLELISMS)}, got {self.decode_parallelism!r}",
+                              "decode_parallelism")
+        if self.prefill and self.replicas != 1:
+            raise AgentxError("a disaggregated deployment has prefill and decode workers, not replicas", "replicas")
+
+    def decode_engine(self) -> EngineConfig:
+        return replace(self.engine, gpus=self.decode_gpus or self.engine.gpus,
+                       parallelism=self.decode_parallelism or self.engine.parallelism)
+
+    def label(self) -> str:
+        """TP8, 2 x DEP8, 2 x DEP8 prefill + DEP16 decode: as InferenceX and the AgentX article name them."""
+        if not self.prefill:
+            return parallelism_label(self.engine, self.replicas)
+        return (f"{parallelism_label(self.engine, self.prefill)} prefill + "
+                f"{parallelism_label(self.decode_engine(), self.decode)} decode")
+
+    def gpus(self) -> int:
+        if not self.prefill:
+            return self.engine.gpus * self.replicas
+        return self.engine.gpus * self.prefill + self.decode_engine().gpus * self.decode
+
+
+def parallelism_label(e: EngineConfig, instances: int = 1) -> str:
+    one = f"{e.parallelism.upper()}{e.gpus}"
+    return one if instances == 1 else f"{instances} x {one}"
 
 
 REASONING_FIELDS = ("reasoning_content", "reasoning")

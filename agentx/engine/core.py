@@ -68,6 +68,9 @@ class Sequence:
     finished_at: float | None = None  # modeled end of the iteration that produced its last token
     prompt_len: int = -1  # default: len(prompt)
     replica: int = 0  # the core a router sent it to (engine/replicas.py)
+    due: list[float] = field(default_factory=list)  # modeled time each output token was due (server-owned)
+    jumped: float = 0.0  # modeled seconds the server's schedule skipped (restarts) while it was in flight
+    jumped_first: float = 0.0  # of them, before its first token
 
     def __post_init__(self):
         if self.prompt_len < 0:
@@ -187,7 +190,7 @@ class EngineCore:
             self._admit_waiting(work, scheduled, budget)
         duration = self.roofline.iteration_s(work)
         if duration:  # busy: the roofline time, without the fixed overhead and host-link waits
-            busy = duration - self.cfg.overhead_s - self.roofline.transfer_s(work.loaded_tokens)
+            busy = duration - self.roofline.overhead_s - self.roofline.transfer_s(work.loaded_tokens)
             self.power.iteration(self.now, duration, busy)
         self.now += duration
         emitted, finished, decodes, tokens = [], [], 0, 0
@@ -244,7 +247,7 @@ class EngineCore:
         least the fixed overhead and emits at most ceil(AL) tokens per sequence."""
         per_step = math.ceil(self.accept_len)
         left = min((s.stop_len - len(s.output) for s in (*self.running, *self.waiting)), default=0)
-        return self.now + self.cfg.overhead_s * max(1, -(-left // per_step))
+        return self.now + self.roofline.overhead_s * max(1, -(-left // per_step))
 
     def accepted(self) -> int:
         """Tokens each decoding sequence emits this iteration: AL on average, the same pattern

@@ -18,6 +18,8 @@ TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75
                 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
                40.0, 80.0)
+# the sim's own lag (a token written minus when it was due, modeled seconds): 0 is on time
+LAG_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
                480.0, 960.0, 1920.0, 7680.0)
 
@@ -51,6 +53,8 @@ class ServerStats:
         self.itl = Histogram(ITL_BUCKETS)
         self.e2e = Histogram(E2E_BUCKETS)
         self.queue = Histogram(E2E_BUCKETS)
+        self.lag = Histogram(LAG_BUCKETS)
+        self.restarts = 0  # times the modeled schedule restarted (over 1 s behind: CPU-bound)
         self.success: dict[str, int] = {"stop": 0, "length": 0, "abort": 0}
         self.errors: dict[str, int] = {}
 
@@ -99,7 +103,9 @@ def engine_series(core, labels: dict) -> list[tuple]:
 HISTOGRAMS = (("ttft", "vllm:time_to_first_token_seconds", "Time to first token in seconds."),
               ("itl", "vllm:inter_token_latency_seconds", "Inter-token latency in seconds."),
               ("e2e", "vllm:e2e_request_latency_seconds", "End-to-end request latency in seconds."),
-              ("queue", "vllm:request_queue_time_seconds", "Time in the waiting queue in seconds."))
+              ("queue", "vllm:request_queue_time_seconds", "Time in the waiting queue in seconds."),
+              ("lag", "agentx_sim:token_lag_seconds",
+               "Modeled seconds a token was written after the modeled time it was due (the sim's own lag)."))
 
 
 def server_series(stats: ServerStats, labels: dict) -> list[tuple]:
@@ -110,6 +116,8 @@ def server_series(stats: ServerStats, labels: dict) -> list[tuple]:
     out += [("counter", "vllm:request_errors", "Requests answered with an error, by kind.", {**labels, "kind": k}, v)
             for k, v in stats.errors.items()]
     out += [("histogram", name, doc, labels, getattr(stats, attr)) for attr, name, doc in HISTOGRAMS]
+    out.append(("counter", "agentx_sim:schedule_restarts", "Times the modeled schedule restarted from now "
+                "(over 1 s of wall time behind); the skipped modeled time counts as lag.", labels, stats.restarts))
     return out
 
 

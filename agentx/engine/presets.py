@@ -24,6 +24,9 @@ class Hardware:
     host_link_bw: float  # bytes/s per direction, GPU <-> host DRAM
     host_dram_bytes: float  # per GPU
     sources: dict
+    fp4_flops: float = 0.0  # dense FP4 (NVFP4 / MXFP4); 0: no FP4 tensor cores
+    scale_up_bw: float = 0.0  # bytes/s per direction per GPU over NVLink / Infinity Fabric
+    kv_transfer_bw: float = 0.0  # bytes/s per GPU between prefill and decode instances (disaggregated)
     tdp_w: float = 0.0  # board power limit; 0: unknown (the sim then publishes no power)
     idle_w: float = 0.0  # draw of an idle GPU with a model loaded
 
@@ -47,6 +50,8 @@ class Model:
     qk_rope_head_dim: int = 0  # mla
     experts: int = 0  # MoE: routed experts, 0 for dense
     experts_per_token: int = 0
+    kv_layers: int = 0  # layers that keep KV for the whole context (0: all; sliding-window layers excluded)
+    fp4_scope: str = "all"  # what an FP4 checkpoint quantizes: "all" linear weights or only the "experts"
     # published speculative-decoding figures: method -> {draft_tokens, acceptance_length, source}
     spec_decode: dict = field(default_factory=dict)
 
@@ -77,6 +82,60 @@ def gpu_cost(key: str) -> dict | None:
     return _table()["cost"].get(key)
 
 
+@dataclass(frozen=True)
+class Profile:
+    """The timing constants of one deployment (engine x GPU x precision x model), each from its
+    entry of presets.toml [timing.*], with where each came from."""
+
+    key: str
+    mfu: float
+    mbu: float
+    overhead_ms: float
+    moe_efficiency: float  # expert-weight streaming, relative to mbu (grouped GEMMs of few tokens per expert)
+    collective_efficiency: float
+    sources: dict
+
+
+ENGINES = ("vllm", "sglang", "trtllm", "atom")
+TIMING = ("mfu", "mbu", "overhead_ms", "moe_efficiency")
+
+
+def precision_class(precision: str, hardware_key: str) -> str:
+    """fp8, bf16, fp4 (FP4 tensor cores) or fp4-weight-only (FP4 weights on a GPU without them)."""
+    if precision in ("nvfp4", "mxfp4"):
+        return "fp4" if hardware(hardware_key).fp4_flops else "fp4-weight-only"
+    return precision
+
+
+def timing_key(name: str, engine: str, hardware_key: str, precision: str, model_key: str) -> str:
+    return {"mfu": precision_class(precision, hardware_key), "mbu": hardware_key, "overhead_ms": engine,
+            "moe_efficiency": model_key}[name]
+
+
+def profile(engine: str, hardware_key: str, precision: str, model_key: str) -> Profile:
+    if engine not in ENGINES:
+        raise AgentxError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    table = _table()["timing"]
+    values, sources = {}, {}
+    for name in TIMING:
+        key = timing_key(name, engine, hardware_key, precision, model_key)
+        entry = table[name].get(key) or table[name]["default"]
+        values[name], sources[name] = entry["value"], f"{key}: {entry['source']}" if key in table[name] else \
+            f"{key} has no entry, default: {entry['source']}"
+    collective = table["collective_efficiency"]
+    sources["collective_efficiency"] = collective["source"]
+    return Profile(key=f"{engine}.{hardware_key}.{precision}", collective_efficiency=collective["value"],
+                   sources=sources, **values)
+
+
+def timing_entries() -> list[tuple[str, str, float, str]]:
+    """(constant, key, value, source) of every entry of presets.toml [timing]."""
+    table = _table()["timing"]
+    out = [(name, key, e["value"], e["source"]) for name in TIMING for key, e in table[name].items()]
+    c = table["collective_efficiency"]
+    return out + [("collective_efficiency", "all", c["value"], c["source"])]
+
+
 def hardware_names() -> list[str]:
     return list(_table()["hardware"])
 
@@ -89,16 +148,21 @@ def preset_tables() -> list:
     """Rich tables of the hardware and model presets with their key figures."""
     from rich.table import Table
 
-    hw = Table("hardware", "name", "BF16 TFLOP/s", "FP8 TFLOP/s", "HBM GB", "HBM TB/s", "host link GB/s",
-               title="Hardware presets (per GPU, dense)")
+    hw = Table("hardware", "name", "BF16 TFLOP/s", "FP8 TFLOP/s", "FP4 TFLOP/s", "HBM GB", "HBM TB/s",
+               "host link GB/s", "scale-up GB/s", title="Hardware presets (per GPU, dense, per direction)")
     for key in hardware_names():
         h = hardware(key)
-        hw.add_row(key, h.name, f"{h.bf16_flops / 1e12:,.0f}", f"{h.fp8_flops / 1e12:,.0f}", f"{h.hbm_bytes / 1e9:.0f}",
-                   f"{h.hbm_bw / 1e12:.2f}", f"{h.host_link_bw / 1e9:.0f}")
+        hw.add_row(key, h.name, f"{h.bf16_flops / 1e12:,.0f}", f"{h.fp8_flops / 1e12:,.0f}",
+                   f"{h.fp4_flops / 1e12:,.0f}" if h.fp4_flops else "-", f"{h.hbm_bytes / 1e9:.0f}",
+                   f"{h.hbm_bw / 1e12:.2f}", f"{h.host_link_bw / 1e9:.0f}", f"{h.scale_up_bw / 1e9:.0f}")
     models = Table("model", "name", "attention", "layers", "params total / active", "max context", "vocab",
                    title="Model presets")
     for key in model_names():
         m = model(key)
         models.add_row(key, m.name, m.attention, str(m.layers), f"{m.params_total / 1e9:.1f}B / {m.params_active / 1e9:.1f}B",
                        f"{m.max_context:,}", f"{m.vocab:,}")
-    return [hw, models]
+    profiles = Table("constant", "key", "value", "source", title="Timing constants (a deployment takes MFU by "
+                     "precision class, MBU by GPU, overhead by engine, MoE efficiency by model)")
+    for name, key, value, source in timing_entries():
+        profiles.add_row(name, key, f"{value:g}", source)
+    return [hw, models, profiles]

@@ -17,6 +17,7 @@ import itertools
 import json
 import sys
 import time
+from dataclasses import fields
 
 from aiohttp import web
 
@@ -24,7 +25,7 @@ from agentx import __version__
 from agentx.engine import api
 from agentx.engine.api import (AnthropicShape, BadRequest, ChatRequest, CompletionRequest, MessagesRequest,
                                OpenAIShape, forced_tool)
-from agentx.engine.config import ServeConfig
+from agentx.engine.config import EngineConfig, ServeConfig
 from agentx.engine.core import Sequence
 from agentx.engine.metrics import ServerStats, exposition
 from agentx.engine.replicas import Replicas
@@ -41,6 +42,25 @@ ORDER_WAIT_S = 1.0  # a request waits at most this long (wall, from its head) fo
 ROUTER_SESSION_HEADERS = ("X-Dynamo-Session-ID", "X-Dynamo-Parent-Session-ID", "X-Dynamo-Session-Final",
                           "X-SMG-Routing-Key", "Cookie")
 ID_PREFIX = {"completion": "cmpl", "chat": "chatcmpl", "messages": "msg"}  # response ids, as the APIs write them
+
+
+def deployment_settings(cfg: ServeConfig) -> str:
+    """Every setting of this sim that changes its performance or its answers, in words: the
+    deployment (hardware, model, GPUs, precision), each engine setting that differs from its
+    default (offload, speculative decoding, batching, ...), replicas and router, and faults.
+    `/version` publishes it; bench's identity takes it as `engine_settings`, a part of the
+    deployment key (SPEC section 8), so a faulty sim never shares a curve with a clean one."""
+    d = cfg.deployment
+    e, default = d.engine, EngineConfig()
+    parts = [f"{e.hardware} x{e.gpus} {e.model} {e.precision}"]
+    parts += [f"{f.name}={getattr(e, f.name)}" for f in fields(e)
+              if f.name not in ("hardware", "gpus", "model", "precision") and getattr(e, f.name) != getattr(default, f.name)]
+    if d.replicas > 1:
+        parts.append(f"replicas={d.replicas} router={d.router}")
+    f = cfg.faults
+    if f.rate:
+        parts.append(f"faults={'+'.join(f.kinds)}@{f.rate:g} seed={f.seed} stall={f.stall_s:g}s")
+    return ", ".join(parts)
 
 
 def _error_response(request: web.Request, status: int, message: str, kind: str) -> web.Response:
@@ -69,7 +89,10 @@ class SimServer:
         self._wakes: list[asyncio.Event] = []
         self._last_arrival = asyncio.Event()  # set once the latest request to arrive is queued or refused
         self._last_arrival.set()
+        self._reading: dict[asyncio.Event, float] = {}  # requests whose head came and body is being read: head time
+        self._queued = asyncio.Event()  # set when one of them is queued or refused
         self._t0 = 0.0
+        self.settings = deployment_settings(cfg)
 
     # ------------------------------------------------------------------ engine
 
@@ -94,6 +117,7 @@ class SimServer:
                 wake.clear()
                 await wake.wait()
             now = slice_start = loop.time()
+            held = None
             while not core.idle:
                 if core.running:
                     start = prev_end
@@ -102,13 +126,17 @@ class SimServer:
                     modeled = max((prev_end - t0) * speed, core.waiting[0].arrival)
                     start = t0 + modeled / speed
                 if now - start > RESYNC_S:
-                    start, modeled = now, (now - t0) * speed
+                    start, modeled = now, self._restart(core, modeled, (now - t0) * speed)
+                held = self._read_before(start, now)
+                if held is not None:  # a request that arrived before this iteration starts is still being read
+                    break
                 core.now = modeled
                 step = core.step()
                 prev_end = start + step.duration / speed
                 if step.decodes:
                     self.stats.itl.observe(step.duration / speed, step.decodes)
-                for seq in step.emitted:
+                for seq in step.emitted:  # their new tokens are due at the iteration's modeled end
+                    seq.due.extend([core.now] * (len(seq.output) - len(seq.due)))
                     emitted[seq] = None
                 now = loop.time()
                 if prev_end > now or now - slice_start > SLICE_S:
@@ -119,6 +147,35 @@ class SimServer:
                 seq.delivered = len(seq.output)
                 seq.waiter.set()
             emitted.clear()
+            if held is not None:
+                self._queued.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout_at(held + ORDER_WAIT_S):
+                        await self._queued.wait()
+
+    def _restart(self, core, behind: float, modeled: float) -> float:
+        """Restart the modeled schedule at `modeled` (now), `behind` being where it was: the
+        skipped modeled time is no engine's, so each request in flight keeps its share
+        (`jumped`) and the modeled timings it is told leave it out: a restart shows as lag."""
+        self.stats.restarts += 1
+        for seq in (*core.running, *core.waiting):
+            share = modeled - max(behind, seq.arrival)
+            if share > 0:
+                seq.jumped += share
+                if seq.first_token_at is None:
+                    seq.jumped_first += share
+        return modeled
+
+    def _read_before(self, start: float, now: float) -> float | None:
+        """The head time of the oldest request still being read whose head came before `start`
+        (wall); None if none. The engine holds such an iteration until the request is queued, so
+        the sim's own reading and parsing of a body is not modeled time: the request arrives
+        when its head did (waiting at most ORDER_WAIT_S for a stalled body)."""
+        oldest = min(self._reading.values(), default=None)
+        if oldest is None or oldest > start:
+            return None
+        live = [h for h in self._reading.values() if now - h < ORDER_WAIT_S and h <= start]
+        return min(live) if live else None
 
     async def _start_engine(self, app) -> None:
         self._wakes = [asyncio.Event() for _ in self.core.cores]
@@ -151,8 +208,9 @@ class SimServer:
         return web.Response()
 
     async def version(self, request):
-        """vLLM's /version ({"version"}), plus the engine's name and precision (vLLM's has neither)."""
-        return web.json_response({"version": __version__, "engine": "agentx-sim", "precision": self.cfg.deployment.engine.precision})
+        """vLLM's /version ({"version"}), plus the engine's name, settings and precision (vLLM's has none)."""
+        return web.json_response({"version": __version__, "engine": "agentx-sim", "engine_settings": self.settings,
+                                  "precision": self.cfg.deployment.engine.precision})
 
     def energy_j(self) -> float | None:
         """Joules all the modeled GPUs have drawn until now (modeled time); None without power figures."""
@@ -185,6 +243,7 @@ class SimServer:
         anthropic = style == "messages"
         ahead, turn = self._last_arrival, asyncio.Event()
         self._last_arrival = turn
+        self._reading[turn] = head
         try:  # read and parse (concurrently with other requests), then queue in the order the heads arrived
             body = await read_body(request, self.cfg.request_timeout_s)
             try:
@@ -203,10 +262,12 @@ class SimServer:
                 return self._fault_response(request, rid, fault, prompt, arrival, anthropic)
             seq = self.core.new_sequence(rid, prompt, max_tokens, req.min_tokens, req.ignore_eos, fault == "corrupt")
             seq.waiter = asyncio.Event()
-            self.core.add(seq, self.modeled_now(), request.headers.get("X-Session-ID"))
+            self.core.add(seq, (head - self._t0) * self.cfg.speed, request.headers.get("X-Session-ID"))
             energy_at_arrival = self.energy_j()
         finally:
             turn.set()
+            del self._reading[turn]
+            self._queued.set()
         self._wakes[seq.replica].set()
         if anthropic:
             shape = AnthropicShape(rid, self.model_name, tool)
@@ -216,7 +277,8 @@ class SimServer:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
             if style == "chat" and not tool:
                 seq.reasoning = round(self.cfg.reasoning_share * seq.stop_len)
-        timing = {"first": None, "energy_j": energy_at_arrival}
+        timing = {"first": None, "written": 0, "first_lag": None, "last_lag": None, "max_lag": 0.0,
+                  "energy_j": energy_at_arrival}
         try:
             if req.stream:
                 return await self._stream(request, seq, shape, include_usage, fault, timing)
@@ -229,7 +291,7 @@ class SimServer:
             self.core.abort(seq)
             raise
         finally:
-            self._finish(request, seq, arrival, timing["first"], fault, timing["energy_j"])
+            self._finish(request, seq, arrival, timing, fault)
 
     def _prompt(self, body: bytes, style: str):
         tool = None
@@ -306,11 +368,12 @@ class SimServer:
             head = b""
             if fault == "malformed" and sent == 0:
                 frames.insert(2, b'data: {"id": "' + shape.rid.encode() + b'", "choices": [{"text\n\n')
+            self._written(seq, sent, sent + len(new), timing)
             sent += len(new)
             done = seq.finish_reason is not None and upto == len(seq.output) and not cut
             if done:
                 u = shape.usage(len(seq.prompt), len(seq.output), seq.cached_tokens)
-                frames.append(shape.close(seq.finish_reason, u, include_usage))
+                frames.append(shape.close(seq.finish_reason, u, include_usage, self._modeled(seq, timing)))
             await resp.write(b"".join(frames))
             if done:
                 return resp
@@ -327,6 +390,8 @@ class SimServer:
             seq.waiter.clear()
             if timing["first"] is None and seq.delivered:
                 timing["first"] = time.time()
+            if seq.delivered > timing["written"]:
+                self._written(seq, timing["written"], seq.delivered, timing)
         if fault == "stall":
             await asyncio.sleep(self.cfg.faults.stall_s)
         if fault == "disconnect":
@@ -338,18 +403,46 @@ class SimServer:
             body = shape.full_body(text, seq.finish_reason, u, thinking)
         else:
             body = shape.full_body(self.tokenizer.decode(seq.output), seq.finish_reason, u)
+        body = api.with_extension(body, self._modeled(seq, timing))
         if fault == "malformed":
             body = body[: len(body) // 2]
         return web.Response(body=body, content_type=JSON)
 
     # -------------------------------------------------------------- accounting
 
+    def _written(self, seq: Sequence, lo: int, hi: int, timing: dict) -> None:
+        """Tokens lo..hi are written now: their lag (now minus when the oldest was due, modeled
+        seconds) goes to the lag histogram, once per token, and to the request's figures."""
+        lag = max(0.0, self.modeled_now() - seq.due[lo])
+        self.stats.lag.observe(lag, hi - lo)
+        if lo == 0:
+            timing["first_lag"] = lag
+        timing["last_lag"] = max(0.0, self.modeled_now() - seq.due[hi - 1])
+        timing["max_lag"] = max(timing["max_lag"], lag)
+        timing["written"] = hi
+
+    def _modeled(self, seq: Sequence, timing: dict) -> dict:
+        """The request's modeled timings (modeled seconds): the `agentx_sim` extension object of
+        the final chunk, which other clients ignore (SPEC section 6, "Exactness over HTTP")."""
+        arrival = seq.arrival
+        out = {"speed": self.cfg.speed, "arrival_s": arrival,
+               "queue_s": None if seq.scheduled_at is None else max(0.0, seq.scheduled_at - arrival),
+               "ttft_s": None if seq.first_token_at is None else seq.first_token_at - arrival - seq.jumped_first,
+               "e2el_s": None if seq.finished_at is None else seq.finished_at - arrival - seq.jumped,
+               "schedule_skipped_s": seq.jumped,
+               # a restart's skipped time is lag too: the tokens came that much later than the model says
+               "first_token_lag_s": None if timing["first_lag"] is None else timing["first_lag"] + seq.jumped_first,
+               "last_token_lag_s": None if timing["last_lag"] is None else timing["last_lag"] + seq.jumped,
+               "max_lag_s": timing["max_lag"] + seq.jumped, "preemptions": seq.preemptions,
+               "cached_tokens": max(seq.cached_tokens, 0), "replica": seq.replica}
+        timing["modeled"] = out
+        return out
+
     def _count_error(self, kind: str) -> None:
         self.stats.errors[kind] = self.stats.errors.get(kind, 0) + 1
 
-    def _finish(self, request, seq: Sequence, arrival: float, first: float | None, fault,
-                energy_at_arrival: float | None = None) -> None:
-        end = time.time()
+    def _finish(self, request, seq: Sequence, arrival: float, timing: dict, fault) -> None:
+        end, first, energy_at_arrival = time.time(), timing["first"], timing.get("energy_j")
         if not seq.finish_reason:  # left by an unexpected exit: free its blocks
             self.core.abort(seq)
         reason = seq.finish_reason
@@ -365,10 +458,10 @@ class SimServer:
             self._count_error(fault)
         energy = {"arrival": energy_at_arrival, "end": self.energy_j()} if energy_at_arrival is not None else None
         self._log(request, seq.id, arrival, first, len(seq.prompt), max(seq.cached_tokens, 0), len(seq.output),
-                  fault or reason, end, energy)
+                  fault or reason, end, energy, timing.get("modeled") or self._modeled(seq, timing))
 
     def _log(self, request, rid, arrival, first, prompt_tokens, cached, completion, status, end=None,
-             energy=None) -> None:
+             energy=None, modeled: dict | None = None) -> None:
         if not self.truth:
             return
         record = {
@@ -379,6 +472,7 @@ class SimServer:
             "arrival": arrival, "first_token": first,
             "last_token": end if first is not None else None, "prompt_tokens": prompt_tokens,
             "cached_tokens": cached, "completion_tokens": completion, "status": status,
+            "modeled": modeled,  # the agentx_sim object: modeled timings and the sim's lag
         }
         if energy is not None:  # the modeled energy of all GPUs (J, engine/power.py) as it arrived and ended
             record["energy_j"] = energy

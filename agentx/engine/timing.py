@@ -54,28 +54,41 @@ class Work:
         self.kv_read_tokens += computed
 
 
+# bytes per weight of each precision (FP4 formats with their block scales: NVFP4 one FP8 scale per
+# 16 values = 4.5 bits, MXFP4 one E8M0 scale per 32 values = 4.25 bits; OCP MX and NVIDIA NVFP4
+# specifications) and of the KV cache it runs with (FP8 KV beside FP4 weights, as InferenceX's
+# FP4 recipes configure it: kv_cache_config.dtype fp8)
+WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "nvfp4": 0.5625, "mxfp4": 0.53125}
+KV_BYTES = {"bf16": 2, "fp8": 1, "nvfp4": 1, "mxfp4": 1}
+ACTIVATION_BYTES = 2  # BF16 activations on the wire (all-reduce, all-to-all)
+
+
 class Roofline:
     def __init__(self, cfg: EngineConfig):
         hw, m = presets.hardware(cfg.hardware), presets.model(cfg.model)
         self.cfg, self.hw, self.model = cfg, hw, m
-        tp = cfg.gpus
-        self.dtype_bytes = 2 if cfg.precision == "bf16" else 1
-        self.peak_flops = hw.bf16_flops if cfg.precision == "bf16" else hw.fp8_flops
+        self.profile = presets.profile(cfg.engine, hw.key, cfg.precision, m.key)
+        self.mfu = cfg.mfu or self.profile.mfu
+        self.mbu = cfg.mbu or self.profile.mbu
+        self.overhead_s = cfg.overhead_s if cfg.overhead_s is not None else self.profile.overhead_ms / 1000
+        self.collective_eff = self.profile.collective_efficiency
+        self.moe_eff = cfg.moe_efficiency or self.profile.moe_efficiency
+        g, dep = cfg.gpus, cfg.parallelism == "dep"
+        self.dtype_bytes = KV_BYTES[cfg.precision]
+        self.peak_flops, self.attn_flops = self._peaks(hw, cfg.precision)
+        kv_layers = m.kv_layers or m.layers
         if m.attention == "mla":
-            self.kv_bytes_per_token = m.layers * (m.kv_lora_rank + m.qk_rope_head_dim) * self.dtype_bytes
+            full = kv_layers * (m.kv_lora_rank + m.qk_rope_head_dim) * self.dtype_bytes
+            self.kv_bytes_per_token = full / g if dep else full  # MLA's latent: on every TP rank
             self.attn_flops_per_pair = 2 * m.heads * (2 * m.kv_lora_rank + m.qk_rope_head_dim) * m.layers
         else:
-            heads_per_gpu = max(1.0, m.kv_heads / tp)  # replicated below one head per GPU
-            self.kv_bytes_per_token = int(m.layers * heads_per_gpu * m.head_dim * 2 * self.dtype_bytes)
-            self.attn_flops_per_pair = 4 * m.heads * m.head_dim * m.layers
-        # kv_bytes_per_token is per GPU and token
-        self.weight_bytes = m.params_total * self.dtype_bytes
-        if m.experts:
-            k_over_e = m.experts_per_token / m.experts
-            self.expert_params = (m.params_total - m.params_active) / (1 - k_over_e)
-            self.dense_params = m.params_total - self.expert_params
-            self.k_over_e = k_over_e
-        weights_per_gpu = self.weight_bytes / tp
+            full = kv_layers * m.kv_heads * m.head_dim * 2 * self.dtype_bytes
+            heads_per_gpu = max(1.0, m.kv_heads / g)  # replicated below one head per GPU
+            self.kv_bytes_per_token = full / g if dep else kv_layers * heads_per_gpu * m.head_dim * 2 * self.dtype_bytes
+            self.attn_flops_per_pair = 4 * m.heads * m.head_dim * kv_layers
+        # kv_bytes_per_token is per GPU and token (with attention DP: averaged over the ranks)
+        self._split_weights(m, cfg.precision)
+        weights_per_gpu = (self.dense_bytes + self.expert_bytes / g) if dep else self.weight_bytes / g
         free = hw.hbm_bytes * cfg.gpu_memory_utilization - weights_per_gpu
         if free <= 0:
             raise AgentxError(
@@ -85,14 +98,42 @@ class Roofline:
         self.kv_capacity_tokens = int(free // self.kv_bytes_per_token)
         if cfg.num_gpu_blocks_override:
             self.kv_capacity_tokens = cfg.num_gpu_blocks_override * cfg.block_size
-        self.cpu_capacity_tokens = int(cfg.cpu_offload_gb * 1e9 // (self.kv_bytes_per_token * tp))
-        if cfg.cpu_offload_gb * 1e9 > hw.host_dram_bytes * tp:
+        self.cpu_capacity_tokens = int(cfg.cpu_offload_gb * 1e9 // (self.kv_bytes_per_token * g))
+        if cfg.cpu_offload_gb * 1e9 > hw.host_dram_bytes * g:
             raise AgentxError(
-                f"cpu_offload_gb {cfg.cpu_offload_gb} exceeds the host DRAM of {tp} x {hw.key} "
-                f"({hw.host_dram_bytes * tp / 1e9:.0f} GB)"
+                f"cpu_offload_gb {cfg.cpu_offload_gb} exceeds the host DRAM of {g} x {hw.key} "
+                f"({hw.host_dram_bytes * g / 1e9:.0f} GB)"
             )
         self.host_bw = hw.host_link_bw * cfg.host_link_efficiency * cfg.host_links
         self.acceptance_length = self._acceptance_length()
+
+    @staticmethod
+    def _peaks(hw, precision: str) -> tuple[float, float]:
+        """Peak FLOP/s of the matmuls and of attention (which runs at the KV cache's precision)."""
+        if precision == "bf16":
+            return hw.bf16_flops, hw.bf16_flops
+        if precision == "fp8":
+            return hw.fp8_flops, hw.fp8_flops
+        if hw.fp4_flops:
+            return hw.fp4_flops, hw.fp8_flops
+        if precision == "nvfp4":
+            raise AgentxError(f"{hw.key} has no FP4 tensor cores: NVFP4 needs Blackwell (use mxfp4 for "
+                              f"weight-only FP4, or fp8)")
+        return hw.bf16_flops, hw.fp8_flops  # MXFP4 weights dequantized to BF16 matmuls
+
+    def _split_weights(self, m, precision: str) -> None:
+        """Whole-model weight bytes, dense part and routed experts apart (MoE)."""
+        wb = WEIGHT_BYTES[precision]
+        dense_wb = 2.0 if m.fp4_scope == "experts" and precision in ("nvfp4", "mxfp4") else wb
+        if m.experts:
+            k_over_e = m.experts_per_token / m.experts
+            self.expert_params = (m.params_total - m.params_active) / (1 - k_over_e)
+            self.dense_params = m.params_total - self.expert_params
+            self.k_over_e = k_over_e
+        else:
+            self.expert_params, self.dense_params, self.k_over_e = 0.0, m.params_total, 1.0
+        self.dense_bytes, self.expert_bytes = self.dense_params * dense_wb, self.expert_params * wb
+        self.weight_bytes = self.dense_bytes + self.expert_bytes
 
     def _acceptance_length(self) -> float:
         """Tokens a decode step keeps on average: 1 without speculation; else the configured
@@ -111,21 +152,40 @@ class Roofline:
             )
         return published["acceptance_length"]
 
-    def weight_bytes_read(self, tokens: int) -> float:
-        """Weight bytes one iteration reads, whole model."""
-        if not self.model.experts:
-            return self.weight_bytes
-        touched = 1.0 - (1.0 - self.k_over_e) ** tokens
-        return (self.dense_params + self.expert_params * touched) * self.dtype_bytes
+    def weight_bytes_per_gpu(self, tokens: int) -> float:
+        """Weight bytes one GPU reads in an iteration of `tokens` new tokens (for MoE, the dense part
+        plus the routed experts the tokens touch: 1 - (1 - k/E)^tokens of them, counted 1 /
+        moe_efficiency times: expert GEMMs of a few tokens each stream their weights less well)."""
+        g = self.cfg.gpus
+        touched = 1.0 - (1.0 - self.k_over_e) ** tokens if self.model.experts else 1.0
+        experts = self.expert_bytes * touched / g / self.moe_eff
+        if self.cfg.parallelism == "dep":  # every rank its own replica of the dense part
+            return self.dense_bytes + experts
+        return self.dense_bytes / g + experts
 
     def compute_s(self, work: Work) -> float:
-        flops = 2 * self.model.params_active * work.new_tokens + self.attn_flops_per_pair * work.attn_pairs
-        return flops / (self.cfg.gpus * self.peak_flops * self.cfg.mfu)
+        g = self.cfg.gpus
+        matmul = 2 * self.model.params_active * work.new_tokens / (g * self.peak_flops * self.mfu)
+        return matmul + self.attn_flops_per_pair * work.attn_pairs / (g * self.attn_flops * self.mfu)
 
     def memory_s(self, work: Work) -> float:
-        per_gpu = self.weight_bytes_read(work.new_tokens) / self.cfg.gpus
+        per_gpu = self.weight_bytes_per_gpu(work.new_tokens)
         per_gpu += (work.kv_read_tokens + work.new_tokens) * self.kv_bytes_per_token
-        return per_gpu / (self.hw.hbm_bw * self.cfg.mbu)
+        return per_gpu / (self.hw.hbm_bw * self.mbu)
+
+    def collective_s(self, tokens: int) -> float:
+        """Bandwidth time of the iteration's collectives over the scale-up link (their latency is in
+        the profile's per-iteration overhead): TP: two all-reduces per layer of every token's hidden
+        state (ring: 2 (g-1)/g of it crosses each link); TEP: one all-reduce (attention) plus the MoE
+        all-to-all; DEP: the all-to-all only (dispatch and combine of k expert copies per token)."""
+        g, m = self.cfg.gpus, self.model
+        if g == 1 or not tokens or not self.hw.scale_up_bw:
+            return 0.0
+        hidden = tokens * m.hidden * ACTIVATION_BYTES / g  # this GPU's share of the batch
+        ring = 2 * (g - 1) / g * hidden * g  # an all-reduce moves the whole batch's hidden state
+        a2a = 2 * m.experts_per_token * hidden * (g - 1) / g if m.experts else 0.0
+        per_layer = {"tp": 2 * ring, "tep": ring + a2a, "dep": a2a or 2 * ring}[self.cfg.parallelism]
+        return m.layers * per_layer / (self.hw.scale_up_bw * self.collective_eff)
 
     def transfer_s(self, tokens: int) -> float:
         """Moving `tokens` tokens of KV (all TP shards) between HBM and host DRAM."""
@@ -134,12 +194,13 @@ class Roofline:
     def iteration_s(self, work: Work) -> float:
         if not work.new_tokens:
             return 0.0
-        busy = max(self.compute_s(work), self.memory_s(work))
-        return busy + self.cfg.overhead_s + self.transfer_s(work.loaded_tokens)
+        busy = max(self.compute_s(work), self.memory_s(work)) + self.collective_s(work.new_tokens)
+        return busy + self.overhead_s + self.transfer_s(work.loaded_tokens)
 
     def describe(self) -> str:
         return (
-            f"{self.cfg.gpus} x {self.hw.name}, {self.model.name} ({self.cfg.precision}); "
+            f"{self.cfg.gpus} x {self.hw.name} {self.cfg.parallelism.upper()}{self.cfg.gpus}, {self.model.name} "
+            f"({self.cfg.precision}), {self.cfg.engine} profile {self.profile.key}; "
             f"KV cache {self.kv_capacity_tokens:,} tokens"
             + (f", CPU tier {self.cpu_capacity_tokens:,} tokens" if self.cpu_capacity_tokens else "")
             + (f"; speculative decoding {self.cfg.spec_decode}, {self.cfg.draft_tokens} drafts, acceptance "

@@ -34,7 +34,7 @@ def decode_window(core, until: float, finished: list, itl: list) -> bool:
     if len(cumulative) < 2:
         del itl[logged:]
         return False
-    start, overhead, transfer = core.now, core.cfg.overhead_s, core.roofline.transfer_s(0)
+    start, overhead, transfer = core.now, core.roofline.overhead_s, core.roofline.transfer_s(0)
     for duration, _ in itl[logged:]:  # each iteration's power, as step() records it
         core.power.iteration(start, duration, duration - overhead - transfer)
         start += duration

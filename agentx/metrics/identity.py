@@ -18,7 +18,7 @@ import aiohttp
 
 from agentx.metrics.scrape import parse_samples
 
-FIELDS = ("engine", "engine_version", "block_size", "max_model_len", "precision")
+FIELDS = ("engine", "engine_version", "block_size", "max_model_len", "engine_settings", "precision")
 
 
 async def _get(session: aiohttp.ClientSession, url: str):
@@ -73,6 +73,7 @@ async def discover(base_url: str, timeout_s: float = 10.0, headers: tuple = ()) 
     if isinstance(version, dict) and "version" in version:
         put("engine", version.get("engine", "vllm"), "/version")
         put("engine_version", version.get("version"), "/version")
+        put("engine_settings", version.get("engine_settings"), "/version")  # agentx-sim: its settings
         put("precision", version.get("precision"), "/version")  # agentx sim's (vLLM publishes none)
     put("block_size", _block_size(metrics), "/metrics")
     if isinstance(models, dict) and models.get("data"):

@@ -14,10 +14,12 @@ from agentx.metrics.goodput import goodput
 from agentx.metrics.hints import hints
 from agentx.metrics.identity import merge
 from agentx.metrics.server import summarize_server
+from agentx.metrics.validity import host_error, validity
 from agentx.records import Record
 
 SCHEMA_VERSION = 1
 PERCENTILES = (50, 75, 90, 95, 99, 99.9)
+LATE_BOUND_MS = 10  # p99 dispatch lateness (wall) over this: the client did not keep the schedule (SPEC section 3)
 
 
 def distribution(values) -> dict | None:
@@ -122,8 +124,9 @@ def client_health(prof: list[Record], client: dict, clock_scale: float) -> dict:
     d = distribution(late)
     cpu = client.get("cpu_percent")
     verdict = ("cpu_bound" if cpu is not None and cpu > 90 else
-               "late_dispatch" if d and d["p99"] > 10 else "ok")
+               "late_dispatch" if d and d["p99"] > LATE_BOUND_MS else "ok")
     return {"dispatch_lateness_ms": d, "cpu_percent": cpu, "verdict": verdict, "client_bound": verdict != "ok",
+            "late_bound_ms": LATE_BOUND_MS,
             "runqueue_wait_percent": client.get("runqueue_wait_percent"), "peak_rss_mb": client.get("peak_rss_mb")}
 
 
@@ -138,6 +141,11 @@ def identity(settings: dict, run: dict) -> dict:
             "precision": settings.get("precision")}
     server = {k: tuple(v) for k, v in (run.get("server_identity") or {}).items()}
     values, sources = merge(user, server)
+    label = out.get("engine_settings")
+    if label:  # the user's (or a virtual run's) label, and what the server published beside it
+        published = values.get("engine_settings")
+        values["engine_settings"] = label if not published or published == label else f"{label}; server: {published}"
+        sources["engine_settings"] = "user" if values["engine_settings"] == label else f"user and {sources['engine_settings']}"
     out.update(values)
     out["sources"] = sources
     return out
@@ -151,19 +159,6 @@ def summarize(records: list[Record], run: dict, series: list[dict], trees: list[
     ok = [r for r in prof if r.error is None]
     errors = Counter(r.error for r in prof if r.error and r.error != "cancelled")
     cancelled = sum(1 for r in prof if r.error == "cancelled")
-    failed = sum(errors.values())
-    reasons = []
-    if prof and failed > 0.10 * len(prof):
-        reasons.append(f"{failed / len(prof):.0%} of requests failed (limit 10%)")
-    if prof and errors.get("context_overflow", 0) > 0.01 * len(prof):
-        reasons.append(f"{errors['context_overflow'] / len(prof):.1%} overflowed the context (limit 1%)")
-    if not run.get("finished"):
-        reasons.append("the run did not finish (killed or cancelled): partial records")
-    if not ok:
-        reasons.append("no successful request in the profiling window")
-    mismatches = sum(p.get("mismatches", 0) for p in (run.get("cache_probe") or {}).values())
-    if mismatches:
-        reasons.append(f"the cache probe found {mismatches} answers that differ warm from cold")
     ident, server = identity(settings, run), summarize_server(series)
     if settings.get("mode") == "schedule":
         ident["concurrency"] = None  # open loop: no lanes, the schedule sets how many are in flight
@@ -178,6 +173,8 @@ def summarize(records: list[Record], run: dict, series: list[dict], trees: list[
     measured = power_metrics(power, rm.get("throughput"))
     if "throughput" in rm:
         rm["throughput"]["power_valid"] = measured["valid"]  # the per-MW figures above are the table's
+    health = client_health(prof, run.get("client", {}), settings.get("clock_scale") or 1.0)
+    host = host_error(ok)
     return {
         "schema_version": SCHEMA_VERSION,
         "identity": ident,
@@ -191,9 +188,10 @@ def summarize(records: list[Record], run: dict, series: list[dict], trees: list[
         "sessions": session_metrics(trees),
         "server_metrics": server,
         "power": measured,
-        "client_health": client_health(prof, run.get("client", {}), settings.get("clock_scale") or 1.0),
+        "client_health": health,
+        "host_error": host,
         "cache_probe": run.get("cache_probe"),
-        "validity": {"valid": not reasons, "reasons": reasons},
+        "validity": validity(prof, ok, run, health, rm, errors, cancelled, host),
         "hints": hints(prof, errors, ident, settings),
         "provenance": {k: run.get(k) for k in ("agentx_version", "command", "start_time", "host", "run_id")},
     }

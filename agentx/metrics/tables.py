@@ -12,8 +12,19 @@ def _f(value, scale: float = 1.0, fmt: str = "{:,.1f}") -> str:
     return "-" if value is None or not math.isfinite(value) else fmt.format(value * scale)
 
 
+def low_sample_note(result: dict) -> str | None:
+    """`low sample (n = 4 < 30)` when the percentiles rest on few requests (SPEC section 3)."""
+    v = result.get("validity") or {}
+    if not v.get("low_sample"):
+        return None
+    return f"low sample (n = {v.get('sample')} < {v.get('low_sample_below')})"
+
+
 def result_table(result: dict, title: str) -> Table:
     rm = result["request_metrics"]
+    low = low_sample_note(result)
+    if low:
+        title += f" - {low.upper()}: percentiles are rough"
     table = Table(title=title, title_justify="left", show_edge=False)
     table.add_column("metric")
     for col in ("p50", "p90", "p99", "mean"):
@@ -25,8 +36,17 @@ def result_table(result: dict, title: str) -> Table:
     for label, key, scale in rows:
         d = rm.get(key) or {}
         fmt = "{:,.0f}" if key in ("isl", "osl") else "{:,.1f}"
-        table.add_row(label, *(_f(d.get(c), scale, fmt) for c in ("p50", "p90", "p99", "mean")))
+        table.add_row(label + (" (low sample)" if low else ""), *(_f(d.get(c), scale, fmt) for c in ("p50", "p90", "p99", "mean")))
     return table
+
+
+def host_error_line(host: dict) -> str:
+    """What the client measured minus what agentx-sim modeled, and the sim's own lag in it."""
+    def part(key: str, label: str) -> str:
+        d = host.get(key)
+        return f"{label} p50 {d['p50'] * 1000:+,.2f} ms p90 {d['p90'] * 1000:+,.2f} ms" if d else f"{label} -"
+    line = "host error (measured minus modeled): " + ", ".join((part("ttft_s", "TTFT"), part("itl_s", "ITL")))
+    return line + "; of it the sim's own lag: " + ", ".join((part("sim_lag_ttft_s", "TTFT"), part("sim_lag_itl_s", "ITL")))
 
 
 def _pct(fraction) -> str:
@@ -118,11 +138,7 @@ def result_lines(result: dict) -> list[str]:
                      f"running mean {sm.get('running_mean', 0):.1f}, waiting mean {sm.get('waiting_mean', 0):.1f} "
                      f"max {sm.get('waiting_max', 0):.0f}")
     lines += [_sessions_line(result["sessions"]), _client_line(health)]
-    for when, probe in (result.get("cache_probe") or {}).items():
-        lines.append(f"{probe_line(probe)} ({when} the run)")
-    v = result["validity"]
-    lines.append("valid" if v["valid"] else "NOT VALID: " + "; ".join(v["reasons"]))
-    return lines + [f"hint: {hint}" for hint in result.get("hints") or []]
+    return lines + trust_lines(result) + [f"hint: {hint}" for hint in result.get("hints") or []]
 
 
 def _goodput_line(good: dict) -> str:
@@ -166,6 +182,18 @@ def _client_line(health: dict) -> str:
     return line
 
 
+def trust_lines(result: dict) -> list[str]:
+    """The cache probes, the host error, low sample, and the verdict with its reasons."""
+    lines = [f"{probe_line(probe)} ({when} the run)" for when, probe in (result.get("cache_probe") or {}).items()]
+    if result.get("host_error"):
+        lines.append(host_error_line(result["host_error"]))
+    if low_sample_note(result):
+        lines.append(f"{low_sample_note(result)}: every percentile above rests on few requests (valid, but rough)")
+    v = result["validity"]
+    lines.append("valid" if v["valid"] else "NOT VALID: " + "; ".join(v["reasons"]))
+    return lines
+
+
 def sweep_table(results: list[tuple[int | str, dict]]) -> Table:
     """One row per run of a concurrency sweep (keyed by lanes, or by the runs' folder names)."""
     t = Table(title="sweep", title_justify="left", show_edge=False)
@@ -182,6 +210,7 @@ def sweep_table(results: list[tuple[int | str, dict]]) -> Table:
                   fmt(ttft.get("p50") and ttft["p50"] * 1000), fmt(ttft.get("p90") and ttft["p90"] * 1000),
                   fmt(inter.get("p50"), "{:,.1f}"), fmt(norm.get("p90"), "{:,.1f}"),
                   fmt(sm.get("prefix_hit_rate") and sm["prefix_hit_rate"] * 100, "{:.1f}%"),
-                  fmt(rm.get("cache", {}).get("cache_efficiency"), "{:.3f}"), "yes" if r["validity"]["valid"] else "no")
+                  fmt(rm.get("cache", {}).get("cache_efficiency"), "{:.3f}"),
+                  ("yes" if r["validity"]["valid"] else "no") + (" (low n)" if r["validity"].get("low_sample") else ""))
     return t
 

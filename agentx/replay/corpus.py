@@ -21,21 +21,35 @@ class Corpus:
     format: str | None = None
     max_context: str | None = None  # as given (e.g. 256k): the variant's label
     provider: str | None = None
-    scenario: str | None = None  # 1k1k, 8k1k or 1k8k instead of traces
+    scenario: str | None = None  # ISL:OSL or 1k1k / 8k1k / 1k8k instead of traces (replay/scenarios.py)
+    range_ratio: float | None = None  # scenario lengths uniform in [R x L, L] (None: the scenario's default)
+    offline: int = 0  # scenario: N requests queued at t = 0 instead of lanes
     base: Path | None = None  # relative paths are relative to this (a recipe's folder); labels keep them as given
+
+    def __post_init__(self):
+        if self.scenario is None and (self.range_ratio is not None or self.offline):
+            raise AgentxError("--range-ratio and --offline need --scenario", "scenario")
+        if self.scenario is not None:
+            self.parsed()  # a bad scenario is an error before anything runs
+
+    def parsed(self):
+        """The typed scenario (None: traces)."""
+        from agentx.replay.scenarios import parse_scenario
+
+        return parse_scenario(self.scenario, self.range_ratio, self.offline) if self.scenario else None
 
     @property
     def label(self) -> str:
         """The result's `dataset` label."""
         if self.scenario:
-            return self.scenario
+            return self.parsed().name
         names = ", ".join(map(str, self.paths)) if self.paths else BUNDLED
         return names + (f" ({self.provider})" if self.provider else "")
 
     @property
     def labels(self) -> dict:
         """The result labels a corpus sets (BenchSettings keywords)."""
-        return {"dataset": self.label, "variant": self.max_context, "scenario": self.scenario}
+        return {"dataset": self.label, "variant": self.max_context, "scenario": self.label if self.scenario else None}
 
     def sessions(self, lanes: int = 1, warn: Callable[[str], None] | None = None, per_arrival: bool = False) -> list:
         """The sessions (a scenario makes one per lane of the largest level, `lanes`; at a request
@@ -43,7 +57,7 @@ class Corpus:
         from agentx.replay.scenarios import scenario_sessions
 
         if self.scenario:
-            return scenario_sessions(self.scenario, 1024, 1) if per_arrival else scenario_sessions(self.scenario, lanes)
+            return scenario_sessions(self.parsed(), 1024, 1) if per_arrival else scenario_sessions(self.parsed(), lanes)
         from agentx.data import sample_traces
         from agentx.traces.load import load_sessions
         from agentx.traces.variants import limit_corpus, parse_tokens

@@ -368,6 +368,10 @@ class Dispatcher:
         if res.reasoning_tokens is not None or res.reasoning_chunks:
             rec.reasoning = res.reasoning_tokens if res.reasoning_tokens is not None else res.reasoning_chunks
         rec.error, rec.detail = res.error, res.detail
+        if res.modeled is not None:
+            m = res.modeled
+            rec.modeled_ttft, rec.modeled_e2el = m.ttft_s, m.e2el_s
+            rec.sim_first_lag, rec.sim_last_lag = m.first_token_lag_s, m.last_token_lag_s
         if res.error is None and res.first is None:
             rec.error = "empty"  # a 200 with no output at all
         if self.keep_chunks:

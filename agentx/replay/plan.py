@@ -83,6 +83,10 @@ class PlanConfig:
                           "bench's default) or constant (1/R apart).", choices=ARRIVALS)
     lead: float = option(0.0, min=0, cli=False)  # between the warmup's drain (or the start) and profiling: the
     # client renders ahead (set per run, `replay/run.py` LEAD_S)
+    # lanes mode: a lane whose tree drains takes another session (drawn again once all were used);
+    # False: each session is replayed once and a lane stops when none is left (offline scenarios,
+    # and a fixed number of prompts per lane as benchmark_serving sends)
+    reuse_sessions: bool = option(True, cli=False)
 
     def __post_init__(self):
         check_bounds(self)
@@ -162,6 +166,7 @@ class ReplayPlan:
         # request is sent, so that the new tree's first requests can be prepared ahead
         self.next_trees: dict[int, Tree] = {}
         self._uid = 0
+        self._handed = 0  # sessions drawn so far (reuse_sessions=False: at most one each)
         self._out: list[Dispatch] = []
 
     # ----------------------------------------------------------------- public
@@ -172,13 +177,16 @@ class ReplayPlan:
             return
         for lane in range(self.cfg.concurrency):
             tree = self._new_tree(lane)
+            if tree is None:
+                continue  # fewer sessions than lanes, each replayed once
             if self.cfg.warmup:
                 rng = random.Random(key64("t*", self.cfg.seed, lane))
                 tree.t_star = rng.uniform(0.25, 0.75) * tree.graph.session.duration
             self._init_tree(tree)
         if self.cfg.warmup:
             for tree in self.lanes:
-                self._send_primers(tree, now)
+                if tree is not None:
+                    self._send_primers(tree, now)
             if self.inflight == 0:
                 self._begin_warmup2(now)
         else:
@@ -300,20 +308,26 @@ class ReplayPlan:
 
     # ---------------------------------------------------------------- trees
 
-    def _next_session(self) -> int:
+    def _next_session(self) -> int | None:
+        if not self.cfg.reuse_sessions and self._handed >= len(self.graphs):
+            return None
+        self._handed += 1
         if not self.order:
             self.order = list(range(len(self.graphs)))
             self.rng.shuffle(self.order)
             self.order.reverse()
         return self.order.pop()
 
-    def _new_tree(self, lane: int) -> Tree:
+    def _new_tree(self, lane: int) -> Tree | None:
         tree = self.next_trees.pop(lane, None) or self._draw_tree(lane)
         self.lanes[lane] = tree
         return tree
 
-    def _draw_tree(self, lane: int) -> Tree:
-        graph = self.graphs[self._next_session()]
+    def _draw_tree(self, lane: int) -> Tree | None:
+        index = self._next_session()
+        if index is None:
+            return None
+        graph = self.graphs[index]
         replay = self.replays[lane]
         self.replays[lane] += 1
         marker = key64("marker", self.cfg.run_id, lane, replay, graph.session.id)
@@ -397,6 +411,8 @@ class ReplayPlan:
         if not self.rules.refills_lanes:
             return
         new = self._new_tree(tree.lane)
+        if new is None:
+            return  # no session left for this lane
         new.origin = now + self.shift
         new.started_in_profile = True
         self._init_tree(new)
@@ -411,7 +427,9 @@ class ReplayPlan:
         self.inflight += 1
         if (self.phase == PROFILE and self.rules.refills_lanes and tree.inflight == tree.open_nodes
                 and self.lanes[tree.lane] is tree and tree.lane not in self.next_trees):
-            self.next_trees[tree.lane] = self._draw_tree(tree.lane)  # this tree drains next
+            upcoming = self._draw_tree(tree.lane)  # this tree drains next
+            if upcoming is not None:
+                self.next_trees[tree.lane] = upcoming
         if tree.first_start is None:
             tree.first_start = planned
         self._out.append(self._as_dispatch(tree, node, planned, phase))
@@ -431,7 +449,8 @@ class ReplayPlan:
     def _begin_warmup2(self, now: float) -> None:
         self.phase = WARMUP2
         for tree in self.lanes:
-            self._warm_advance(tree, now)
+            if tree is not None:
+                self._warm_advance(tree, now)
         if self.inflight == 0:
             self._begin_profile(now)
 
@@ -447,6 +466,8 @@ class ReplayPlan:
         now = self.lead_end = now + self.cfg.lead  # (nothing is due before the profiling start)
         self.profile_start = now
         for lane, tree in enumerate(self.lanes):
+            if tree is None:
+                continue
             if tree.open_nodes == 0:  # drained during warmup: the lane starts a fresh tree
                 self._drained(tree, now)
                 continue

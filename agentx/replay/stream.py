@@ -26,6 +26,7 @@ class Result:
     error: str | None = None
     detail: str | None = None
     set_cookie: str | None = None  # the response's Set-Cookie lines (a session-affinity gateway's)
+    modeled: SimTimings | None = None  # agentx-sim's modeled timings of this request (its `agentx_sim` object)
 
 
 # Words of a 400 answer that mean the prompt overflowed the context (vLLM, SGLang, llama.cpp).
@@ -65,9 +66,21 @@ class _Usage(msgspec.Struct):
     completion_tokens_details: _OutputDetails | None = None
 
 
+class SimTimings(msgspec.Struct):
+    """agentx-sim's `agentx_sim` extension object (modeled seconds; SPEC section 6)."""
+
+    speed: float | None = None
+    ttft_s: float | None = None
+    e2el_s: float | None = None
+    first_token_lag_s: float | None = None
+    last_token_lag_s: float | None = None
+    preemptions: int | None = None
+
+
 class _Chunk(msgspec.Struct):
     choices: list[_Choice] = []
     usage: _Usage | None = None
+    agentx_sim: SimTimings | None = None
 
 
 _decode_chunk = msgspec.json.Decoder(_Chunk).decode
@@ -105,6 +118,8 @@ def openai_event(event: bytes, now: float, res: Result, keep_chunks: bool) -> bo
                     res.chunk_times.append(now)
             if c.finish_reason:
                 res.finish_reason = c.finish_reason
+        if chunk.agentx_sim is not None:
+            res.modeled = chunk.agentx_sim
         if chunk.usage is not None:
             u = chunk.usage
             res.prompt_tokens, res.completion_tokens = u.prompt_tokens, u.completion_tokens

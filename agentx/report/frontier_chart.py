@@ -45,6 +45,7 @@ def frontier_rows(results: list[tuple[str, dict]]) -> list[dict]:
     id = the point's name, its deployment labels and metric columns."""
     return [{"id": name, "concurrency": r["identity"].get("concurrency"),
              "simulated": str(r["identity"].get("engine") or "").startswith("agentx-sim"),
+             "valid": r["validity"]["valid"], "reasons": r["validity"]["reasons"],
              **deployment_labels(r["identity"]), **metric_columns(r)} for name, r in results]
 
 
@@ -53,6 +54,18 @@ def frontier_rows(results: list[tuple[str, dict]]) -> list[dict]:
 # plotly's colours repeat, so such a legend would not tell the curves apart anyway.
 LABELLED_POINTS = 100
 LEGEND_CURVES = 10
+
+
+def _invalid_trace(pts: list[dict], x: str, y: str, legend: str) -> dict:
+    """A curve's NOT VALID points: hollow markers never joined to it, each with its reasons."""
+    reasons = ["NOT VALID: " + "; ".join(r.get("reasons") or ["NOT VALID"]) for r in pts]
+    return {"type": "scattergl" if len(pts) > 200 else "scatter", "mode": "markers", "x": [r[x] for r in pts], "y": [r[y] for r in pts],
+            "text": [f"c{r['concurrency']}" for r in pts], "customdata": [r["id"] for r in pts],
+            "hovertext": [f"{deployment_label(r)}; {why}" for r, why in zip(pts, reasons)],
+            "name": f"{legend}: NOT VALID (never on the frontier)", "legendgroup": legend,
+            "marker": {"size": 9, "symbol": ["diamond-open" if r["simulated"] else "circle-open" for r in pts],
+                       "line": {"width": 2}, "color": "#c0392b"},
+            "hovertemplate": "%{text} (%{hovertext}): x %{x:.3~g}, y %{y:,.4~g}<extra></extra>"}
 
 
 def frontier_chart(rows: list[dict], x: str, y: str) -> dict:
@@ -76,7 +89,7 @@ def frontier_chart(rows: list[dict], x: str, y: str) -> dict:
         on = {r["id"] for r in curve.points}
         legend = ", ".join(str(v) for v in (key[1], key[2], key[0]) if v)
         front = sorted(curve.points, key=lambda r: r[x])
-        others = [r for r in members if r["id"] not in on]
+        others = [r for r in members if r["id"] not in on and r.get("valid") is not False]
         for pts, is_front in ((front, True), (others, False)):
             if not pts:
                 continue
@@ -94,6 +107,9 @@ def frontier_chart(rows: list[dict], x: str, y: str) -> dict:
                                     "line": {"width": [3 if r.get("kv_offload") else 0 for r in pts], "color": "#222"},
                                     **({} if is_front else {"opacity": 0.5})},
                          "hovertemplate": "%{text} (%{hovertext}): x %{x:.3~g}, y %{y:,.4~g}<extra></extra>"})
+        if curve.invalid:  # hollow, apart from the curve, the reasons on hover
+            off.append(len(data))
+            data.append(_invalid_trace(curve.invalid, x, y, legend))
     toggle = [{"label": "all points", "method": "restyle", "args": [{"visible": True}, off]},
               {"label": "optimal only", "method": "restyle", "args": [{"visible": False}, off]}]
     menus = [{"type": "buttons", "buttons": toggle, "direction": "right", "x": 1, "xanchor": "right", "y": 1.02,

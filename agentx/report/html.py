@@ -49,14 +49,15 @@ def point_part(part: str, blobs: dict[str, dict]) -> dict | list:
 
 
 def point_view(name: str, result: dict, command: str, blobs: dict[str, dict], flames: dict | None = None,
-               flame_url: str = "", parts_url: str = "") -> dict:
+               flame_url: str = "", parts_url: str = "", download_url: str = "") -> dict:
     """One point of a page: its summary and everything the page draws, from the point's stored chart
     data (SPEC §8; `chart_blobs` of a run folder). Flamegraphs are embedded (`flames`, by tree) or
     fetched from `flame_url` + tree on demand. With `parts_url` the page fetches the LAZY_PARTS
     (parts_url + part) while it draws the first screen, and `blobs` need only `series` and
     `histograms`: a 100k-request point's timelines are megabytes the first screen does not show."""
-    page = {"name": name, "deployment": deployment(result), "summary": summary_rows(result),
-            "identity": result["identity"], "command": command}
+    summary = summary_rows(result)
+    page = {"name": name, "deployment": deployment(result), "summary": summary, "identity": result["identity"],
+            "command": command or summary["provenance"]["command"] or "", "download": download_url}
     figures = {"isl": token_histogram(blobs["histograms"], "isl"), "osl": token_histogram(blobs["histograms"], "osl"),
                **over_time(blobs["series"])}
     payload = {"name": name, "figures": figures, "flames": {str(t): f for t, f in (flames or {}).items()},

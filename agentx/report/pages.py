@@ -162,7 +162,8 @@ def _point_routes(app: FastAPI, db: _Pages) -> None:
         nav = [("frontier", "/")] + [(f"c{c} (point {i})", f"/points/{i}") for i, c in siblings if i != point_id]
         result = json.loads(result)
         parts = f"/points/{point_id}/parts/"
-        view = point_view(str(point_id), result, "", blobs, flame_url=f"/points/{point_id}/flames/", parts_url=parts)
+        view = point_view(str(point_id), result, "", blobs, flame_url=f"/points/{point_id}/flames/", parts_url=parts,
+                          download_url=f"/api/v1/points/{point_id}/result.json")
         return render(f"agentx point {point_id}: {Path(run_dir or '').name}", [view], plotly_src=plotly_url, nav=nav,
                       preload=[parts + "timeline"])
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from agentx.metrics.trust import diagnosis, provenance
 from agentx.report.figures import empty, figure, log_bars
 
 # (label, section, key, scale, format, definition); SPEC §3 is the source of every definition
@@ -30,10 +31,11 @@ def _fmt(value, fmt: str = "{:,.1f}", scale: float = 1.0) -> str:
 def summary_rows(result: dict) -> dict:
     """{"distributions": [(label, definition, [p50, p90, p99, mean])], "figures": [(label, value, definition)]}"""
     rm, req, sm, health = result["request_metrics"], result["requests"], result["server_metrics"], result["client_health"]
-    dists = []
+    dists, v = [], result["validity"]
+    low = f" (low sample: n = {v.get('sample')} < {v.get('low_sample_below')})" if v.get("low_sample") else ""
     for label, key, scale, fmt, definition in REQUEST_ROWS:
         d = rm.get(key) or {}
-        dists.append((label, definition, [_fmt(d.get(c), fmt, scale) for c in COLUMNS]))
+        dists.append((label + low, definition, [_fmt(d.get(c), fmt, scale) for c in COLUMNS]))
     tp, cache = rm.get("throughput", {}), rm.get("cache", {})
     late = health.get("dispatch_lateness_ms") or {}
     pct = lambda v: _fmt(v, "{:.1f}%", 100)  # noqa: E731
@@ -78,9 +80,18 @@ def summary_rows(result: dict) -> dict:
         ("dispatch lateness p50 / p99 ms", f"{_fmt(late.get('p50'), '{:.2f}')} / {_fmt(late.get('p99'), '{:.2f}')}",
          "Actual minus planned start, in wall milliseconds; p99 over 10 ms flags the run client-bound."),
         ("valid", "yes" if result["validity"]["valid"] else "no: " + "; ".join(result["validity"]["reasons"]),
-         "Valid unless > 10 % of requests failed, > 1 % overflowed the context, or the run did not finish."),
+         "Valid when every rule below passes (SPEC section 3)."),
     ]
-    return {"columns": list(COLUMNS), "distributions": dists, "figures": figures}
+    return {"columns": list(COLUMNS), "distributions": dists, "figures": figures,
+            "provenance": provenance(result), "diagnosis": diagnosis(result),
+            "rules": [(r["rule"], _rule_figure(r), "pass" if r["ok"] else "FAIL: " + r["reason"])
+                      for r in (result["validity"].get("rules") or [])]}
+
+
+def _rule_figure(rule: dict) -> str:
+    figure, bound = rule.get("figure"), rule.get("bound")
+    show = lambda v: f"{v:.3g}" if isinstance(v, float) else str(v)  # noqa: E731
+    return f"{show(figure)} (bound {show(bound)})"
 
 
 def _lognormal_counts(n: int, mu: float, sigma: float, edges: list[float]) -> list[float]:

@@ -26,6 +26,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from agentx.errors import AgentxError
+from agentx.metrics.trust import diagnosis, provenance
 from agentx.results import frontier as fr
 from agentx.results.inferencex import export_row
 from agentx.results.query import Filters, filtered
@@ -179,7 +180,15 @@ def _point_routes(app: FastAPI, db: _Reads) -> None:
             parts.append(b',"%s":%s' % (key.encode(), strict_json(text)))
         for kind in ("series", "histograms"):
             parts.append(b',"%s":%s' % (kind.encode(), gzip.decompress(blobs[kind]) if kind in blobs else b"null"))
+        parts.append(b',"trust":' + msgspec.json.encode(_trust(texts.result, point_id)))
         return Response(b"".join(parts) + b"}", media_type="application/json")
+
+    @app.get(PREFIX + "/points/{point_id}/result.json", summary="The point's result.json (SPEC section 4), "
+             "as a download")
+    def point_result(point_id: ItemId):
+        text = db.one(select(points.c.result).where(points.c.id == point_id), f"point {point_id}")["result"]
+        return Response(strict_json(text), media_type="application/json",
+                        headers={"Content-Disposition": f'attachment; filename="point-{point_id}-result.json"'})
 
     @app.get(PREFIX + "/points/{point_id}/series", summary="Series on the 1 s grid (compact arrays)")
     def point_series(request: Request, point_id: ItemId):
@@ -210,15 +219,17 @@ def _frontier_routes(app: FastAPI, db: _Reads) -> None:
     def get_frontier(f: Annotated[Filters, Depends(_filters)], x: XMetric = fr.CANONICAL[0],
                      y: YMetric = fr.CANONICAL[1], overall: bool = False):
         curves = fr.frontier(fr.load_points(db.engine, f, x, y), x, y, per_curve=not overall)
-        return _json({"x": x, "y": y, "curves": [{"key": c.key, "points": c.points} for c in curves]})
+        return _json({"x": x, "y": y, "curves": [{"key": c.key, "points": c.points, "invalid": c.invalid}
+                                                 for c in curves]})
 
-    @app.get(PREFIX + "/frontier/interpolate", summary="y at a given x on each curve (monotone interpolation, "
-             "null outside a curve's range)")
+    @app.get(PREFIX + "/frontier/interpolate", summary="The best y at or better than x on each curve, within one "
+             "deployment configuration (named, with its concurrency; flagged when interpolated); null where no "
+             "point reaches x")
     def interpolate(f: Annotated[Filters, Depends(_filters)], at: Annotated[float, Query(allow_inf_nan=False)],
                     x: XMetric = fr.CANONICAL[0], y: YMetric = fr.CANONICAL[1]):
         curves = fr.frontier(fr.load_points(db.engine, f, x, y), x, y)
         return _json({"x": x, "y": y, "at": at,
-                      "curves": [{"key": c.key, "value": fr.interpolate(c, x, y, at)} for c in curves]})
+                      "curves": [_answer(c.key, fr.at_x(c, x, y, at)) for c in curves]})
 
 
 def _dataset_routes(app: FastAPI, db: _Reads) -> None:
@@ -239,6 +250,27 @@ def _dataset_routes(app: FastAPI, db: _Reads) -> None:
         row = db.one(select(conversations).where(conversations.c.id == conversation_id), f"conversation {conversation_id}")
         row["tree"] = json.loads(row["tree"])
         return _json(row)
+
+
+def _trust(result_text: str | None, point_id: int) -> dict:
+    """A point's provenance, validity rules with their figures and diagnosis (what its page shows),
+    and where to download its result.json."""
+    result = json.loads(result_text) if result_text else None
+    if not result:
+        return {"provenance": None, "validity": None, "diagnosis": None, "result_url": None}
+    v = result.get("validity") or {}
+    return {"provenance": provenance(result), "diagnosis": diagnosis(result),
+            "validity": {"valid": v.get("valid"), "reasons": v.get("reasons"), "rules": v.get("rules"),
+                         "low_sample": v.get("low_sample")},
+            "result_url": f"{PREFIX}/points/{point_id}/result.json"}
+
+
+def _answer(key: dict, found: dict | None) -> dict:
+    """One curve's "y at x": the value and which configuration and concurrency give it."""
+    if found is None:
+        return {"key": key, "value": None, "interpolated": None, "configuration": None, "deployment_id": None,
+                "concurrency": [], "point_ids": []}
+    return {"key": key, **found}
 
 
 def strict_json(text: str | None) -> bytes:

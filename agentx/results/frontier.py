@@ -3,10 +3,16 @@ every point, maximizing a y metric against an x metric, and a monotone interpola
 
 A point survives a non-canonical view only if it is also on the canonical frontier of its curve
 (tok/s per GPU against p90 E2E-normalized interactivity): InferenceX's policy for AgentX.
+
+An invalid point (its run printed NOT VALID) is never on a curve, in a canonical winner set or in
+"y at x": it is listed apart with its reasons. "y at x" answers within one deployment
+configuration (interpolating only between points of the same deployment key) and names the
+configuration and concurrency that give the best y at or better than x.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,6 +37,8 @@ CURVE = ("model", "hardware", "engine")
 class Curve:
     key: dict  # model, hardware, engine (all None for the frontier over every point)
     points: list[dict] = field(default_factory=list)  # on the frontier, by x with better last
+    invalid: list[dict] = field(default_factory=list)  # the curve's NOT VALID points (never on it), with `reasons`
+    rows: list[dict] = field(default_factory=list)  # every valid point of the curve (for "y at x")
 
 
 def check_metrics(x: str, y: str) -> None:
@@ -45,13 +53,22 @@ def load_points(engine: Engine, filters: Filters, x: str, y: str) -> list[dict]:
     view and of the canonical one."""
     check_metrics(x, y)
     cols = [points.c.id, points.c.concurrency, points.c.started_at, points.c.valid, points.c.simulated,
-            points.c.source, *[deployments.c[k] for k in DEPLOYMENT_LABELS],
+            points.c.source, points.c.deployment_id, *[deployments.c[k] for k in DEPLOYMENT_LABELS],
             *[points.c[name] for name in sorted({x, y, *CANONICAL})]]
     q = filtered(select(*cols).join(deployments, points.c.deployment_id == deployments.c.id), filters)
     with engine.connect() as conn:
         result = conn.execute(q.where(points.c.status == "ok").order_by(points.c.id))
         keys = list(result.keys())
-        return [dict(zip(keys, row)) for row in result]
+        out = [dict(zip(keys, row)) for row in result]
+        bad = [r["id"] for r in out if r["valid"] is False]
+        reasons = {}
+        if bad:
+            for pid, text in conn.execute(select(points.c.id, points.c.result).where(points.c.id.in_(bad))):
+                reasons[pid] = ((json.loads(text) if text else {}).get("validity") or {}).get("reasons") or ["NOT VALID"]
+    for r in out:
+        if r["valid"] is False:
+            r["reasons"] = reasons.get(r["id"], ["NOT VALID"])
+    return out
 
 
 def pareto(rows: list[dict], x: str, y: str) -> list[dict]:
@@ -74,18 +91,67 @@ def frontier(rows: list[dict], x: str, y: str, per_curve: bool = True) -> list[C
         groups.setdefault(tuple(r[k] for k in CURVE) if per_curve else (None,) * len(CURVE), []).append(r)
     curves = []
     for key, group in sorted(groups.items(), key=lambda kv: tuple(str(v) for v in kv[0])):
-        on = pareto(group, x, y)
+        valid = [r for r in group if r.get("valid") is not False]
+        on = pareto(valid, x, y)
         if (x, y) != CANONICAL:
-            winners = {r["id"] for r in pareto(group, *CANONICAL)}
+            winners = {r["id"] for r in pareto(valid, *CANONICAL)}
             on = [r for r in on if r["id"] in winners]
-        curves.append(Curve(dict(zip(CURVE, key)), on))
+        invalid = [r for r in group if r.get("valid") is False]
+        curves.append(Curve(dict(zip(CURVE, key)), on, invalid, valid))
     return curves
 
 
+CONFIG_LABELS = ("gpus", "precision", "parallelism", "spec_decoding", "kv_offload", "router", "engine_settings")
+
+
+def configuration(row: dict) -> str:
+    """A deployment configuration in words (the labels of its key beyond the curve's)."""
+    parts = [f"{row['gpus']} GPUs" if row.get("gpus") else None, *(row.get(k) for k in CONFIG_LABELS[1:])]
+    return ", ".join(str(p) for p in parts if p) or "default configuration"
+
+
+def at_x(curve: Curve, x: str, y: str, at: float) -> dict | None:
+    """The best y at or better than x = `at` on a curve, within one deployment configuration:
+    each deployment's own frontier gives a measured answer (its best point whose x meets `at`)
+    and, where `at` lies between two of its points, an interpolated one (flagged); the best of
+    all deployments wins, a measured answer over an equal interpolated one. None when no point
+    of any deployment reaches `at`."""
+    sign, best = X_METRICS[x], None
+    by_deployment: dict = {}
+    for r in curve.rows:
+        by_deployment.setdefault(r.get("deployment_id"), []).append(r)
+    for dep, group in by_deployment.items():
+        front = sorted(pareto(group, x, y), key=lambda r: r[x])
+        meeting = [r for r in front if sign * (r[x] - at) >= 0]
+        candidates = []
+        if meeting:
+            r = max(meeting, key=lambda r: r[y])
+            candidates.append((r[y], 1, {"interpolated": False, "point_ids": [r["id"]],
+                                         "concurrency": [r["concurrency"]]}, r))
+        value = _hermite([(r[x], r[y]) for r in front], at)
+        if value is not None and not any(r[x] == at for r in front):
+            lo = max((r for r in front if r[x] < at), key=lambda r: r[x])
+            hi = min((r for r in front if r[x] > at), key=lambda r: r[x])
+            candidates.append((value, 0, {"interpolated": True, "point_ids": [lo["id"], hi["id"]],
+                                          "concurrency": [lo["concurrency"], hi["concurrency"]]}, lo))
+        for value, measured, answer, row in candidates:
+            if best is None or (value, measured) > best[:2]:
+                best = (value, measured, answer, row)
+    if best is None:
+        return None
+    value, _, answer, row = best
+    return {"value": value, **answer, "deployment_id": row.get("deployment_id"), "configuration": configuration(row)}
+
+
 def interpolate(curve: Curve, x: str, y: str, at: float) -> float | None:
-    """y at x = `at` on a frontier curve by monotone cubic (Fritsch-Carlson) interpolation, clamped
-    at zero; None outside the curve's x range (no extrapolation)."""
-    pts = sorted((r[x], r[y]) for r in curve.points)
+    """y at x = `at` through a curve's frontier points (any deployments; `at_x` keeps to one)."""
+    return _hermite([(r[x], r[y]) for r in curve.points], at)
+
+
+def _hermite(points: list[tuple[float, float]], at: float) -> float | None:
+    """y at x = `at` by monotone cubic (Fritsch-Carlson) interpolation through (x, y) points,
+    clamped at zero; None outside their x range (no extrapolation)."""
+    pts = sorted(points)
     if not pts:
         return None
     xs, ys = np.array([p[0] for p in pts], float), np.array([p[1] for p in pts], float)

@@ -146,7 +146,11 @@ def _labels(dep: Deployment) -> dict:
 
 def _label(folder: Path, result: dict, labels: dict) -> None:
     """The recipe's labels join the result point's identity (result.json is rewritten with them)."""
-    result["identity"].update({k: v for k, v in labels.items() if v is not None})
+    ident = result["identity"]
+    published = ident.get("engine_settings")
+    ident.update({k: v for k, v in labels.items() if v is not None})
+    if published and labels.get("engine_settings") and published != labels["engine_settings"]:
+        ident["engine_settings"] = f"{labels['engine_settings']}; server: {published}"  # both set it apart
     (folder / "result.json").write_text(json.dumps(result, indent=1))
 
 

@@ -19,7 +19,11 @@ PLAN.yaml (every key but `grid.concurrency` optional):
       replicas: [1]
       router: [round-robin]
       spec_decode: [none, {method: mtp, draft_tokens: 1, acceptance_length: 1.85}]
+      engine: [vllm]             # timing profile: vllm, sglang, trtllm, atom
+      parallelism: [tp]          # tp, tep, dep (attention data-parallel + EP)
     cost_basis: neocloud
+    scenario: 8k1k               # instead of traces: ISL:OSL or 1k1k / 8k1k / 1k8k
+    range_ratio: 0.8             # scenario lengths uniform in [R L, L] (alias default 0.8, ISL:OSL 1)
 
 A configuration is one choice of every grid key but concurrency; each (configuration,
 concurrency) point is a virtual run kept as a run folder under `--out`. The answer per
@@ -44,11 +48,13 @@ from agentx.engine.config import Deployment, EngineConfig
 from agentx.errors import AgentxError
 from agentx.replay.plan import PlanConfig
 
-GRID_KEYS = ("hardware", "gpus", "kv_memory", "cpu_offload_gb", "replicas", "router", "spec_decode")
+GRID_KEYS = ("hardware", "gpus", "kv_memory", "cpu_offload_gb", "replicas", "router", "spec_decode", "engine",
+             "parallelism")
 # a grid key left out takes the engine's declared default (`kv_memory` is gpu_memory_utilization)
 DEFAULTS = {"hardware": [EngineConfig.hardware], "gpus": [EngineConfig.gpus], "kv_memory": [EngineConfig.gpu_memory_utilization],
             "cpu_offload_gb": [int(EngineConfig.cpu_offload_gb)], "replicas": [Deployment.replicas],
-            "router": [Deployment.router], "spec_decode": ["none"]}
+            "router": [Deployment.router], "spec_decode": ["none"], "engine": [EngineConfig.engine],
+            "parallelism": [EngineConfig.parallelism]}
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,8 @@ class Plan:
     model: str = EngineConfig.model
     precision: str = EngineConfig.precision
     cost_basis: str = "neocloud"
+    scenario: str | None = None  # ISL:OSL or an alias, instead of traces
+    range_ratio: float | None = None
     slo: dict = field(default_factory=lambda: {"p90_e2e_normalized_interactivity": 20.0, "p90_ttft_s": 5.0})
 
 
@@ -92,11 +100,18 @@ def load_plan(path: Path) -> Plan:
     configs = tuple(dict(zip(GRID_KEYS, combo)) for combo in itertools.product(*axes))
     slo = data.get("slo", {})
     known = {"traces", "max_context", "duration", "seed", "warmup_requests_per_lane", "model", "precision",
-             "cost_basis", "slo", "grid"}
+             "cost_basis", "slo", "grid", "scenario", "range_ratio"}
     if set(data) - known:
         raise AgentxError(f"{path}: unknown keys {', '.join(sorted(set(data) - known))}")
     options = {k: data[k] for k in ("max_context", "duration", "seed", "warmup_requests_per_lane", "model",
-                                    "precision", "cost_basis") if k in data}
+                                    "precision", "cost_basis", "scenario", "range_ratio") if k in data}
+    if "scenario" in options:
+        from agentx.replay.scenarios import parse_scenario
+
+        try:
+            parse_scenario(str(options["scenario"]), options.get("range_ratio"))
+        except AgentxError as e:
+            raise AgentxError(f"{path}: {e}") from None
     plan = Plan(concurrency=tuple(sorted(set(levels))), configs=configs,
                 traces=tuple(str(Path(path).parent / t) for t in data.get("traces", [])), **options)
     if slo:
@@ -127,6 +142,7 @@ def engine_config(plan: Plan, config: dict):
     engine = EngineConfig(hardware=config["hardware"], gpus=int(config["gpus"]), model=plan.model,
                           precision=plan.precision, gpu_memory_utilization=float(config["kv_memory"]),
                           cpu_offload_gb=float(config["cpu_offload_gb"]), seed=plan.seed,
+                          engine=str(config["engine"]), parallelism=str(config["parallelism"]),
                           **spec_fields(config["spec_decode"]))
     Replicas(engine, int(config["replicas"]), config["router"])  # checks presets, memory, router
     return engine
@@ -138,6 +154,8 @@ def config_name(config: dict) -> str:
              f"cpu{config['cpu_offload_gb']:g}", f"r{config['replicas']}-{config['router']}"]
     if spec:
         parts.append(f"{spec['spec_decode']}-k{spec['draft_tokens']}-al{spec['acceptance_length']:g}")
+    if config["engine"] != "vllm" or config["parallelism"] != "tp":  # default names stay as they were
+        parts.append(f"{config['engine']}-{config['parallelism']}")
     return "_".join(parts)
 
 
@@ -147,11 +165,12 @@ def run_point(plan: Plan, config: dict, concurrency: int, out: str) -> dict:
     from agentx.replay.settings import BenchSettings
     from agentx.virtual.runner import sim_bench
 
-    corpus = Corpus(tuple(plan.traces), max_context=plan.max_context)
+    corpus = Corpus(tuple(plan.traces), max_context=plan.max_context,
+                    scenario=str(plan.scenario) if plan.scenario else None, range_ratio=plan.range_ratio)
     settings = BenchSettings.build(out=out, url="virtual", concurrency=concurrency, duration=plan.duration, seed=plan.seed,
                                    warmup_requests_per_lane=plan.warmup_requests_per_lane, cost_basis=plan.cost_basis,
                                    **corpus.labels)
-    sessions = corpus.sessions()
+    sessions = corpus.sessions(concurrency)
     sim = Deployment(engine_config(plan, config), int(config["replicas"]), config["router"])
     result = sim_bench(settings, sessions, sim, command=f"agentx sim plan ({config_name(config)}, c{concurrency})")
     return point_figures(result)

@@ -31,6 +31,7 @@ from agentx.content.engine_blocks import EngineBlocks
 from agentx.engine.config import Deployment, EngineConfig
 from agentx.engine.metrics import ServerStats, dcgm_series, samples
 from agentx.engine.replicas import Replicas
+from agentx.engine.timing import Roofline
 from agentx.engine.window import decode_finish_bound
 from agentx.power.readings import GpuReading
 from agentx.power.sampler import PowerSample, sample_line
@@ -46,28 +47,41 @@ TICK_S = 0.5  # wall seconds between progress snapshots
 
 def engine_settings(e: EngineConfig) -> str:
     """The sim's settings that set a deployment apart beside its labels (SPEC §8 `engine_settings`)."""
-    parts = [f"gpu_memory_utilization={e.gpu_memory_utilization:g}", f"max_num_seqs={e.max_num_seqs}",
+    parts = [f"profile={Roofline(e).profile.key}", f"gpu_memory_utilization={e.gpu_memory_utilization:g}",
+             f"max_num_seqs={e.max_num_seqs}",
              f"max_num_batched_tokens={e.max_num_batched_tokens}"]
     if e.num_gpu_blocks_override:
         parts.append(f"num_gpu_blocks_override={e.num_gpu_blocks_override}")
     return ", ".join(parts)
 
 
+def _cores(sim: Deployment):
+    """The engine cores (prefill workers first when disaggregated) and the disaggregation's state."""
+    if not sim.prefill:
+        return Replicas(sim.engine, sim.replicas, sim.router), None
+    from agentx.engine import presets
+    from agentx.virtual.disagg import Disagg
+
+    cores = Replicas(sim.engine, sim.prefill, "least-loaded")
+    cores.cores += Replicas(sim.decode_engine(), sim.decode, "least-loaded").cores
+    return cores, Disagg(cores, sim.prefill, presets.hardware(sim.engine.hardware).kv_transfer_bw)
+
+
 class VirtualRun(RunSkeleton):
     """One virtual replay of `sessions` into the run folder `settings.out`."""
 
     def __init__(self, settings: BenchSettings, sessions: list, sim: Deployment, command: str = ""):
-        self.replicas = Replicas(sim.engine, sim.replicas, sim.router)
+        self.replicas, self.disagg = _cores(sim)
         roof = self.replicas.roofline
         settings = settings.replace(model=settings.target.model or roof.model.name, wire="tokens",
                                     clock_scale=1.0, server_metrics=None)
         self.sim = sim
         e = sim.engine
         simulated = {
-            "engine": "agentx-sim (virtual time)", "hardware": e.hardware, "gpus": e.gpus * sim.replicas,
+            "engine": f"agentx-sim {e.engine} profile (virtual time)", "hardware": e.hardware, "gpus": sim.gpus(),
             "precision": e.precision, "kv_offload": f"{e.cpu_offload_gb:g} GB CPU" if e.cpu_offload_gb else None,
             "router": sim.router if sim.replicas > 1 else None, "url": None,
-            "parallelism": f"TP{e.gpus}" if sim.replicas == 1 else f"{sim.replicas} x TP{e.gpus}",
+            "parallelism": sim.label(),
             "engine_settings": engine_settings(e),
             "spec_decoding": f"{e.spec_decode} K={e.draft_tokens} AL={roof.acceptance_length:g}" if e.spec_decode else None,
             "simulated": {"hardware": e.hardware, "model": e.model, "gpus_per_replica": e.gpus,
@@ -118,15 +132,19 @@ class VirtualRun(RunSkeleton):
                 break
             nt = plan.next_time(self.time)
             busy = [c for c in self.replicas.cores if not c.idle]
-            if nt is None and not busy and not self.done:
-                break  # nothing left to happen (no engine holds work, no timer is set)
+            handoff = self.disagg.next_time() if self.disagg else None  # a KV transfer's arrival
+            if nt is None and not busy and not self.done and handoff is None:
+                break  # nothing left to happen (no engine holds work, no timer or transfer is set)
             events = min(math.inf if nt is None else nt, tick, self.done[0][0] if self.done else math.inf,
-                         plan.profile_end if plan.phase == PROFILE else math.inf)
+                         plan.profile_end if plan.phase == PROFILE else math.inf,
+                         math.inf if handoff is None else handoff)
             first = min(busy, key=lambda c: c.now) if busy else None
             if first is None or events <= first.now:
                 self.time = max(self.time, events)
                 if self.done and self.done[0][0] <= self.time:
                     self._finish(heapq.heappop(self.done)[-1])
+                elif handoff is not None and handoff <= self.time:
+                    self._decode(heapq.heappop(self.disagg.pending)[-1])
                 elif self.time >= tick:
                     self._sample(tick)
                     tick += 1.0
@@ -173,6 +191,10 @@ class VirtualRun(RunSkeleton):
             self._advance(first, min([deadline] + others))
         while self.done:
             self._finish(heapq.heappop(self.done)[-1])
+        while self.disagg and self.disagg.pending:  # KV still in flight: the request is cancelled
+            seq = heapq.heappop(self.disagg.pending)[-1].prefill
+            d, isl, osl, theo = self.inflight.pop(seq)
+            self.records.write(self.record(d, isl, osl, theo, seq.arrival, deadline, status=200, error="cancelled"))
         for seq in list(self.inflight):
             self.replicas.abort(seq)
             d, isl, osl, theo = self.inflight.pop(seq)
@@ -200,26 +222,55 @@ class VirtualRun(RunSkeleton):
         tail_key = key64("tail", self.run_id, d.tree, d.node)
         hashes = self.blocks.hashes(session, req, tail_key, d.marker, self.hashes.get(stream), k)
         self.hashes[stream] = hashes
-        seq = self.replicas.cores[0].blocks_sequence(f"{d.tree}-{d.node}", isl, hashes, osl)
+        first = 1 if self.disagg else osl  # disaggregated: the prefill worker answers the first token
+        seq = self.replicas.cores[0].blocks_sequence(f"{d.tree}-{d.node}", isl, hashes, first)
+        self._wake(now)
+        if self.disagg:
+            self._add_to(self.disagg.prefill_core(), seq, now)
+        else:
+            # the stream's session id as bench sends it (`TREE`, `TREE.k`) less bench's random run id
+            self.replicas.add(seq, now, stream_session_id(str(d.tree), stream[1]))
+        self.inflight[seq] = (d, isl, osl, theo)
+
+    def _wake(self, now: float) -> None:
         for core in self.replicas.cores:
             if core.idle and core.now < now:
                 core.now = now  # an idle engine starts its next iteration when work arrives
-        # the stream's session id as bench sends it (`TREE`, `TREE.k`) less bench's random run id
-        self.replicas.add(seq, now, stream_session_id(str(d.tree), stream[1]))
-        self.inflight[seq] = (d, isl, osl, theo)
+
+    def _add_to(self, index: int, seq, now: float) -> None:
+        seq.replica = index
+        self.replicas.cores[index].add(seq, now)
+
+    def _decode(self, handoff) -> None:
+        """The prompt's KV has reached the decode side: its decode-stage sequence starts there."""
+        first = handoff.prefill
+        index = self.disagg.decode_core()
+        self.disagg.receive(index, first, first.hashes)
+        seq = self.replicas.cores[0].blocks_sequence(first.id + "-decode", first.prompt_len,
+                                                     first.hashes, handoff.osl - 1)
+        self._wake(self.time)
+        self._add_to(index, seq, self.time)
+        self.inflight[seq] = self.inflight.pop(first)
+        self.disagg.decode_of[seq] = first
 
     def _finish(self, seq) -> None:
         """A finished sequence at its time: its record, and the plan told (the loop then sends
         what that made due at this time)."""
-        d, isl, osl, theo = self.inflight.pop(seq)
-        rec = self.record(d, isl, osl, theo, seq.arrival, seq.finished_at, ttft=seq.first_token_at - seq.arrival,
-                          isl=isl, osl=len(seq.output), cached=seq.cached_tokens, chunks=len(seq.output),
+        d, isl, osl, theo = self.inflight[seq]
+        if self.disagg and seq not in self.disagg.decode_of and osl > 1:
+            self.disagg.hand_off(seq, seq.finished_at, osl)  # the first token is out; the KV moves
+            return
+        del self.inflight[seq]
+        first = self.disagg.decode_of.pop(seq, seq) if self.disagg else seq  # the prefill stage
+        produced = len(first.output) + (len(seq.output) if seq is not first else 0)
+        rec = self.record(d, isl, osl, theo, first.arrival, seq.finished_at, ttft=first.first_token_at - first.arrival,
+                          isl=isl, osl=produced, cached=first.cached_tokens, chunks=produced,
                           finish_reason=seq.finish_reason, status=200)
         s = self.stats
         s.success[seq.finish_reason] = s.success.get(seq.finish_reason, 0) + 1
         s.ttft.observe(rec.ttft)
         s.e2e.observe(rec.end - rec.start)
-        s.queue.observe(max(0.0, seq.scheduled_at - seq.arrival))
+        s.queue.observe(max(0.0, first.scheduled_at - first.arrival))
         self._ended(d, rec, seq.finished_at)
 
     def snapshot(self) -> dict:

@@ -23,7 +23,9 @@ def test_every_preset_number_names_its_source():
     for key in presets.hardware_names():
         hw = presets.hardware(key)
         for name in NUMERIC_HW:
-            assert getattr(hw, name) > 0
+            # 0: no FP4 tensor cores, or power unknown (no capture: the sim publishes no power), sourced as such
+            assert getattr(hw, name) > 0 or name == "fp4_flops" or (
+                name in ("tdp_w", "idle_w") and hw.sources.get(name, "").startswith("unknown")), (key, name)
             assert len(hw.sources.get(name, "")) > 20, (key, name)
     for key in presets.model_names():
         m = presets.model(key)
@@ -39,14 +41,16 @@ def test_unknown_preset_is_a_one_line_error():
 
 
 def test_offload_beats_recompute_as_in_the_seed_arithmetic():
-    """32k-token prefix, 70B dense on 8 x H200: reload ~0.32 s from DRAM vs ~2.5 s to recompute."""
-    roof = Roofline(EngineConfig(hardware="H200", gpus=8, model="llama-3.1-70b"))
+    """32k-token prefix, 70B dense on 8 x H200 at the seed's MFU 0.3: reload ~0.32 s from DRAM vs
+    ~2.5 s of matmuls and attention plus ~0.5 s of TP8 all-reduces to recompute."""
+    roof = Roofline(EngineConfig(hardware="H200", gpus=8, model="llama-3.1-70b", mfu=0.3))
     reload = roof.transfer_s(32_768)
     work = Work()
     work.add(0, 32_768)
     recompute = roof.iteration_s(work)
     assert reload == pytest.approx(0.32, rel=0.2)
-    assert recompute == pytest.approx(2.5, rel=0.2)
+    assert recompute - roof.collective_s(32_768) == pytest.approx(2.5, rel=0.2)
+    assert roof.collective_s(32_768) == pytest.approx(0.48, rel=0.1)
     assert recompute / reload > 6
 
 

@@ -76,5 +76,8 @@ def test_validity_and_accounting():
     result = summarize(RECORDS + failed + warm, {"finished": True, "settings": {}}, [], [])
     assert result["requests"] == {"total": 6, "profiled": 5, "succeeded": 3, "warmup": 1, "warmup_errors": 0,
                                   "errors": {"http_5xx": 2}, "cancelled": 0}
-    assert result["validity"] == {"valid": False, "reasons": ["40% of requests failed (limit 10%)"]}
+    v = result["validity"]
+    assert not v["valid"] and v["reasons"] == ["40% of requests failed (limit 10%)"]
+    assert v["low_sample"] and v["sample"] == 3  # 3 successful profiled requests < 30: marked, not invalid
+    assert [r["rule"] for r in v["rules"]] == ["failed", "context_overflow", "finished", "succeeded", "client"]
     assert summarize(RECORDS, {"finished": True, "settings": {}}, [], [])["validity"]["valid"]

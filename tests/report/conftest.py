@@ -1,28 +1,27 @@
-"""A real short sweep on the simulated engine (a server process), shared by the report tests."""
+"""A real short sweep on the simulated engine, shared by the report tests: in virtual time
+(`agentx sim bench`), so its points are valid however loaded the machine is (over HTTP at a high
+speed the host's work is modeled time, and the runs NOT VALID for their host error)."""
 
 import pytest
 
-from agentx.engine.launch import sim_server
-from agentx.replay.driver import bench
+from agentx.engine.config import Deployment, EngineConfig
 from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
+from agentx.virtual.runner import sim_bench
 from tests.conftest import WEKA
 
-SPEED = 50
 LEVELS = (2, 6)
 
 
 @pytest.fixture(scope="session")
 def sweep(tmp_path_factory):
-    """A sweep folder with one run per concurrency (c2, c6), against one sim server, its modeled
-    GPU power read from the sim's DCGM series (bench --power)."""
+    """A sweep folder with one run per concurrency (c2, c6) of the 8 x H200 default deployment."""
     out = tmp_path_factory.mktemp("report") / "sweep"
     sessions = load_sessions([WEKA], None)
-    with sim_server("--speed", str(SPEED)) as url:
-        for n in LEVELS:
-            bench(BenchSettings.build(url=url, concurrency=n, duration=240, out=str(out / f"c{n}"), clock_scale=SPEED,
-                                      gpus=8, hardware="H200", engine="agentx-sim", dataset="weka sample",
-                                      warmup_requests_per_lane=3, grace=10, power=f"dcgm:{url}/metrics"), sessions)
+    for n in LEVELS:
+        sim_bench(BenchSettings.build(url="virtual", concurrency=n, duration=240, out=str(out / f"c{n}"), gpus=8,
+                                      hardware="H200", dataset="weka sample", warmup_requests_per_lane=3),
+                  sessions, Deployment(EngineConfig()))
     return out
 
 

@@ -43,7 +43,7 @@ def test_lists_and_point_detail(client, sweep_dir):
     result = json.loads((sweep_dir / "c6" / "result.json").read_text())
     assert detail["result"] == result and detail["tput_per_gpu"] == result["request_metrics"]["throughput"][
         "total_tok_s_per_gpu"]
-    assert detail["series"]["step_s"] == 50 and detail["histograms"]["isl"]["n"] == result["request_metrics"]["isl"]["n"]
+    assert detail["series"]["step_s"] == 1 and detail["histograms"]["isl"]["n"] == result["request_metrics"]["isl"]["n"]
     assert client.get(f"{V1}/points/999999").status_code == 404
 
 
@@ -185,3 +185,32 @@ def test_agentx_serve_command(tmp_path, sweep_dir):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_a_point_shows_its_provenance_validity_and_diagnosis(engine, client, sweep_dir):
+    """GET /points/{id} carries what the point page shows (issue #24): the command, agentx version,
+    run id, host, start time, the target's identity and sources, every validity rule with its
+    figure, the diagnosis figures, and a link that downloads result.json; the page renders them."""
+    from agentx.report.pages import add_pages
+
+    pts = client.get(f"{V1}/points").json()
+    point = next(p for p in pts if p["concurrency"] == 6)
+    trust = client.get(f"{V1}/points/{point['id']}").json()["trust"]
+    result = json.loads((sweep_dir / "c6" / "result.json").read_text())
+    prov = trust["provenance"]
+    assert prov["command"] == result["provenance"]["command"] and " sim bench --traces " in prov["command"]
+    assert prov["run_id"] == result["provenance"]["run_id"] and prov["agentx_version"] and prov["host"]
+    assert prov["start_time"] == result["provenance"]["start_time"] and prov["target"]["hardware"] == "H200"
+    rules = {r["rule"]: r for r in trust["validity"]["rules"]}
+    assert {"failed", "finished", "succeeded", "client"} <= set(rules) and all(r["ok"] for r in rules.values())
+    diag = trust["diagnosis"]
+    assert diag["cache_efficiency"] == result["request_metrics"]["cache"].get("cache_efficiency")
+    assert diag["client_verdict"] == "ok" and diag["sample"] == result["requests"]["succeeded"]
+    assert diag["low_sample"] == (diag["sample"] < 30) == result["validity"]["low_sample"]
+    download = client.get(trust["result_url"])
+    assert download.json() == result and "attachment" in download.headers["content-disposition"]
+    app = create_app(engine)
+    add_pages(app, engine)
+    html = TestClient(app).get(f"/points/{point['id']}").text
+    for text in (prov["command"], prov["run_id"], "validity rule", "diagnosis", "cache efficiency", trust["result_url"]):
+        assert text in html, text

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentx.errors import AgentxError
-from agentx.results.frontier import CANONICAL, X_METRICS, Curve, frontier, interpolate, pareto
+from agentx.results.frontier import CANONICAL, X_METRICS, Curve, at_x, frontier, interpolate, pareto
 
 finite = st.floats(min_value=0.01, max_value=1000, allow_nan=False)
 
@@ -85,6 +85,40 @@ def test_monotone_interpolation():
     assert interpolate(Curve({}, []), x, y, 10) is None
 
 
+def test_invalid_points_are_never_on_a_curve_nor_winners():
+    x, y = CANONICAL
+    rows = [point(1, valid=True, concurrency=4, **{x: 50.0, y: 100.0}),
+            point(2, valid=False, reasons=["the cache probe found 3 answers that differ warm from cold"],
+                  concurrency=4, **{x: 60.0, y: 500.0}),  # would dominate point 1
+            point(3, valid=None, concurrency=8, **{x: 20.0, y: 300.0})]  # unknown (an import): kept
+    (curve,) = frontier(rows, x, y)
+    assert [r["id"] for r in curve.points] == [1, 3] and [r["id"] for r in curve.invalid] == [2]
+    (ttft_view,) = frontier([{**r, "p90_ttft": 1.0} for r in rows], "p90_ttft", y)
+    assert 2 not in {r["id"] for r in ttft_view.points}  # not a canonical winner either
+
+
+def test_y_at_x_stays_within_one_deployment_and_names_it():
+    """Two deployments (1 and 2 replicas): "at x" interpolates only along one of them, answers
+    with a measured point that meets x where no interpolation reaches, and names the winner."""
+    x, y = CANONICAL
+    one = [point(10 + i, deployment_id=1, gpus=8, parallelism="TP8", concurrency=c, **{x: a, y: b})
+           for i, (c, a, b) in enumerate([(4, 80.0, 100.0), (16, 45.0, 300.0), (32, 30.0, 400.0)])]
+    two = [point(20 + i, deployment_id=2, gpus=16, parallelism="2 x TP8", concurrency=c, **{x: a, y: b})
+           for i, (c, a, b) in enumerate([(8, 90.0, 150.0), (32, 20.0, 450.0)])]
+    (curve,) = frontier(one + two, x, y)
+    mid = at_x(curve, x, y, 60.0)  # both interpolate; deployment 2 gives more
+    assert mid["interpolated"] and mid["deployment_id"] == 2 and mid["concurrency"] == [32, 8]
+    assert "16 GPUs" in mid["configuration"] and "2 x TP8" in mid["configuration"]
+    exact = at_x(curve, x, y, 45.0)  # deployment 1's c16 meets it exactly (300); deployment 2 interpolates higher
+    assert exact["deployment_id"] == 2 and exact["interpolated"] and exact["value"] > 300.0
+    low = at_x(curve, x, y, 10.0)  # every point meets x = 10: the best measured y, no interpolation
+    assert not low["interpolated"] and low["value"] == 450.0 and low["concurrency"] == [32]
+    assert at_x(curve, x, y, 95.0) is None  # no point reaches it
+    only_one = frontier(one, x, y)[0]
+    assert at_x(only_one, x, y, 45.0) == {"value": 300.0, "interpolated": False, "point_ids": [11],
+                                          "concurrency": [16], "deployment_id": 1, "configuration": "8 GPUs, TP8"}
+
+
 def test_frontier_command_on_real_points(tmp_path, sweep_dir):
     db = str(tmp_path / "r.db")
     run = lambda *a: subprocess.run([sys.executable, "-m", "agentx.cli", *a], capture_output=True, text=True,  # noqa: E731
@@ -92,9 +126,9 @@ def test_frontier_command_on_real_points(tmp_path, sweep_dir):
     assert run("db", "import", str(sweep_dir), "--db", db).returncode == 0
     res = run("frontier", "--db", db, "--at", "1")
     assert res.returncode == 0, res.stderr
-    assert "H200 / agentx-sim: tput_per_gpu against p90_e2e_norm_intvty" in res.stdout
+    assert "H200 / agentx-sim (virtual time): tput_per_gpu against" in res.stdout
     assert "tput_per_gpu at p90_e2e_norm_intvty = 1" in res.stdout
     joules = run("frontier", "--db", db, "--y", "joules_per_output_token")  # measured (bench --power)
-    assert joules.returncode == 0 and "joules_per_output_token against p90_e2e_norm_intvty" in joules.stdout
+    assert joules.returncode == 0 and "joules_per_output_token against p90_e2e_norm_intvty" in " ".join(joules.stdout.split())
     bad = run("frontier", "--db", db, "--y", "watts")
     assert bad.returncode == 2 and "y: unknown metric 'watts'" in bad.stderr

@@ -23,7 +23,11 @@ server already reads, and the profiled prompts start from warm caches: the test 
 short warmup (2 requests per lane). Configuration: Llama-3.1-70B on 4 x H100 at 16 lanes
 (TTFT p50 ~8 s, ITL p50 ~64 ms, p90 ~0.13 s), 50 modeled seconds of profiling at --speed 1.5 (22 profiled
 requests, ~2 min with the warmup). The test also raises its priority while the HTTP run lasts
-where the OS allows it, and names the client's lateness verdict in any failure."""
+where the OS allows it, and names the client's lateness verdict in any failure.
+
+On a loaded host the HTTP run may instead be NOT VALID, for its host error (measured minus the
+sim's modeled timings over 3 % of a p50), the sim's own lag or the client's lateness, and for
+nothing else (issue #24): either the figures agree, or the run says they are not the engine's."""
 
 import os
 from contextlib import contextmanager
@@ -38,9 +42,13 @@ from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
 from agentx.engine.config import Deployment
 from agentx.virtual.runner import sim_bench
+from tests.conftest import failed_rules, valid_but_for_host_timing
 
 SPEED = 1.5  # a millisecond of wall-clock delay counts 1.5 modeled ones, far below 3 % of these figures
-ENGINE = dict(hardware="H100", gpus=4, model="llama-3.1-70b")
+# the timing constants pinned to the pre-calibration ones this test was sized with (the agreement of the
+# two paths does not depend on them; the request count and the lateness margins do)
+ENGINE = dict(hardware="H100", gpus=4, model="llama-3.1-70b", mfu=0.3, mbu=0.7)
+OVERHEAD_MS = 5.0
 
 
 def rel(a: float, b: float) -> float:
@@ -65,16 +73,22 @@ def test_virtual_time_agrees_with_http_against_the_sim(tmp_path):
     sessions = load_sessions([sample_traces()])
     common = dict(concurrency=16, duration=50.0, seed=0, warmup_requests_per_lane=2)
     virtual = sim_bench(BenchSettings.build(url="virtual", out=str(tmp_path / "virtual"), **common), sessions,
-                        Deployment(EngineConfig(**ENGINE)))
-    flags = [x for key, value in ENGINE.items() for x in (f"--{key}", str(value))]
+                        Deployment(EngineConfig(**ENGINE, overhead_s=OVERHEAD_MS / 1000)))
+    flags = [x for key, value in ENGINE.items() for x in (f"--{key}", str(value))] + ["--overhead-ms", str(OVERHEAD_MS)]
     with raised_priority(), sim_server("--speed", str(SPEED), *flags) as url:
         http = bench(BenchSettings.build(url=url, out=str(tmp_path / "http"), clock_scale=SPEED, **common), sessions)
-    assert virtual["identity"]["engine"] == "agentx-sim (virtual time)"
-    assert virtual["validity"]["valid"] and http["validity"]["valid"]
+    assert virtual["identity"]["engine"] == "agentx-sim vllm profile (virtual time)"
+    assert virtual["validity"]["valid"] and valid_but_for_host_timing(http), http["validity"]["reasons"]
+    assert http["host_error"] is not None  # the sim's modeled timings reached the client
     health = http["client_health"]
     late = health["dispatch_lateness_ms"]
     client = (f"HTTP client {health['verdict']}: dispatch lateness p50 {late['p50']:.1f} ms, p99 {late['p99']:.1f} ms, "
               f"run-queue wait {health['runqueue_wait_percent']}%")
+    assert virtual["requests"]["succeeded"] >= 20 and http["requests"]["succeeded"] >= 20
+    if not http["validity"]["valid"]:  # a loaded host: the HTTP run says its figures are not the engine's
+        assert failed_rules(http) and all(r.startswith(("host error", "the simulated engine's own lag",
+                                                        "the client could not keep")) for r in http["validity"]["reasons"])
+        return
     v, h = virtual["request_metrics"], http["request_metrics"]
     assert v["cache"]["theoretical_hit_rate"] == pytest.approx(h["cache"]["theoretical_hit_rate"], abs=0.005), client
     assert v["cache"]["measured_hit_rate"] == pytest.approx(h["cache"]["measured_hit_rate"], abs=0.005), client
@@ -83,4 +97,3 @@ def test_virtual_time_agrees_with_http_against_the_sim(tmp_path):
             assert rel(v[metric][q], h[metric][q]) < 0.03, (metric, q, v[metric][q], h[metric][q], client)
     assert rel(v["throughput"]["total_tok_s"], h["throughput"]["total_tok_s"]) < 0.02, client
     assert virtual["identity"]["simulated"]["model"] == "llama-3.1-70b"
-    assert virtual["requests"]["succeeded"] >= 20 and http["requests"]["succeeded"] >= 20

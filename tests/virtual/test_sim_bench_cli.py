@@ -19,7 +19,7 @@ def test_sim_bench_writes_runs_that_report_summarises(tmp_path):
             assert (folder / name).exists(), name
         result = json.loads((folder / "result.json").read_text())
         identity = result["identity"]
-        assert identity["engine"] == "agentx-sim (virtual time)" and identity["gpus"] == 16
+        assert identity["engine"] == "agentx-sim vllm profile (virtual time)" and identity["gpus"] == 16
         assert identity["simulated"]["replicas"] == 2 and identity["simulated"]["model"] == "qwen3-235b-a22b"
         assert identity["router"] == "session-affinity" and identity["concurrency"] == n
         assert result["validity"]["valid"] and result["requests"]["succeeded"] > 0

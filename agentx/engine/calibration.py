@@ -1,0 +1,138 @@
+"""The calibration table (`calibration.toml`): published points, decoded into typed rows, and the
+simulated deployment each row maps to."""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from functools import cache
+from importlib.resources import files
+from typing import Annotated
+
+import msgspec
+
+from agentx.engine.config import PARALLELISMS, PRECISIONS, EngineConfig
+from agentx.engine.presets import ENGINES
+from agentx.errors import AgentxError
+
+TABLE = "agentx/engine/calibration.toml"
+Positive = Annotated[float, msgspec.Meta(gt=0, le=1e9)]
+Count = Annotated[int, msgspec.Meta(ge=1, le=10_000_000)]
+Short = Annotated[str, msgspec.Meta(max_length=200)]
+
+
+class Source(msgspec.Struct, forbid_unknown_fields=True):
+    repo: Short
+    path: Short
+    commit: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{40}$")]
+
+
+class Row(msgspec.Struct, forbid_unknown_fields=True):
+    id: Short
+    source: Short
+    hardware: Short
+    engine: Short
+    engine_image: Short
+    model: Short
+    precision: Short
+    isl: Count
+    osl: Count
+    concurrency: Count
+    tok_s_per_gpu: Positive
+    date: Short
+    tp_candidates: list[Count]
+    parallelism_source: Short
+    ttft_ms_p50: Positive | None = None
+    tpot_ms_p50: Positive | None = None
+    range_ratio: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.8
+    ep: int = 0
+    attention_dp: bool = False
+    modeled: bool = True
+    why_not: Short = ""
+
+    @property
+    def group(self) -> str:
+        return f"{self.hardware} x {self.engine}"
+
+    @property
+    def scenario(self) -> str:
+        return f"{self.isl}:{self.osl}"
+
+
+class Table(msgspec.Struct):
+    sources: dict[str, Source]
+    row: list[Row]
+
+
+@cache
+def load_table() -> Table:
+    """The shipped table, checked: every row's source known, engine / precision / hardware valid."""
+    from agentx.engine import presets
+
+    raw = tomllib.loads(files("agentx.engine").joinpath("calibration.toml").read_text())
+    try:
+        table = msgspec.convert(raw, Table)
+    except msgspec.ValidationError as e:
+        raise AgentxError(f"{TABLE}: {e}") from None
+    for i, row in enumerate(table.row):
+        where = f"{TABLE}: row {i + 1} ({row.id})"
+        for field, value, known in (("source", row.source, table.sources), ("parallelism_source",
+                                    row.parallelism_source, table.sources), ("engine", row.engine, ENGINES),
+                                    ("precision", row.precision, PRECISIONS),
+                                    ("hardware", row.hardware, presets.hardware_names()),
+                                    ("model", row.model, presets.model_names())):
+            if value not in known:
+                raise AgentxError(f"{where}: {field} {value!r} unknown")
+        if row.modeled and not row.tp_candidates:
+            raise AgentxError(f"{where}: tp_candidates: a modeled row needs at least one")
+    return table
+
+
+def parallelism(row: Row) -> str:
+    return "dep" if row.attention_dp else ("tep" if row.ep > 1 else "tp")
+
+
+def implied_gpus(row: Row) -> float | None:
+    """The GPU count the published figures imply (Little's law; no model involved): requests
+    spend TTFT waiting or prefilling and OSL x TPOT decoding, so C x OSL TPOT / (TTFT + OSL TPOT)
+    of the C clients decode at once, each emitting 1 / TPOT tokens; total throughput is that times
+    (ISL + OSL) / OSL, and the page divides it by the GPU count."""
+    if not (row.ttft_ms_p50 and row.tpot_ms_p50):
+        return None
+    mean = (1 + row.range_ratio) / 2
+    isl, osl, tpot, ttft = row.isl * mean, row.osl * mean, row.tpot_ms_p50 / 1000, row.ttft_ms_p50 / 1000
+    decoding = row.concurrency * osl * tpot / (ttft + osl * tpot)
+    return decoding * (isl + osl) / osl / tpot / row.tok_s_per_gpu
+
+
+def tp_choice(row: Row) -> list[int]:
+    """TP candidates in the order tried: the one nearest the implied GPU count first (the page does
+    not say which of the swept TPs won; the implied count is within 8 % of an integer for every
+    row), then the rest from the smallest."""
+    implied = implied_gpus(row)
+    ordered = sorted(row.tp_candidates)
+    if implied:
+        best = min(ordered, key=lambda tp: abs(math.log(tp / implied)))
+        ordered.remove(best)
+        ordered.insert(0, best)
+    return ordered
+
+
+def row_engine(row: Row, **timing) -> EngineConfig:
+    """The deployment a row runs on: the TP of `tp_choice` (the first whose weights fit), the
+    engine's batch limits not binding (the recipes size them to the concurrency), an 8,192-token
+    step budget (vLLM's, SGLang's and TensorRT-LLM's default chunk), 90 % of HBM for weights and KV."""
+    from agentx.engine.timing import Roofline
+
+    assert parallelism(row) in PARALLELISMS
+    problems = []
+    for tp in tp_choice(row):
+        cfg = EngineConfig(hardware=row.hardware, model=row.model, gpus=tp, precision=row.precision,
+                           engine=row.engine, parallelism=parallelism(row), max_num_seqs=max(256, row.concurrency),
+                           max_num_batched_tokens=8192, gpu_memory_utilization=0.9, **timing)
+        try:
+            Roofline(cfg)
+            return cfg
+        except AgentxError as e:
+            problems.append(str(e))
+    raise AgentxError(f"{TABLE}: {row.id}: no TP candidate fits ({'; '.join(problems)})")

@@ -1,0 +1,127 @@
+"""Fitting the engine timing constants on the calibration table (closed-form steady state).
+
+The constants are factored so that each is shared by many rows (each row's steady state pins
+only one number, its iteration time, so per-row constants would fit anything and predict nothing):
+
+- MFU per precision class (fp8; fp4 on FP4 tensor cores; fp4 weight-only elsewhere): GEMM
+  efficiency is a property of the kernels of a number format;
+- MBU per GPU kind: how much of the datasheet HBM bandwidth streams in practice;
+- the per-iteration overhead per engine (scheduler, launches, sampling, collective latency);
+- the MoE efficiency per model (expert GEMMs of few tokens each stream weights less well).
+
+They minimize the squared log error of throughput per GPU and TPOT of `steady_state` over the
+rows (coordinate descent over grids). `held_out` refits everything without each row in turn
+(leave one out): what `agentx sim calibrate` reports, so that no row is predicted from its own
+figures. `tools/fit_profiles.py` prints the constants fitted on every row (shipped in presets.toml).
+The steady state's batch and work do not depend on the constants, so each row is reduced once
+to its roofline terms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from agentx.engine import presets
+from agentx.engine.calibration import Row, row_engine
+from agentx.engine.steady import Steady, steady_state, steady_work
+from agentx.engine.timing import Roofline
+
+GRIDS = {"mfu": np.arange(0.05, 0.951, 0.05), "mbu": np.arange(0.30, 1.001, 0.05),
+         "overhead_ms": np.array([0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40], dtype=float),
+         "moe_efficiency": np.arange(0.20, 1.001, 0.05)}
+START = {"mfu": 0.4, "mbu": 0.7, "overhead_ms": 5.0, "moe_efficiency": 0.7}
+SWEEPS = 6
+
+
+def key_of(name: str, row: Row) -> str:
+    """Which entry of constant `name` a row uses (presets.toml [timing.NAME])."""
+    if name == "mfu":
+        return presets.precision_class(row.precision, row.hardware)
+    return {"mbu": row.hardware, "overhead_ms": row.engine, "moe_efficiency": row.model}[name]
+
+
+@dataclass
+class Terms:
+    """A row's steady state at unit efficiencies: iteration = max(compute / mfu, (dense + experts /
+    moe) / mbu) + collectives + overhead; throughput per GPU = k / iteration."""
+
+    compute: float
+    dense: float
+    experts: float
+    collective: float
+    k: float
+    tok_s: float
+    tpot: float | None
+
+    def step(self, c: dict) -> float:
+        memory = (self.dense + self.experts / c["moe_efficiency"]) / c["mbu"]
+        return max(self.compute / c["mfu"], memory) + self.collective + c["overhead_ms"] / 1000
+
+    def loss(self, c: dict) -> float:
+        step = self.step(c)
+        return float(np.log(self.k / step / self.tok_s) ** 2 + (np.log(step / self.tpot) ** 2 if self.tpot else 0))
+
+
+def terms(row: Row) -> Terms:
+    roof = Roofline(row_engine(row))
+    mean = (1 + row.range_ratio) / 2
+    work, k = steady_work(roof, row.isl * mean, row.osl * mean, row.concurrency)
+    roof.mfu = roof.mbu = roof.moe_eff = 1.0
+    compute, memory = roof.compute_s(work), roof.memory_s(work)
+    weights = roof.weight_bytes_per_gpu(work.new_tokens)
+    roof.moe_eff = 0.5
+    experts = (roof.weight_bytes_per_gpu(work.new_tokens) - weights) / roof.hw.hbm_bw  # experts / 0.5 - experts
+    return Terms(compute, memory - experts, experts, roof.collective_s(work.new_tokens), k, row.tok_s_per_gpu,
+                 row.tpot_ms_p50 / 1000 if row.tpot_ms_p50 else None)
+
+
+def fit(rows: list[Row], table: dict[str, Terms]) -> dict[str, dict[str, float]]:
+    """{constant: {key: value}} over the rows' keys."""
+    values = {n: {key_of(n, r): START[n] for r in rows} for n in GRIDS}
+    dense_models = {r.model for r in rows if not table[r.id].experts}
+    for model in dense_models:
+        values["moe_efficiency"][model] = 1.0  # no experts: the constant is unused
+    for _ in range(SWEEPS):
+        for name, grid in GRIDS.items():
+            for key in values[name]:
+                members = [r for r in rows if key_of(name, r) == key]
+                if name == "moe_efficiency" and key in dense_models:
+                    continue
+                best = None
+                for v in grid:
+                    values[name][key] = float(v)
+                    total = sum(table[r.id].loss(constants(values, r)) for r in members)
+                    if best is None or total < best[0]:
+                        best = (total, float(v))
+                values[name][key] = round(best[1], 2)
+    return values
+
+
+def constants(values: dict, row: Row) -> dict:
+    return {n: values[n][key_of(n, row)] for n in GRIDS}
+
+
+def term_table(rows: list[Row]) -> dict[str, Terms]:
+    return {r.id: terms(r) for r in rows}
+
+
+def held_out(rows: list[Row]) -> dict[str, tuple[dict, list[str]]]:
+    """Per row: its constants fitted on every other row (leave one out), and those rows' ids.
+    A row whose key of some constant no other row shares gets none (it cannot be predicted)."""
+    table, out = term_table(rows), {}
+    for r in rows:
+        others = [o for o in rows if o.id != r.id]
+        values = fit(others, table)
+        try:
+            out[r.id] = (constants(values, r), [o.id for o in others])
+        except KeyError:
+            continue
+    return out
+
+
+def predict(roof: Roofline, row: Row, c: dict) -> Steady:
+    roof.mfu, roof.mbu, roof.overhead_s, roof.moe_eff = c["mfu"], c["mbu"], c["overhead_ms"] / 1000, c["moe_efficiency"]
+    mean = (1 + row.range_ratio) / 2
+    return steady_state(roof, row.isl * mean, row.osl * mean, row.concurrency)

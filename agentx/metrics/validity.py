@@ -1,0 +1,134 @@
+"""Validity of a run (SPEC section 3): the rules a result must pass to be printed as valid, each
+checked with its figure and bound, and the `low sample` mark. A rule that fails gives a reason
+(one line, printed and stored); a rule that cannot be checked (no figure) is listed as such.
+
+The rules cover the answer, not only the requests: failed or overflowed requests, a run that did
+not finish, cache probes that disagree, a client that could not keep the schedule, a simulated
+target that wrote its tokens late or whose modeled figures the client did not measure (host
+error), and in schedule mode a window whose end cancelled many requests."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from agentx.common import percentiles
+from agentx.records import Record
+
+FAILED_LIMIT = 0.10  # share of profiled requests that failed
+OVERFLOW_LIMIT = 0.01  # share that overflowed the context
+CANCELLED_LIMIT = 0.10  # schedule mode: share cancelled at the window's end
+HOST_ERROR_LIMIT = 0.03  # measured minus modeled (p50), as a share of the metric's p50
+LOW_SAMPLE = 30  # fewer successful profiled requests than this: percentiles are rough
+
+
+def _p50(values: list[float]) -> float | None:
+    p = percentiles(np.asarray(values, dtype=float), (50,))
+    return None if p is None else float(p[0])
+
+
+def _itl(e2el: float, ttft: float, osl: int) -> float:
+    return (e2el - ttft) / (osl - 1)
+
+
+def _osl(r: Record) -> int:
+    return r.osl if r.osl is not None else r.chunks
+
+
+def host_error(ok: list[Record]) -> dict | None:
+    """Per request, what the client measured minus what agentx-sim modeled (modeled seconds), as
+    p50 / p90 / max for TTFT and ITL; and the sim's own share of it (its lag). None when the
+    target published no modeled timings (not agentx-sim)."""
+    sim = [r for r in ok if r.modeled_ttft is not None and r.ttft is not None]
+    if not sim:
+        return None
+    ttft = [r.ttft - r.modeled_ttft for r in sim]
+    decoding = [r for r in sim if r.modeled_e2el is not None and _osl(r) >= 2]
+    itl = [_itl(r.end - r.start, r.ttft, _osl(r)) - _itl(r.modeled_e2el, r.modeled_ttft, _osl(r)) for r in decoding]
+    lag_ttft = [r.sim_first_lag for r in sim if r.sim_first_lag is not None]
+    lag_itl = [(r.sim_last_lag - r.sim_first_lag) / (_osl(r) - 1) for r in decoding
+               if r.sim_first_lag is not None and r.sim_last_lag is not None]
+
+    def dist(values: list[float]) -> dict | None:
+        p = percentiles(np.asarray(values, dtype=float), (50, 90))
+        return None if p is None else {"p50": float(p[0]), "p90": float(p[1]), "max": max(values), "n": len(values)}
+
+    measured_itl = [_itl(r.end - r.start, r.ttft, _osl(r)) for r in decoding]
+    modeled_itl = [_itl(r.modeled_e2el, r.modeled_ttft, _osl(r)) for r in decoding]
+    return {"ttft_s": dist(ttft), "itl_s": dist(itl), "sim_lag_ttft_s": dist(lag_ttft), "sim_lag_itl_s": dist(lag_itl),
+            "modeled_ttft_p50_s": _p50([r.modeled_ttft for r in sim]), "modeled_itl_p50_s": _p50(modeled_itl),
+            # what the printed percentiles move by: percentile of measured minus percentile of modeled
+            "ttft_shift_s": _shift([r.ttft for r in sim], [r.modeled_ttft for r in sim]),
+            "itl_shift_s": _shift(measured_itl, modeled_itl)}
+
+
+def _shift(measured: list[float], modeled: list[float]) -> dict | None:
+    """{p50, p90}: the measured percentile minus the modeled one (the same requests)."""
+    a, b = (percentiles(np.asarray(v, dtype=float), (50, 90)) for v in (measured, modeled))
+    return None if a is None else {"p50": a[0] - b[0], "p90": a[1] - b[1]}
+
+
+def _rule(rules: list, name: str, figure, bound, failed: bool, text: str) -> None:
+    rules.append({"rule": name, "figure": figure, "bound": bound, "ok": not failed, "reason": text if failed else None})
+
+
+def _relative_rules(rules: list, err: dict | None, metric: dict, name: str, what: str) -> None:
+    """`name` for TTFT and ITL: |p50 of `err`| within HOST_ERROR_LIMIT of the metric's p50, and
+    (where given) the shift of its printed p50 and p90 within HOST_ERROR_LIMIT of each."""
+    for key, label in (("ttft_s", "TTFT"), ("itl_s", "ITL")):
+        d, dist = (err or {}).get(key), metric.get(key) or {}
+        if not d or not dist.get("p50"):
+            continue
+        checks = [(abs(d["p50"]) / dist["p50"], f"{what} {label} p50 {d['p50'] * 1000:+,.1f} ms is "
+                   f"{abs(d['p50']) / dist['p50']:.1%} of {label} p50 {dist['p50'] * 1000:,.1f} ms")]
+        shift = (err or {}).get(key[:-2] + "_shift_s")
+        for q in ("p50", "p90") if shift else ():
+            if dist.get(q):
+                share = abs(shift[q]) / dist[q]
+                checks.append((share, f"{what} it moves {label} {q} by {shift[q] * 1000:+,.1f} ms, {share:.1%} of "
+                                      f"{dist[q] * 1000:,.1f} ms"))
+        share, text = max(checks, key=lambda c: c[0])  # the first of equal ones
+        _rule(rules, f"{name}_{label.lower()}", share, HOST_ERROR_LIMIT, share > HOST_ERROR_LIMIT,
+              f"{text} (limit {HOST_ERROR_LIMIT:.0%})")
+
+
+def validity(prof: list[Record], ok: list[Record], run: dict, health: dict, rm: dict, errors: Counter,
+             cancelled: int, host: dict | None) -> dict:
+    """Every rule with its figure and bound; `valid` when all pass; `reasons` of those that fail."""
+    rules: list[dict] = []
+    n = len(prof)
+    failed = sum(errors.values())
+    if n:
+        _rule(rules, "failed", failed / n, FAILED_LIMIT, failed > FAILED_LIMIT * n,
+              f"{failed / n:.0%} of requests failed (limit {FAILED_LIMIT:.0%})")
+        overflow = errors.get("context_overflow", 0)
+        _rule(rules, "context_overflow", overflow / n, OVERFLOW_LIMIT, overflow > OVERFLOW_LIMIT * n,
+              f"{overflow / n:.1%} overflowed the context (limit {OVERFLOW_LIMIT:.0%})")
+    _rule(rules, "finished", bool(run.get("finished")), True, not run.get("finished"),
+          "the run did not finish (killed or cancelled): partial records")
+    _rule(rules, "succeeded", len(ok), 1, not ok, "no successful request in the profiling window")
+    probes = run.get("cache_probe") or {}
+    if probes:
+        mismatches = sum(p.get("mismatches", 0) for p in probes.values())
+        _rule(rules, "cache_probe", mismatches, 0, mismatches > 0,
+              f"the cache probe found {mismatches} answers that differ warm from cold")
+    if (run.get("settings") or {}).get("mode") == "schedule" and n:
+        _rule(rules, "cancelled", cancelled / n, CANCELLED_LIMIT, cancelled > CANCELLED_LIMIT * n,
+              f"{cancelled} of {n} profiled requests ({cancelled / n:.0%}) were cancelled at the window's end "
+              f"(limit {CANCELLED_LIMIT:.0%}): the schedule sent more than the target finished")
+    late = (health.get("dispatch_lateness_ms") or {}).get("p99")
+    if late is not None or health.get("verdict") not in (None, "ok"):
+        verdict = health.get("verdict")
+        _rule(rules, "client", late, health.get("late_bound_ms"), verdict not in (None, "ok"),
+              f"the client could not keep the schedule ({verdict}: dispatch lateness p99 "
+              f"{late if late is not None else float('nan'):,.1f} ms, limit {health.get('late_bound_ms')} ms wall; "
+              f"client CPU {health.get('cpu_percent') or 0:.0f}%)")
+    metric = {"ttft_s": rm.get("ttft_s"), "itl_s": rm.get("itl_s")}
+    if host:
+        _relative_rules(rules, {"ttft_s": host["sim_lag_ttft_s"], "itl_s": host["sim_lag_itl_s"]}, metric, "sim_lag",
+                        "the simulated engine's own lag:")
+        _relative_rules(rules, host, metric, "host_error", "host error (measured minus modeled):")
+    reasons = [r["reason"] for r in rules if not r["ok"]]
+    return {"valid": not reasons, "reasons": reasons, "rules": rules,
+            "low_sample": len(ok) < LOW_SAMPLE, "sample": len(ok), "low_sample_below": LOW_SAMPLE}

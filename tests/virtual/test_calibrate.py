@@ -1,0 +1,129 @@
+"""The calibration table, the scenarios as published runs define them, the parallelism and FP4
+arithmetic, and `agentx sim calibrate` on a few rows (real virtual-time runs)."""
+
+import json
+import math
+
+import pytest
+
+from agentx.engine.calibration import implied_gpus, load_table, row_engine, tp_choice
+from agentx.engine.config import EngineConfig
+from agentx.engine.fit import held_out
+from agentx.engine.timing import Roofline
+from agentx.errors import AgentxError
+from agentx.replay.scenarios import parse_scenario, scenario_sessions
+from tests.test_cli import agentx
+
+
+def test_the_table_covers_what_the_issue_asks_and_every_row_names_its_source():
+    table = load_table()
+    modeled = [r for r in table.row if r.modeled]
+    assert len(modeled) >= 25
+    assert len({r.hardware for r in modeled}) >= 4 and len({r.engine for r in modeled}) >= 3
+    for r in table.row:
+        src = table.sources[r.source]
+        assert src.repo.startswith("SemiAnalysisAI/") and len(src.commit) == 40
+        assert r.modeled or r.why_not
+
+
+def test_published_figures_imply_one_of_the_swept_tps():
+    """Little's law on the published TTFT, TPOT, throughput and concurrency lands within 10 % of
+    an integer GPU count for every row, and that count was in InferenceX's sweep."""
+    for r in load_table().row:
+        implied = implied_gpus(r)
+        if not r.modeled:
+            continue
+        assert abs(implied - round(implied)) / round(implied) < 0.1, r.id
+        assert round(implied) in r.tp_candidates and tp_choice(r)[0] == round(implied), r.id
+        assert row_engine(r).gpus == round(implied)
+
+
+def test_leave_one_out_never_fits_a_row_on_itself():
+    rows = [r for r in load_table().row if r.modeled][:12]
+    held = held_out(rows)
+    assert held, "some rows share every key with another row"
+    for row_id, (constants, fitted_on) in held.items():
+        assert row_id not in fitted_on and len(fitted_on) == len(rows) - 1
+        assert 0 < constants["mfu"] <= 1 and 0 < constants["mbu"] <= 1
+
+
+def test_scenarios_parse_as_published_runs_name_them():
+    assert parse_scenario("8k1k") == parse_scenario("8192:1024", 0.8)
+    assert parse_scenario("5000:500").range_ratio == 1.0
+    assert parse_scenario("1k1k", 1.0).name == "1024:1024"
+    for bad, ratio in (("8k", None), ("0:5", None), ("1k1k", 0.0), ("1k1k", 1.5)):
+        with pytest.raises(AgentxError):
+            parse_scenario(bad, ratio)
+    lanes = scenario_sessions(parse_scenario("1000:100", 0.5), 3, requests_per_session=200, seed=1)
+    lengths = [(q.isl, q.osl) for s in lanes for q in s.streams[0].requests]
+    assert all(500 <= i <= 1000 and 50 <= o <= 100 for i, o in lengths)
+    assert len({i for i, _ in lengths}) > 50  # drawn, not fixed
+    blocks = [int(b) for s in lanes for q in s.streams[0].requests for b in q.hash_ids]
+    assert len(blocks) == len(set(blocks))  # never shared
+    offline = scenario_sessions(parse_scenario("5000:500", offline=40), lanes=1)
+    assert len(offline) == 40 and all(len(s.streams[0].requests) == 1 for s in offline)
+
+
+def test_fp4_and_attention_dp_arithmetic():
+    with pytest.raises(AgentxError, match="no FP4 tensor cores"):
+        Roofline(EngineConfig(hardware="H200", gpus=1, model="llama-3.1-70b", precision="nvfp4"))
+    weight_only = Roofline(EngineConfig(hardware="H100", gpus=2, model="gpt-oss-120b", precision="mxfp4"))
+    assert weight_only.peak_flops == weight_only.hw.bf16_flops  # MXFP4 weights, BF16 matmuls
+    # gpt-oss: experts in MXFP4 (4.25 bits), attention and embeddings in BF16
+    assert weight_only.weight_bytes == pytest.approx(weight_only.expert_params * 0.53125
+                                                     + weight_only.dense_params * 2)
+    native = Roofline(EngineConfig(hardware="B200", gpus=1, model="llama-3.1-70b", precision="nvfp4"))
+    assert native.peak_flops == 9e15 and native.weight_bytes == pytest.approx(70.6e9 * 0.5625)
+    tp8 = Roofline(EngineConfig(hardware="GB200", gpus=8, model="deepseek-r1", precision="nvfp4"))
+    dep8 = Roofline(EngineConfig(hardware="GB200", gpus=8, model="deepseek-r1", precision="nvfp4",
+                                 parallelism="dep"))
+    assert dep8.kv_bytes_per_token == pytest.approx(tp8.kv_bytes_per_token / 8)  # MLA latent not replicated
+    assert dep8.collective_s(512) < tp8.collective_s(512)  # all-to-all only, no per-layer all-reduces
+    assert math.isclose(tp8.collective_s(1), 0) is False
+
+
+def test_sim_calibrate_prints_json_and_html_for_a_few_rows(tmp_path):
+    res = agentx("sim", "calibrate", "--rows", "dsr1-1k1k-mi300x,gptoss-1k1k-h100", "--out", tmp_path / "runs",
+                 "--json", tmp_path / "cal.json", "--html", tmp_path / "cal.html")
+    assert res.returncode == 0, res.stderr
+    text = " ".join(res.stdout.split())
+    assert "2 rows:" in text and "within ±15 % on tok/s per GPU" in text
+    report = json.loads((tmp_path / "cal.json").read_text())
+    assert {r["id"] for r in report["rows"]} == {"dsr1-1k1k-mi300x-fp8-sglang", "gptoss-1k1k-h100-fp4-vllm"}
+    for r in report["rows"]:
+        assert r["tok_s_per_gpu"] > 0 and r["itl_ms"] > 0
+        assert r["ratio"] == pytest.approx(r["tok_s_per_gpu"] / r["published_tok_s_per_gpu"])
+        assert "fitted on the 28 other rows" in r["profile"]
+        assert r["source"]["commit"] == "2d1d3d65df4d6cb7773de89d548becc15dafab44"
+    assert report["summary"]["total"]["rows"] == 2
+    assert "dsr1-1k1k-mi300x-fp8-sglang" in (tmp_path / "cal.html").read_text()
+
+
+def test_offline_scenario_runs_every_request_once(tmp_path):
+    res = agentx("sim", "bench", "--scenario", "2000:200", "--offline", "60", "--hardware", "H200", "--gpus", "1",
+                 "--model", "llama-3.1-70b", "--precision", "fp8", "--engine", "trtllm", "--out", tmp_path / "o")
+    assert res.returncode == 0, res.stderr
+    result = json.loads((tmp_path / "o" / "result.json").read_text())
+    assert result["requests"]["succeeded"] == 60 and result["requests"]["warmup"] == 0
+    assert result["identity"]["engine"] == "agentx-sim trtllm profile (virtual time)"
+
+
+def test_disaggregated_prefill_decode_hands_the_kv_over(tmp_path):
+    """1 prefill + 1 decode worker: every request's first token comes from the prefill worker, the
+    rest after its KV crossed the link; the identity names the split."""
+    from agentx.records import read_records
+
+    res = agentx("sim", "bench", "--scenario", "2000:50", "--concurrency", "4", "--hardware", "H200", "--gpus", "1",
+                 "--model", "llama-3.1-70b", "--precision", "fp8", "--prefill", "1", "--decode", "1",
+                 "--duration", "20", "--warmup-requests-per-lane", "1", "--out", tmp_path / "d")
+    assert res.returncode == 0, res.stderr
+    result = json.loads((tmp_path / "d" / "result.json").read_text())
+    assert result["identity"]["parallelism"] == "TP1 prefill + TP1 decode" and result["identity"]["gpus"] == 2
+    roof = Roofline(EngineConfig(hardware="H200", gpus=1, model="llama-3.1-70b", precision="fp8"))
+    per_token = roof.kv_bytes_per_token / (roof.hw.kv_transfer_bw * roof.collective_eff)
+    profiled = [r for r in read_records(tmp_path / "d") if r.phase == "profile" and not r.error]
+    assert profiled and all(r.isl == 2000 and r.osl == r.osl_planned == 50 for r in profiled)
+    # after the first token: the KV transfer, then OSL - 1 decode steps of at least the overhead each
+    assert all(r.end - r.start - r.ttft >= r.isl * per_token + (r.osl - 1) * roof.overhead_s for r in profiled)
+    bad = agentx("sim", "bench", "--scenario", "1k1k", "--prefill", "1")
+    assert bad.returncode == 2 and "--prefill and --decode go together" in bad.stderr

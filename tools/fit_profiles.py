@@ -1,0 +1,56 @@
+"""Fit the engine timing constants on the calibration table and print them as presets.toml's
+[timing] section, after the leave-one-out check that `agentx sim calibrate` also runs (each row
+predicted from constants fitted without it). Closed form (agentx/engine/steady.py).
+
+    PYTHONPATH=. python tools/fit_profiles.py
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from agentx.engine.calibration import load_table
+from agentx.engine.fit import GRIDS, fit, held_out, key_of, term_table
+
+COLLECTIVE = ("assumed, not fitted: 70 % of the datasheet scale-up bandwidth for NCCL / RCCL ring all-reduce "
+              "and all-to-all (their latency is inside overhead_ms); its bandwidth term is 15 % of an iteration in "
+              "the DSR1 DEP8 8k1k H200 row, under 8 % in every other calibration row")
+DEFAULTS = {"mfu": "the median of the fitted precision classes (bf16 and others have no calibration row)",
+            "mbu": "the median of the fitted GPUs (for B300, GB200, GB300: no calibration row of their own)",
+            "overhead_ms": "the median of the fitted engines",
+            "moe_efficiency": "the median of the fitted MoE models (models without a calibration row)"}
+
+
+def main() -> None:
+    rows = [r for r in load_table().row if r.modeled]
+    table = term_table(rows)
+    held = held_out(rows)
+    within = within_itl = 0
+    print("# leave-one-out (steady state):")
+    for r in rows:
+        if r.id not in held:
+            print(f"#  {r.id:34s} its key of some constant is in no other row")
+            continue
+        t = table[r.id]
+        step = t.step(held[r.id][0])
+        ratio, itl = t.k / step / t.tok_s, step / t.tpot
+        within, within_itl = within + (abs(ratio - 1) <= 0.15), within_itl + (abs(itl - 1) <= 0.20)
+        print(f"#  {r.id:34s} tok/s {ratio:5.2f}  TPOT {itl:5.2f}")
+    print(f"# leave-one-out: {within}/{len(held)} within 15 % tok/s, {within_itl}/{len(held)} within 20 % TPOT\n")
+    values = fit(rows, table)
+    print("# ---------------------------------------------------------------------------------- timing")
+    for name in GRIDS:
+        print(f"[timing.{name}]")
+        for key, value in sorted(values[name].items()):
+            users = [r.id for r in rows if key_of(name, r) == key]
+            how = ("no routed experts: unused" if name == "moe_efficiency" and
+                   all(not table[u].experts for u in users) else f"fitted on {', '.join(users)}")
+            print(f'"{key}" = {{ value = {value:g}, source = "{how}" }}')
+        dense = {r.model for r in rows if not table[r.id].experts}
+        fitted = [v for k, v in values[name].items() if not (name == "moe_efficiency" and k in dense)]
+        print(f'default = {{ value = {statistics.median(fitted):g}, source = "{DEFAULTS[name]}" }}')
+    print(f'[timing.collective_efficiency]\nvalue = 0.7\nsource = "{COLLECTIVE}"')
+
+
+if __name__ == "__main__":
+    main()
