@@ -29,7 +29,7 @@ def trace_stats_cmd(
     """Counts, distributions and the theoretical prefix-cache hit rate of a corpus, or of several side by side."""
     import msgspec
 
-    from agentx.traces.stats_tables import compare_table, stats_table
+    from agentx.traces.stats_tables import compare_table, segments_table, stats_table
     from agentx.traces.stats import corpora_stats, trace_stats
 
     if len(paths or []) <= 1 and not by_provider:
@@ -39,6 +39,8 @@ def trace_stats_cmd(
         else:
             source = ", ".join(map(str, paths)) if paths else "bundled real WEKA traces (agentx/data/weka)"
             console.print(stats_table(stats, source, hit_rule.value == "source"))
+            if (kinds := segments_table(stats)) is not None:
+                console.print(kinds)
         return
     corpora = [(str(p), _load([p], fmt, max_context)) for p in paths] if paths else [("bundled", _load([], fmt, max_context))]
     columns = corpora_stats(corpora, by_provider)

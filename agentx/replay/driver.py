@@ -28,6 +28,7 @@ from agentx.power.sources import find_source, make_source
 from agentx.records import Record, RecordWriter
 from agentx.replay.client import Client, Exchange
 from agentx.replay.folder import report
+from agentx.replay.hints import hint_headers, hint_member
 from agentx.replay.session_ids import SessionIdentity, with_body_field
 from agentx.replay.plan import DONE, PROFILE, Dispatch
 from agentx.replay.probe import ANSWER_TOKENS, ProbeConfig, probe_cache
@@ -347,7 +348,10 @@ class Dispatcher:
         turn = run.identity.turn(d.tree, d.graph, d.node)
         headers = {**dict(run.s.target.headers), **run.identity.preset.headers(turn)}  # (--api-key, --header)
         headers["X-Correlation-ID"] = f"{run.run_id}-{d.tree}-{d.node}"
-        body = with_body_field(body, run.identity.preset.body_field(turn))
+        hints = run.hints_of(d, turn.session_id, turn.parent_id, k, osl)
+        headers.update(hint_headers(hints))
+        body = with_body_field(body, run.identity.preset.body_field(turn, hints))
+        body = with_body_field(body, hint_member(hints))
         return self.client.begin(run.render.bodies.path, body, headers), isl, osl, theo
 
     async def _record(self, d: Dispatch, ex: Exchange, isl: int, osl: int, theo: int) -> Record:

@@ -14,6 +14,7 @@ from typing import Iterator
 from agentx.common import gc_paused
 from agentx.records import Record
 from agentx.replay.folder import RunFolder
+from agentx.replay.hints import HintLevel, request_hints
 from agentx.replay.plan import PROFILE, WARMUP1, WARMUP2, Dispatch, ReplayPlan, Tree
 from agentx.replay.render import Renderer
 from agentx.replay.settings import BenchSettings
@@ -49,6 +50,13 @@ class RunSkeleton:
                                                                   "sessions": len(sessions), **(info or {})}, command)
         write_digest(self.folder.path, sessions, graphs)  # the dataset's trace stats (SPEC §8)
         self.trees_written = 0
+
+    def hints_of(self, d: Dispatch, session_id: str, parent_id: str | None, shared_blocks: int, osl: int) -> dict | None:
+        """The harness hints of a dispatch at the run's `--hints` level (SPEC §2)."""
+        if self.s.target.hints == HintLevel.NONE:
+            return None
+        block = self.render.prompts.block_tokens(d.session)
+        return request_hints(self.s.target.hints, d.graph, d.node, session_id, parent_id, shared_blocks, block, osl)
 
     def phase_at(self, t: float) -> str:
         """The phase label of run-clock time t: both warmup stages and the lead before profiling

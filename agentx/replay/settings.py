@@ -12,6 +12,7 @@ from agentx.content.wire import WIRE_MODES
 from agentx.engine.presets import COST_BASES
 from agentx.options import check_bounds, option
 from agentx.power.sources import check_spec
+from agentx.replay.hints import HintLevel
 from agentx.replay.plan import PlanConfig
 from agentx.replay.session_ids import PresetName
 
@@ -36,6 +37,8 @@ class TargetConfig:
                                 "shrink, times are reported modeled.", gt=0)
     session_headers: str = option("plain", "How each stream's session id and its parent's are sent: plain, dynamo, "
                                   "sglang or llm-d (SPEC 2).", choices=PresetName)
+    hints: str = option("none", "Harness hints sent per request: none, harness (what the agent harness knows) or "
+                        "oracle (also the recorded gap to the stream's next request; SPEC 2).", choices=HintLevel)
     probe_cache: int = option(0, "Cache-correctness probes before and after the run.", min=0)
     # sent on every request to the target (--api-key, --header: endpoint.py); run.json keeps the names only
     headers: tuple[tuple[str, str], ...] = option((), cli=False)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -11,6 +11,7 @@ from agentx.common import percentiles
 from agentx.traces.graph import chain_gap
 from agentx.traces.hashids import by_memory
 from agentx.traces.model import EMPTY_IDS, Session
+from agentx.traces.segment_stats import KindShare, segment_shares
 
 PERCENTILES = (50, 90, 95, 99)
 
@@ -85,6 +86,7 @@ class TraceStats:
     corpus_hit_rate: float | None = None  # global ids only: blocks seen earlier anywhere in the corpus
     source_hit_rate: float | None = None  # by the source's own rule (SOURCE_RULES), where it has one
     source_hit_rule: str | None = None  # that rule's key in SOURCE_RULES
+    segments: tuple[KindShare, ...] = ()  # per segment kind, where the trace has segments
 
 
 def session_hit_tokens(session: Session) -> tuple[int, int]:
@@ -207,7 +209,7 @@ def trace_values(sessions: list[Session]) -> TraceValues:
 
 
 def trace_stats(sessions: list[Session]) -> TraceStats:
-    return stats_of(trace_values(sessions))
+    return replace(stats_of(trace_values(sessions)), segments=segment_shares(sessions))
 
 
 def stats_of(v: TraceValues) -> TraceStats:

@@ -96,6 +96,26 @@ def stats_table(stats: TraceStats, source: str, source_rule: bool = False) -> Ta
     return table
 
 
+def segments_table(stats: TraceStats) -> Table | None:
+    """Token share and reuse per segment kind (SPEC §1, "Segments"); None without segments."""
+    if not stats.segments:
+        return None
+    table = Table(title="Input by segment kind", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True)
+    table.add_column("kind")
+    for name in ("tokens", "share", "new", "reused later", "share of never reused"):
+        table.add_column(name, justify="right")
+    total = sum(k.tokens for k in stats.segments)
+    never = sum(k.never_reused for k in stats.segments)
+    for k in stats.segments:
+        table.add_row(k.kind, _num(k.tokens), _share(_ratio(k.tokens, total)), _num(k.new),
+                      _share(_ratio(k.reused, k.new)), _share(_ratio(k.never_reused, never)))
+    table.caption = ("share: of all input tokens sent; new: first sent in their request; reused later: of the new "
+                     "tokens, share a later request of the session sends again")
+    table.caption_justify = "left"
+    return table
+
+
 def compare_table(corpora: list[tuple[str, TraceStats]], source_rule: bool = False) -> Table:
     """Corpora side by side: one column each, the figures that tell agentic traffic apart."""
     table = Table(title="Trace statistics side by side", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)

@@ -28,6 +28,7 @@ import time
 
 from agentx.common import key64, peak_rss_mb
 from agentx.content.engine_blocks import EngineBlocks
+from agentx.engine.hints import Hints
 from agentx.engine.config import Deployment, EngineConfig
 from agentx.engine.metrics import ServerStats, dcgm_series, samples
 from agentx.engine.replicas import Replicas
@@ -39,7 +40,7 @@ from agentx.records import Record, RecordWriter
 from agentx.replay.folder import report
 from agentx.replay.plan import DONE, PROFILE, Dispatch
 from agentx.replay.run import RunSkeleton
-from agentx.replay.session_ids import stream_session_id
+from agentx.replay.session_ids import stream_session_id, stream_session_ids
 from agentx.replay.settings import BenchSettings
 
 TICK_S = 0.5  # wall seconds between progress snapshots
@@ -224,6 +225,9 @@ class VirtualRun(RunSkeleton):
         self.hashes[stream] = hashes
         first = 1 if self.disagg else osl  # disaggregated: the prefill worker answers the first token
         seq = self.replicas.cores[0].blocks_sequence(f"{d.tree}-{d.node}", isl, hashes, first)
+        ids, parents = stream_session_ids(str(d.tree), d.graph.parents)
+        hints = self.hints_of(d, ids[stream[1]], parents[stream[1]], k, osl)
+        seq.hints = Hints(**hints) if hints else None
         self._wake(now)
         if self.disagg:
             self._add_to(self.disagg.prefill_core(), seq, now)
@@ -248,6 +252,7 @@ class VirtualRun(RunSkeleton):
         self.disagg.receive(index, first, first.hashes)
         seq = self.replicas.cores[0].blocks_sequence(first.id + "-decode", first.prompt_len,
                                                      first.hashes, handoff.osl - 1)
+        seq.hints = first.hints  # the decode worker frees the KV the hints are about
         self._wake(self.time)
         self._add_to(index, seq, self.time)
         self.inflight[seq] = self.inflight.pop(first)

@@ -114,3 +114,22 @@ def test_redacted_codex_text_keeps_the_recorded_counts(tmp_path, tokenizer_path)
 
     hit, _ = session_hit_tokens(session)  # the log: 9,000 of the second call's 9,400 tokens cached
     assert hit == len(first.hash_ids) * 64 == 9000 // 64 * 64
+
+
+def test_imported_logs_carry_segments(tmp_path, tokenizer_path):
+    """A session log's calls get segments (SPEC §1): the unlogged head as one system segment, then
+    the messages by kind; Claude Code's Grep and Codex's shell call get their tool class."""
+    claude_store(tmp_path / "projects")
+    codex_store(tmp_path / "sessions")
+    _, _, sessions = _export(tmp_path, tokenizer_path, claude=[tmp_path / "projects"], codex=[tmp_path / "sessions"])
+    requests = [r for s in sessions for r in s.requests()]
+    assert requests and all(sum(g.tokens for g in r.segments) == r.isl for r in requests)
+    assert all(r.segments[0].kind == "system" for r in requests)
+    claude = max((s for s in sessions if s.provider == "claude"), key=lambda s: s.n_requests)
+    turn = claude.main.requests[1]
+    assert [g.kind for g in turn.segments] == ["system", "user", "reasoning", "tool_call", "tool_result"]
+    assert turn.segments[0] == claude.main.requests[0].segments[0]  # the same head in every call of the agent
+    (sub,) = claude.main.children
+    assert [(g.kind, g.tool) for g in sub.requests[1].segments[2:]] == [("tool_call", "search"), ("tool_result", "search")]
+    codex = next(s for s in sessions if s.provider == "codex")
+    assert ("tool_result", "shell") in [(g.kind, g.tool) for g in codex.main.requests[1].segments]
