@@ -6,6 +6,8 @@ from typing import Annotated, Any
 
 import msgspec
 
+from agentx.engine.hints import Hints
+
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
 
@@ -30,6 +32,7 @@ class _Common(_Sampling, kw_only=True):
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = 1
+    agentx_hints: Hints | None = None  # harness hints (SPEC §2), what the KV policy reads
 
 
 class CompletionRequest(_Common, kw_only=True):
@@ -66,6 +69,7 @@ class MessagesRequest(_Sampling, kw_only=True):
     stream: bool = False
     min_tokens: NonNegativeInt = 0
     ignore_eos: bool = False
+    agentx_hints: Hints | None = None
 
 
 _decoders = {cls: msgspec.json.Decoder(cls) for cls in (CompletionRequest, ChatRequest, MessagesRequest)}

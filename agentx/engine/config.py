@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from agentx.engine.faults import FaultConfig
 from agentx.engine.presets import ENGINES
 from agentx.errors import AgentxError
+from agentx.engine.eviction import EvictionName
 from agentx.options import check_bounds, option
 
 PRECISIONS = ("bf16", "fp8", "nvfp4", "mxfp4")
@@ -28,6 +29,8 @@ class EngineConfig:
     gpu_memory_utilization: float = option(0.9, "Share of GPU memory the engine may use.", gt=0, max=1)
     block_size: int = option(16, "Tokens per KV block.", min=1)
     cpu_offload_gb: float = option(0.0, "Host DRAM for KV blocks, per replica.", min=0)
+    kv_policy: str = option("lru", "Which free cached KV blocks go first: lru, or a policy reading harness hints "
+                            "(bench --hints): retain, demote, prefetch (SPEC section 6).", choices=EvictionName)
     max_num_seqs: int = option(256, "Most sequences in a batch.", min=1)
     max_num_batched_tokens: int = option(8192, "Most tokens in one iteration.", min=1)
     max_model_len: int = option(0, "0: the model's maximum context.", min=0)

@@ -22,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from agentx.engine.config import EngineConfig
+from agentx.engine.hints import Hints
 from agentx.engine.kvcache import KVCache, block_hashes
 from agentx.engine.power import PowerModel
 from agentx.engine.timing import Roofline, Work
@@ -68,6 +69,7 @@ class Sequence:
     finished_at: float | None = None  # modeled end of the iteration that produced its last token
     prompt_len: int = -1  # default: len(prompt)
     replica: int = 0  # the core a router sent it to (engine/replicas.py)
+    hints: Hints | None = None  # the harness hints it came with (engine/hints.py)
     due: list[float] = field(default_factory=list)  # modeled time each output token was due (server-owned)
     jumped: float = 0.0  # modeled seconds the server's schedule skipped (restarts) while it was in flight
     jumped_first: float = 0.0  # of them, before its first token
@@ -109,6 +111,7 @@ class EngineCore:
             num_blocks=max(1, self.roofline.kv_capacity_tokens // bs),
             block_size=bs,
             cpu_blocks=self.roofline.cpu_capacity_tokens // bs,
+            eviction=cfg.kv_policy,
         )
         self.max_model_len = cfg.max_model_len or self.roofline.model.max_context
         if self.kv.num_blocks * bs < self.max_model_len:  # vLLM refuses to start too
@@ -221,7 +224,7 @@ class EngineCore:
             self.spec_steps += 1
         if finished:
             for seq in finished:
-                self.kv.free_seq(seq)
+                self.kv.free_seq(seq, seq.hints, self.now)
             self.running = [s for s in self.running if s.finish_reason is None]
         return Step(duration, emitted, finished, len(scheduled), work.new_tokens, decodes)
 

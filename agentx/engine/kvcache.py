@@ -101,7 +101,7 @@ class KVCache:
         self.entries_limit = 4 * num_blocks  # more than this: trim the runs
         # the free list: blocks without content (taken first, from the end), then cached ones
         self.empty: list[int] = list(range(num_blocks - 1, -1, -1))
-        self.free_cached = eviction_policy(eviction, num_blocks)  # the free cached blocks (`eviction.py`)
+        self.free_cached = eviction_policy(eviction, num_blocks, block_size)  # the free cached blocks (`eviction.py`)
         self.cpu: OrderedDict[int, None] = OrderedDict()  # hashes held in DRAM, LRU first
         self.seqs: dict[object, Allocation] = {}
         self.counters = Counters()
@@ -275,8 +275,9 @@ class KVCache:
             self._offload(hashes[alloc.committed : end])
         alloc.committed = max(alloc.committed, end)
 
-    def free_seq(self, seq) -> None:
-        """Release a sequence's blocks; cached ones stay reusable until evicted (LRU)."""
+    def free_seq(self, seq, hints=None, now: float = 0.0) -> None:
+        """Release a sequence's blocks; cached ones stay reusable until evicted, in the order of
+        the eviction policy, which reads the hints of the request (None: none)."""
         alloc = self.seqs.pop(seq)
         blocks, known = alloc.blocks, alloc.known
         if not blocks:
@@ -286,7 +287,9 @@ class KVCache:
         zero = self.ref[held] == 0
         cut = len(blocks) - known  # the blocks without content (taken first) come before the cut
         self.empty += held[:cut][zero[:cut]].tolist()
-        self.free_cached.append(held[cut:][zero[cut:]])
+        positions = np.arange(len(blocks) - 1 - cut, -1, -1) if hints is not None else None
+        self.free_cached.append(held[cut:][zero[cut:]], hints, positions[zero[cut:]] if positions is not None else None,
+                                now)
 
     # ---------------------------------------------------------------- internals
 

@@ -208,8 +208,9 @@ class SimServer:
         return web.Response()
 
     async def version(self, request):
-        """vLLM's /version ({"version"}), plus the engine's name (vLLM's has none)."""
-        return web.json_response({"version": __version__, "engine": "agentx-sim", "engine_settings": self.settings})
+        """vLLM's /version ({"version"}), plus the engine's name, settings and precision (vLLM's has none)."""
+        return web.json_response({"version": __version__, "engine": "agentx-sim", "engine_settings": self.settings,
+                                  "precision": self.cfg.deployment.engine.precision})
 
     def energy_j(self) -> float | None:
         """Joules all the modeled GPUs have drawn until now (modeled time); None without power figures."""
@@ -260,6 +261,7 @@ class SimServer:
             if fault in ("http500", "overflow"):
                 return self._fault_response(request, rid, fault, prompt, arrival, anthropic)
             seq = self.core.new_sequence(rid, prompt, max_tokens, req.min_tokens, req.ignore_eos, fault == "corrupt")
+            seq.hints = req.agentx_hints
             seq.waiter = asyncio.Event()
             self.core.add(seq, (head - self._t0) * self.cfg.speed, request.headers.get("X-Session-ID"))
             energy_at_arrival = self.energy_j()
@@ -457,10 +459,10 @@ class SimServer:
             self._count_error(fault)
         energy = {"arrival": energy_at_arrival, "end": self.energy_j()} if energy_at_arrival is not None else None
         self._log(request, seq.id, arrival, first, len(seq.prompt), max(seq.cached_tokens, 0), len(seq.output),
-                  fault or reason, end, energy, timing.get("modeled") or self._modeled(seq, timing))
+                  fault or reason, end, energy, timing.get("modeled") or self._modeled(seq, timing), seq.hints)
 
     def _log(self, request, rid, arrival, first, prompt_tokens, cached, completion, status, end=None,
-             energy=None, modeled: dict | None = None) -> None:
+             energy=None, modeled: dict | None = None, hints=None) -> None:
         if not self.truth:
             return
         record = {
@@ -475,6 +477,9 @@ class SimServer:
         }
         if energy is not None:  # the modeled energy of all GPUs (J, engine/power.py) as it arrived and ended
             record["energy_j"] = energy
+        if hints is not None:
+            record["hints"] = hints.record()
+            record["hint_headers"] = {h: v for h, v in request.headers.items() if h.lower().startswith("x-agentx-")}
         self.truth.write(json.dumps(record) + "\n")
 
 

@@ -14,6 +14,7 @@ from typing import Iterator
 from agentx.common import gc_paused
 from agentx.records import Record
 from agentx.replay.folder import RunFolder
+from agentx.replay.hints import HintLevel, request_hints
 from agentx.replay.plan import PROFILE, WARMUP1, WARMUP2, Dispatch, ReplayPlan, Tree
 from agentx.replay.render import Renderer
 from agentx.replay.settings import BenchSettings
@@ -37,17 +38,25 @@ class RunSkeleton:
                  tokenizer: str | None = ""):
         self.s, target = settings, settings.target
         self.run_id = uuid.uuid4().hex[:12]
-        self.folder = RunFolder(Path(settings.out), self.run_id, {**settings.flat(), "model": target.model,
-                                                                  "sessions": len(sessions), **(info or {})}, command)
         self.sessions = sessions
         with gc_paused():
             graphs = [build_graph(s) for s in sessions]
-        write_digest(self.folder.path, sessions, graphs)  # the dataset's trace stats (SPEC §8)
         lead = LEAD_S * target.clock_scale  # wall seconds in the run's clock
         self.plan = ReplayPlan(graphs, replace(settings.plan, run_id=self.run_id, lead=lead))
+        # the tokenizer is read before the folder is made: a bad one leaves no folder behind
         self.render = Renderer(self.run_id, settings.content, target.model, target.wire,
                                target.tokenizer if tokenizer == "" else tokenizer)
+        self.folder = RunFolder(Path(settings.out), self.run_id, {**settings.flat(), "model": target.model,
+                                                                  "sessions": len(sessions), **(info or {})}, command)
+        write_digest(self.folder.path, sessions, graphs)  # the dataset's trace stats (SPEC §8)
         self.trees_written = 0
+
+    def hints_of(self, d: Dispatch, session_id: str, parent_id: str | None, shared_blocks: int, osl: int) -> dict | None:
+        """The harness hints of a dispatch at the run's `--hints` level (SPEC §2)."""
+        if self.s.target.hints == HintLevel.NONE:
+            return None
+        block = self.render.prompts.block_tokens(d.session)
+        return request_hints(self.s.target.hints, d.graph, d.node, session_id, parent_id, shared_blocks, block, osl)
 
     def phase_at(self, t: float) -> str:
         """The phase label of run-clock time t: both warmup stages and the lead before profiling

@@ -77,7 +77,7 @@ class Plain:
     def headers(self, turn: StreamTurn) -> dict[str, str]:
         return _pair(turn)
 
-    def body_field(self, turn: StreamTurn) -> bytes | None:
+    def body_field(self, turn: StreamTurn, hints: dict | None = None) -> bytes | None:
         """The JSON member the preset adds to the request body (None: none)."""
         return None
 
@@ -92,14 +92,23 @@ class Dynamo(Plain):
             headers["X-Dynamo-Session-Final"] = "true"
         return headers
 
-    def body_field(self, turn: StreamTurn) -> bytes | None:
-        """`nvext.session_control`: opened on the stream's first request, closed on its last."""
+    def body_field(self, turn: StreamTurn, hints: dict | None = None) -> bytes | None:
+        """`nvext.session_control`: opened on the stream's first request, closed on its last; with
+        `--hints`, `nvext.agent_hints` (Dynamo's): `speculative_prefill` when the answer calls a
+        tool (the next turn follows it), `osl` at the oracle level."""
         control = {"session_id": turn.session_id, "timeout": SESSION_TIMEOUT_S}
         if turn.last:
             control["action"] = "close"
         elif turn.first:
             control["action"] = "open"
-        return b'"nvext":' + json.dumps({"session_control": control}, separators=(",", ":")).encode()
+        nvext: dict = {"session_control": control}
+        if hints:
+            agent = {"speculative_prefill": True} if "tool_call" in hints else {}
+            if "osl" in hints:
+                agent["osl"] = hints["osl"]
+            if agent:
+                nvext["agent_hints"] = agent
+        return b'"nvext":' + json.dumps(nvext, separators=(",", ":")).encode()
 
 
 class SGLang(Plain):

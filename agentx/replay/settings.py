@@ -12,6 +12,7 @@ from agentx.content.wire import WIRE_MODES
 from agentx.engine.presets import COST_BASES
 from agentx.options import check_bounds, option
 from agentx.power.sources import check_spec
+from agentx.replay.hints import HintLevel
 from agentx.replay.plan import PlanConfig
 from agentx.replay.session_ids import PresetName
 
@@ -23,7 +24,7 @@ _PER_RUN = ("run_id", "lead")
 class TargetConfig:
     """The server under test and how the client talks to it."""
 
-    url: str = option(help="Base URL of an OpenAI-compatible server.")
+    url: str = option(help="Base URL of an OpenAI-compatible server (http://host:8000, with or without /v1).")
     model: str | None = option(None, "Model name; discovered from /v1/models when omitted.")
     wire: str = option("tokens", "tokens (/v1/completions, token ids) or chat (/v1/chat/completions).",
                        choices=WIRE_MODES)
@@ -36,7 +37,11 @@ class TargetConfig:
                                 "shrink, times are reported modeled.", gt=0)
     session_headers: str = option("plain", "How each stream's session id and its parent's are sent: plain, dynamo, "
                                   "sglang or llm-d (SPEC 2).", choices=PresetName)
+    hints: str = option("none", "Harness hints sent per request: none, harness (what the agent harness knows) or "
+                        "oracle (also the recorded gap to the stream's next request; SPEC 2).", choices=HintLevel)
     probe_cache: int = option(0, "Cache-correctness probes before and after the run.", min=0)
+    # sent on every request to the target (--api-key, --header: endpoint.py); run.json keeps the names only
+    headers: tuple[tuple[str, str], ...] = option((), cli=False)
     power: str = option("none", "GPU power telemetry, read every second: dcgm:URL (a DCGM exporter's /metrics), "
                         "nvidia-smi, amd-smi, rocm-smi, auto (the first that answers) or none; gives J/token and "
                         "measured tok/s per MW (SPEC 3).", metavar="SOURCE")
@@ -58,6 +63,7 @@ class Labels:
     variant: str | None = option(None, cli=False)
     scenario: str | None = option(None, cli=False)
     cost_basis: str = option("neocloud", "Which price of the GPU counts.", choices=COST_BASES)
+    slo: tuple[tuple[str, float], ...] = option((), cli=False)  # goodput's objectives (--slo: metrics/goodput.py)
 
     def __post_init__(self):
         check_bounds(self)
@@ -94,6 +100,7 @@ class BenchSettings:
             out.update(asdict(getattr(self, name)))
         for key in _PER_RUN:
             del out[key]
+        out["headers"] = [name for name, _ in self.target.headers]  # never a credential's value
         return {**out, "out": self.out}
 
 

@@ -157,7 +157,7 @@ def write_report(path: Path, out: Path | None = None) -> Path:
         page = render(f"agentx run report: {path.resolve().name}", [run_view(read_run(path))])
     else:
         runs = [read_run(p) for p in sweep_folders(path)]
-        results = [(run.path.name, run.result) for run in runs]
+        results = [(str(run.path.relative_to(path)), run.result) for run in runs]
         rows = write_csv(table_rows(results), path / "sweep.csv")
         points = frontier_rows(results)
         page = render(f"agentx sweep report: {path.resolve().name}", [run_view(run) for run in runs],

@@ -81,7 +81,10 @@ def _filters(model: Label = None, hardware: Label = None, engine: Label = None, 
 def _utc(when: datetime | date | None) -> str | None:
     """As stored (`started_at` is ISO 8601 UTC), so that strings compare as times."""
     if isinstance(when, datetime) and when.tzinfo is not None:
-        when = when.astimezone(timezone.utc)
+        try:
+            when = when.astimezone(timezone.utc)
+        except OverflowError:  # an offset that moves the time past year 1 or 9999
+            raise HTTPException(422, f"since / until: out of range: {when.isoformat()}") from None
     return when.isoformat() if when is not None else None
 
 

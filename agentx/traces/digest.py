@@ -86,10 +86,15 @@ def conversation_nodes(graph: SessionGraph) -> dict:
             "nodes": [[n.stream, int(n.request.isl), int(n.request.osl)] for n in graph.nodes]}
 
 
+# TraceStats fields whose null means "not defined for this corpus" (kept None, not read as NaN)
+_OPTIONAL = ("corpus_hit_rate", "source_hit_rate", "source_hit_rule")
+
+
 def digest_stats(digest: dict) -> TraceStats:
     """The digest's `stats` back as `TraceStats` (null, written for NaN, reads as NaN)."""
     def nan(x):
-        return {k: nan(v) for k, v in x.items()} if isinstance(x, dict) else math.nan if x is None else x
+        return {k: v if k in _OPTIONAL else nan(v) for k, v in x.items()} if isinstance(x, dict) else \
+            math.nan if x is None else x
 
     return msgspec.convert(nan(digest["stats"]), TraceStats)
 

@@ -29,6 +29,7 @@ MAX_ID = 2**63 - 1  # a hash id or a numeric record id (int64: what the JSON dec
 MAX_COUNT = 10**12  # an aggregate count of the metadata (a subagent's total tokens, tool uses)
 MAX_DEPTH = 16  # subagents nested inside subagents
 MAX_NAME = 1_000  # characters of an id or a model name
+MAX_SEGMENTS = 100_000  # segments of one request (a message and its content blocks each make one at most)
 
 Tokens = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS)]
 Seconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_SECONDS)]
@@ -38,6 +39,22 @@ RecordId = Annotated[int, msgspec.Meta(ge=-1, le=MAX_ID)]  # -1: "none" (Bailian
 Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
 BlockSize = Annotated[int, msgspec.Meta(ge=1, le=MAX_TOKENS)]
 Name = Annotated[str, msgspec.Meta(max_length=MAX_NAME)]
+
+SegmentKind = Literal["system", "tools", "user", "assistant", "reasoning", "tool_call", "tool_result"]
+ToolClass = Literal["read", "search", "edit", "shell", "web"]
+SEGMENT_KINDS: tuple[str, ...] = SegmentKind.__args__  # type: ignore[attr-defined]
+
+
+class Segment(msgspec.Struct, array_like=True, frozen=True, omit_defaults=True):
+    """A run of a request's input tokens of one kind (SPEC §1, "Segments"): `[kind, tokens]` or
+    `[kind, tokens, tool]` in a file. Kinds and lengths only: never text."""
+
+    kind: SegmentKind
+    tokens: Tokens
+    tool: ToolClass | None = None  # the tool's class, for tool_call and tool_result where known
+
+
+Segments = Annotated[list[Segment], msgspec.Meta(max_length=MAX_SEGMENTS)]
 
 
 def time_problem(t: float) -> str | None:
@@ -80,6 +97,7 @@ class Request:
     stop: str | None = None
     input_types: tuple[str, ...] | None = None
     output_types: tuple[str, ...] | None = None
+    segments: tuple[Segment, ...] | None = None  # the input, in order, by kind (SPEC §1)
 
     @property
     def end(self) -> float:
@@ -101,6 +119,7 @@ class Request:
             and self.stop == other.stop
             and self.input_types == other.input_types
             and self.output_types == other.output_types
+            and self.segments == other.segments
             and np.array_equal(self.hash_ids, other.hash_ids)
         )
 
@@ -152,6 +171,8 @@ class Session:
     `partial_block_ids` is true for formats that give the last partial block an id too.
     `provider` names the agent that produced it where the format says (TraceLab: claude, codex).
     `source` is the file it was read from (for errors found after loading, e.g. by a conversion).
+    `source_hit` is (rule, hit tokens, input tokens) by the format's own hit-rate rule (TRIE,
+    TraceLab), for `trace stats --hit-rule source`.
     """
 
     id: str
@@ -165,6 +186,9 @@ class Session:
     partial_block_ids: bool = False
     provider: str | None = None
     source: str = field(default="", compare=False)
+    # the source format's own theoretical hit, where it defines one that differs from agentx's
+    # (stats.SOURCE_RULES names each rule): (hit tokens, input tokens) of this session
+    source_hit: tuple[str, int, int] | None = field(default=None, compare=False)
 
     @property
     def main(self) -> Stream:

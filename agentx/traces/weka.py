@@ -18,7 +18,7 @@ import msgspec
 from agentx.errors import TraceError
 from agentx.traces.hashids import ChainIdParser, IdWriter
 from agentx.traces.model import (
-    MAX_DEPTH, BlockSize, Count, Millis, Name, Request, Seconds, Session, Stream, Tokens, make_session,
+    MAX_DEPTH, BlockSize, Count, Millis, Name, Request, Seconds, Segments, Session, Stream, Tokens, make_session,
     request_problem,
 )
 from agentx.traces.source import decode, read_trace_bytes
@@ -38,6 +38,7 @@ class Entry(msgspec.Struct, omit_defaults=True):
     hash_ids: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"[]"))
     input_types: list[str] | None = None
     output_types: list[str] | None = None
+    segments: Segments | None = None  # agentx's extension (SPEC §1): other readers ignore it
     stop: str | None = None
     api_time: Seconds | None = None
     think_time: Seconds | None = None
@@ -147,6 +148,9 @@ class _Reader:
             problem = request_problem(e.in_, len(ids[slot]), self.block_size, False)
             if problem:
                 raise TraceError(self.file, self.where(f"{where}.{problem[0]}"), problem[1])
+            if e.segments is not None and sum(g.tokens for g in e.segments) != e.in_:
+                raise TraceError(self.file, self.where(f"{where}.segments"),
+                                 f"segments cover {sum(g.tokens for g in e.segments):,} tokens, `in` is {e.in_:,}")
         requests = [self._request(e, ids[slot], offset) for e, slot, _ in pending]
         return requests, subagents
 
@@ -164,6 +168,7 @@ class _Reader:
             stop=e.stop,
             input_types=tuple(e.input_types) if e.input_types is not None else None,
             output_types=tuple(e.output_types) if e.output_types is not None else None,
+            segments=tuple(e.segments) if e.segments is not None else None,
         )
 
     def _subagent(self, e: Entry, where: str, offset: float, basis: TimeBasis) -> Stream:
@@ -260,6 +265,8 @@ def _request_dict(r: Request, offset: float, ids: IdWriter) -> dict:
         value = getattr(r, name)
         if value is not None:
             d[name] = value
+    if r.segments is not None:
+        d["segments"] = [[g.kind, g.tokens, g.tool] if g.tool else [g.kind, g.tokens] for g in r.segments]
     return d
 
 

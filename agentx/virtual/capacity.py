@@ -21,6 +21,8 @@ PLAN.yaml (every key but `grid.concurrency` optional):
       spec_decode: [none, {method: mtp, draft_tokens: 1, acceptance_length: 1.85}]
       engine: [vllm]             # timing profile: vllm, sglang, trtllm, atom
       parallelism: [tp]          # tp, tep, dep (attention data-parallel + EP)
+      kv_policy: [lru, retain]   # engine/eviction.py (SPEC 6 "KV policies")
+      hints: [none, harness]     # what the replay sends them (bench --hints)
     cost_basis: neocloud
     scenario: 8k1k               # instead of traces: ISL:OSL or 1k1k / 8k1k / 1k8k
     range_ratio: 0.8             # scenario lengths uniform in [R L, L] (alias default 0.8, ISL:OSL 1)
@@ -46,15 +48,16 @@ from pathlib import Path
 
 from agentx.engine.config import Deployment, EngineConfig
 from agentx.errors import AgentxError
+from agentx.replay.hints import HintLevel
 from agentx.replay.plan import PlanConfig
 
 GRID_KEYS = ("hardware", "gpus", "kv_memory", "cpu_offload_gb", "replicas", "router", "spec_decode", "engine",
-             "parallelism")
+             "parallelism", "kv_policy", "hints")
 # a grid key left out takes the engine's declared default (`kv_memory` is gpu_memory_utilization)
 DEFAULTS = {"hardware": [EngineConfig.hardware], "gpus": [EngineConfig.gpus], "kv_memory": [EngineConfig.gpu_memory_utilization],
             "cpu_offload_gb": [int(EngineConfig.cpu_offload_gb)], "replicas": [Deployment.replicas],
             "router": [Deployment.router], "spec_decode": ["none"], "engine": [EngineConfig.engine],
-            "parallelism": [EngineConfig.parallelism]}
+            "parallelism": [EngineConfig.parallelism], "kv_policy": [EngineConfig.kv_policy], "hints": ["none"]}
 
 
 @dataclass(frozen=True)
@@ -143,7 +146,9 @@ def engine_config(plan: Plan, config: dict):
                           precision=plan.precision, gpu_memory_utilization=float(config["kv_memory"]),
                           cpu_offload_gb=float(config["cpu_offload_gb"]), seed=plan.seed,
                           engine=str(config["engine"]), parallelism=str(config["parallelism"]),
-                          **spec_fields(config["spec_decode"]))
+                          kv_policy=str(config["kv_policy"]), **spec_fields(config["spec_decode"]))
+    if config["hints"] not in tuple(HintLevel):
+        raise AgentxError(f"plan: grid.hints entries are {', '.join(HintLevel)}, got {config['hints']!r}")
     Replicas(engine, int(config["replicas"]), config["router"])  # checks presets, memory, router
     return engine
 
@@ -156,6 +161,8 @@ def config_name(config: dict) -> str:
         parts.append(f"{spec['spec_decode']}-k{spec['draft_tokens']}-al{spec['acceptance_length']:g}")
     if config["engine"] != "vllm" or config["parallelism"] != "tp":  # default names stay as they were
         parts.append(f"{config['engine']}-{config['parallelism']}")
+    if config["kv_policy"] != EngineConfig.kv_policy or config["hints"] != "none":
+        parts.append(f"{config['kv_policy']}-hints-{config['hints']}")
     return "_".join(parts)
 
 
@@ -169,7 +176,7 @@ def run_point(plan: Plan, config: dict, concurrency: int, out: str) -> dict:
                     scenario=str(plan.scenario) if plan.scenario else None, range_ratio=plan.range_ratio)
     settings = BenchSettings.build(out=out, url="virtual", concurrency=concurrency, duration=plan.duration, seed=plan.seed,
                                    warmup_requests_per_lane=plan.warmup_requests_per_lane, cost_basis=plan.cost_basis,
-                                   **corpus.labels)
+                                   hints=str(config["hints"]), **corpus.labels)
     sessions = corpus.sessions(concurrency)
     sim = Deployment(engine_config(plan, config), int(config["replicas"]), config["router"])
     result = sim_bench(settings, sessions, sim, command=f"agentx sim plan ({config_name(config)}, c{concurrency})")
@@ -229,7 +236,12 @@ def _on_ray(plan: Plan, jobs: list, address: str) -> list[dict]:
         import ray
     except ImportError:
         raise AgentxError("--ray needs the ray extra: pip install -e '.[ray]'") from None
-    ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+    try:
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as e:  # no cluster there
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise AgentxError(f"no Ray cluster at {address!r} ({first}); start one with `ray start --head` "
+                          "or leave --ray out to run on local processes", "ray") from None
     try:
         task = ray.remote(run_point)
         return ray.get([task.remote(plan, config, c, path) for config, c, path in jobs])

@@ -28,6 +28,7 @@ import time
 
 from agentx.common import key64, peak_rss_mb
 from agentx.content.engine_blocks import EngineBlocks
+from agentx.engine.hints import Hints
 from agentx.engine.config import Deployment, EngineConfig
 from agentx.engine.metrics import ServerStats, dcgm_series, samples
 from agentx.engine.replicas import Replicas
@@ -39,8 +40,10 @@ from agentx.records import Record, RecordWriter
 from agentx.replay.folder import report
 from agentx.replay.plan import DONE, PROFILE, Dispatch
 from agentx.replay.run import RunSkeleton
-from agentx.replay.session_ids import stream_session_id
+from agentx.replay.session_ids import stream_session_id, stream_session_ids
 from agentx.replay.settings import BenchSettings
+
+TICK_S = 0.5  # wall seconds between progress snapshots
 
 
 def engine_settings(e: EngineConfig) -> str:
@@ -96,6 +99,8 @@ class VirtualRun(RunSkeleton):
         self.records = self.series = None
         self.turns = 0  # loop turns that advanced a core (the cost the windows save)
         self.time = 0.0  # the loop's clock: every event before it has been handled
+        self.ended = 0  # requests ended (the progress line)
+        self.on_tick, self.next_tick = None, 0.0  # progress: called with snapshot() every TICK_S of wall time
         self.power = None  # power.jsonl: the modeled GPUs' DCGM readings (none without power figures)
         self.window_open, self.last_profile_end = False, None
 
@@ -144,6 +149,9 @@ class VirtualRun(RunSkeleton):
                 elif self.time >= tick:
                     self._sample(tick)
                     tick += 1.0
+                    if self.on_tick and time.perf_counter() >= self.next_tick:
+                        self.next_tick = time.perf_counter() + TICK_S
+                        self.on_tick(self.snapshot())
                 continue
             self._advance(first, min([events] + [self._finish_bound(c) for c in busy if c is not first]))
         self._drain(plan.profile_end + self.s.target.grace)
@@ -217,6 +225,9 @@ class VirtualRun(RunSkeleton):
         self.hashes[stream] = hashes
         first = 1 if self.disagg else osl  # disaggregated: the prefill worker answers the first token
         seq = self.replicas.cores[0].blocks_sequence(f"{d.tree}-{d.node}", isl, hashes, first)
+        ids, parents = stream_session_ids(str(d.tree), d.graph.parents)
+        hints = self.hints_of(d, ids[stream[1]], parents[stream[1]], k, osl)
+        seq.hints = Hints(**hints) if hints else None
         self._wake(now)
         if self.disagg:
             self._add_to(self.disagg.prefill_core(), seq, now)
@@ -241,6 +252,7 @@ class VirtualRun(RunSkeleton):
         self.disagg.receive(index, first, first.hashes)
         seq = self.replicas.cores[0].blocks_sequence(first.id + "-decode", first.prompt_len,
                                                      first.hashes, handoff.osl - 1)
+        seq.hints = first.hints  # the decode worker frees the KV the hints are about
         self._wake(self.time)
         self._add_to(index, seq, self.time)
         self.inflight[seq] = self.inflight.pop(first)
@@ -266,7 +278,14 @@ class VirtualRun(RunSkeleton):
         s.queue.observe(max(0.0, first.scheduled_at - first.arrival))
         self._ended(d, rec, seq.finished_at)
 
+    def snapshot(self) -> dict:
+        """Where the virtual run is, for a progress line."""
+        plan = self.plan
+        return {"phase": plan.phase.rstrip("12"), "modeled_s": self.time, "requests": self.ended,
+                "profile_left": max(0.0, plan.profile_end - self.time) if plan.profile_start < math.inf else None}
+
     def _ended(self, d: Dispatch, rec: Record, at: float) -> None:
+        self.ended += 1
         self.records.write(rec)
         if rec.phase == "profile" and rec.error is None:
             self.last_profile_end = max(self.last_profile_end or rec.end, rec.end)
@@ -319,8 +338,12 @@ def _series_line(t: float, phase: str, values: dict[str, float]) -> bytes:
 
 def sim_bench(settings: BenchSettings, sessions: list, sim: Deployment, command: str = "", on_tick=None) -> dict:
     """Replay `sessions` on the simulated deployment in modeled time; write the run folder;
-    return the result point. (`on_tick` is accepted for `sweep`'s sake: a virtual run has no
-    live display.)"""
+    return the result point. `on_tick(snapshot())` follows the run (a progress line)."""
     run = VirtualRun(settings, sessions, sim, command)
-    run.execute()
+    run.on_tick = on_tick
+    try:
+        run.execute()
+    except BaseException as e:
+        run.folder.fail(e)
+        raise
     return report(run.folder.path)

@@ -98,3 +98,38 @@ def test_hostile_usage_is_one_line_naming_file_line_and_field(tmp_path, tokenize
     kind = {"claude": [tmp_path / "logs"]} if store is claude_store else {"codex": [tmp_path / "logs"]}
     with pytest.raises(TraceError, match=rf"^{file}: line \d+: {where}"):
         _export(tmp_path, tokenizer_path, **kind)
+
+
+def test_redacted_codex_text_keeps_the_recorded_counts(tmp_path, tokenizer_path):
+    """Codex logs reasoning only as `encrypted_content` and may elide tool output, yet counts
+    every token: the counts size the hash blocks (placeholder tokens stand for the missing text),
+    and the prefix reuse the cached counts record survives."""
+    expect = codex_store(tmp_path / "sessions")
+    _, _, (session,) = _export(tmp_path, tokenizer_path, codex=[tmp_path / "sessions"])
+    first, second = session.main.requests
+    assert (first.isl, second.isl) == (expect["main"][0][0], expect["main"][1][0])
+    assert [len(r.hash_ids) for r in (first, second)] == [first.isl // 64, second.isl // 64]
+    assert second.hash_ids[:len(first.hash_ids)].tolist() == first.hash_ids.tolist()
+    from agentx.traces.stats import session_hit_tokens
+
+    hit, _ = session_hit_tokens(session)  # the log: 9,000 of the second call's 9,400 tokens cached
+    assert hit == len(first.hash_ids) * 64 == 9000 // 64 * 64
+
+
+def test_imported_logs_carry_segments(tmp_path, tokenizer_path):
+    """A session log's calls get segments (SPEC §1): the unlogged head as one system segment, then
+    the messages by kind; Claude Code's Grep and Codex's shell call get their tool class."""
+    claude_store(tmp_path / "projects")
+    codex_store(tmp_path / "sessions")
+    _, _, sessions = _export(tmp_path, tokenizer_path, claude=[tmp_path / "projects"], codex=[tmp_path / "sessions"])
+    requests = [r for s in sessions for r in s.requests()]
+    assert requests and all(sum(g.tokens for g in r.segments) == r.isl for r in requests)
+    assert all(r.segments[0].kind == "system" for r in requests)
+    claude = max((s for s in sessions if s.provider == "claude"), key=lambda s: s.n_requests)
+    turn = claude.main.requests[1]
+    assert [g.kind for g in turn.segments] == ["system", "user", "reasoning", "tool_call", "tool_result"]
+    assert turn.segments[0] == claude.main.requests[0].segments[0]  # the same head in every call of the agent
+    (sub,) = claude.main.children
+    assert [(g.kind, g.tool) for g in sub.requests[1].segments[2:]] == [("tool_call", "search"), ("tool_result", "search")]
+    codex = next(s for s in sessions if s.provider == "codex")
+    assert ("tool_result", "shell") in [(g.kind, g.tool) for g in codex.main.requests[1].segments]

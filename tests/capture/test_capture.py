@@ -20,6 +20,7 @@ from agentx.replay.driver import bench
 from agentx.replay.settings import BenchSettings
 from agentx.traces.graph import build_graph
 from agentx.traces.load import load_sessions
+from agentx.traces.model import SEGMENT_KINDS
 from agentx.traces.stats import session_hit_tokens
 from tests.capture.agent import SECRETS, TOOLS
 from tests.capture.conftest import STYLES
@@ -136,6 +137,11 @@ def test_cli_export_and_bad_store(captured, tokenizer_path, tmp_path):
     assert saved["dropped"]["over_max_context"] > 0
     doc = json.loads(next((tmp_path / "x" / "traces").iterdir()).read_text())
     assert doc["hash_id_scope"] == "global"
+    res = subprocess.run(run + ["--store", str(captured["store"]), "--out", str(tmp_path / "z"), "--max-context",
+                                "10"], capture_output=True, text=True, timeout=120)  # nothing fits 10 tokens
+    text = " ".join(res.stdout.split())
+    assert res.returncode == 0 and "wrote 0 trace files" in text and "replay them with" not in text
+    assert "no session was left to export" in text
     res = subprocess.run(run + ["--store", str(tmp_path / "none.db"), "--out", str(tmp_path / "y")],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode != 0 and "no such capture store" in res.stderr and "Traceback" not in res.stderr
@@ -163,3 +169,40 @@ def test_tokenized_share_never_exceeds_100_percent(sim, model, tokenizer_path, t
     report = export(ExportConfig(store=str(store), tokenizer=str(tokenizer_path), out=str(tmp_path / "export")))
     assert report.exported == 6
     assert 0.9 < report.tokenized_share <= 1.0
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_export_writes_segments_by_kind(captured, style):
+    """Segments (SPEC §1): in prompt order, adding up to `in`, tool classes from the tool names,
+    an earlier turn's segments kept by the next turn, and the per-kind reuse `trace stats` shows."""
+    from agentx.traces.segment_stats import segment_shares
+
+    session = captured["sessions"][style]
+    requests = list(session.requests())
+    assert all(r.segments and sum(g.tokens for g in r.segments) == r.isl for r in requests)
+    first, second = session.main.requests[:2]
+    assert [g.kind for g in first.segments] == ["tools", "system", "user"]
+    assert [(g.kind, g.tool) for g in second.segments[3:]] == [("tool_call", "read"), ("tool_result", "read")]
+    assert second.segments[:3] == first.segments[:2] + second.segments[2:3]
+    kinds = {g.kind for r in requests for g in r.segments}
+    assert {"tools", "system", "user", "tool_call", "tool_result"} <= kinds <= set(SEGMENT_KINDS)
+    assert {g.tool for r in requests for g in r.segments if g.kind == "tool_call"} >= {"read", "shell"}
+    shares = {k.kind: k for k in segment_shares([session])}
+    assert shares["tools"].tokens == sum(r.segments[0].tokens for r in requests)
+    assert shares["tools"].reused == shares["tools"].new > 0  # every later turn resends the definitions
+    assert 0 < shares["tool_result:read"].new and shares["tool_result:read"].reused <= shares["tool_result:read"].new
+    assert sum(k.tokens for k in shares.values()) == sum(r.isl for r in requests)
+    last = max(requests, key=lambda r: r.t)  # what it adds nobody sends again
+    assert sum(k.reused for k in shares.values()) < sum(k.new for k in shares.values())
+    assert last.isl - len(last.hash_ids) * 64 >= 0
+
+
+def test_trace_stats_prints_the_kind_table(captured):
+    out = subprocess.run([sys.executable, "-m", "agentx.cli", "trace", "stats", str(captured["root"] / "export" / "traces")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "Input by segment kind" in out.stdout and "tool_result:read" in out.stdout and "tool_call:shell" in out.stdout
+    doc = json.loads(subprocess.run([sys.executable, "-m", "agentx.cli", "trace", "stats", "--json",
+                                     str(captured["root"] / "export" / "traces")],
+                                    capture_output=True, text=True, timeout=120).stdout)
+    assert {k["kind"] for k in doc["segments"]} >= {"tools", "system", "user", "tool_call:read", "tool_result:shell"}

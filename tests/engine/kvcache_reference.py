@@ -146,7 +146,7 @@ class ReferenceKVCache:
                     self.cpu.popitem(last=False)
         alloc.committed = max(alloc.committed, min(len(hashes), len(blocks)))
 
-    def free_seq(self, seq) -> None:
+    def free_seq(self, seq, hints=None, now=0.0) -> None:  # LRU reads no hints
         """Release a sequence's blocks; cached ones stay reusable until evicted (LRU)."""
         blocks = np.array(self.seqs.pop(seq).blocks[::-1])  # the tail is least likely reused: evict it first
         if not len(blocks):

@@ -51,5 +51,10 @@ def test_due_requests_leave_on_time_while_others_are_in_flight(big_metrics, tmp_
     assert len(crossed) > 40
     late = sorted((r.start - r.planned) * 1000 / SPEED for r in crossed)
     assert result["server_metrics"]["scrapes"] > 5
-    # a held loop shows as hundreds of ms; a loaded shared test host can add tens of ms
-    assert late[int(0.99 * len(late))] < 50, late[-10:]
+    # A held loop (a scrape parsed on it) shows as hundreds of ms. How late a loaded host makes the
+    # client is no defect of the code, so the figure itself is timed by benchmarks/dispatch_timing.py;
+    # here the run must either keep the schedule or say it did not (SPEC section 3, rule `client`).
+    p99 = late[int(0.99 * len(late))]
+    client = next(r for r in result["validity"]["rules"] if r["rule"] == "client")
+    assert p99 < 50 or not client["ok"], (p99, client)
+    assert client["ok"] == (result["client_health"]["verdict"] == "ok"), client
