@@ -93,6 +93,26 @@ def read_records(folder: Path) -> list[Record]:
     return read_jsonl(path, Record)
 
 
+CSV_FIELDS = tuple(f for f in Record.__struct_fields__ if f != "chunk_times") + ("e2el_s", "itl_s")
+
+
+def write_csv(records: list[Record], folder: Path) -> Path:
+    """records.csv: a row per request (every field but chunk times, plus E2E latency and the
+    inter-token latency (E2E - TTFT) / (OSL - 1)), for spreadsheets and pandas."""
+    import csv
+
+    path = folder / "records.csv"
+    with open(path, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(CSV_FIELDS)
+        for r in records:
+            osl = r.osl if r.osl is not None else r.chunks
+            itl = (r.end - r.start - r.ttft) / (osl - 1) if r.ttft is not None and osl >= 2 else None
+            row = [getattr(r, k) for k in CSV_FIELDS[:-2]] + [r.end - r.start, itl]
+            out.writerow(["" if v is None else v for v in row])
+    return path
+
+
 def write_parquet(records: list[Record], folder: Path) -> Path:
     """records.parquet beside the JSONL."""
     import pyarrow as pa

@@ -4,12 +4,16 @@ sim and the capture proxy)."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import signal
+import socket
 import sys
 from typing import Callable
 
 from aiohttp import web
+
+from agentx.errors import AgentxError
 
 try:
     import uvloop
@@ -20,6 +24,29 @@ except ImportError:  # not built for Windows (a platform-conditional dependency)
 def run_async(coro):
     """Run a coroutine to completion on uvloop where available, else on asyncio's loop."""
     return uvloop.run(coro) if uvloop else asyncio.run(coro)
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port; a port in use (or a host that is not this machine's)
+    is one line naming the setting, not a traceback from deep in the server."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise AgentxError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(1024)
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise AgentxError(f"cannot listen on {host}:{port}: the port is in use (another server listens "
+                              "there); choose another, or 0 for a free one") from None
+        raise AgentxError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    sock.setblocking(False)
+    return sock
 
 
 def log_line(message: str) -> None:
@@ -86,14 +113,14 @@ async def read_body(request: web.Request, timeout_s: float) -> bytes:
         raise web.HTTPBadRequest(reason=f"Incomplete request body ({type(e).__name__})") from None
 
 
-async def _serve(app: web.Application, host: str, port: int, banner: Callable[[int], str], idle_timeout_s: float) -> None:
+async def _serve(app: web.Application, sock: socket.socket, banner: Callable[[int], str], idle_timeout_s: float) -> None:
     _one_line_logs()
     # keepalive_timeout also closes a connection that never completes a request's head
     runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=idle_timeout_s)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    site = web.SockSite(runner, sock)
     await site.start()
-    print(banner(site._server.sockets[0].getsockname()[1]), flush=True)  # the port, when 0 was asked
+    print(banner(sock.getsockname()[1]), flush=True)  # the port, when 0 was asked
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -107,4 +134,4 @@ def serve_app(app: web.Application, host: str, port: int, banner: Callable[[int]
     """Serve `app`; `banner(port)` is printed once listening (launchers wait for "listening on").
     A connection idle for `idle_timeout_s`, or that has not completed a request's head within it
     since it opened or since its last response, is closed."""
-    run_async(_serve(app, host, port, banner, idle_timeout_s))
+    run_async(_serve(app, bind_socket(host, port), banner, idle_timeout_s))

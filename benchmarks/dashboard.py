@@ -132,7 +132,7 @@ def timed(page, url: str, charts: int, target: str = FIRST_SCREEN) -> tuple[floa
     first = load(page, url, target, url + (": the first screen" if target == FIRST_SCREEN else ": the timeline"))
     step(f"{url}: scrolling through", lambda: page.evaluate(SCROLL_THROUGH))
     every = until(page, f"""() => {{ const g = document.querySelectorAll('.js-plotly-plot');
-        return g.length >= {charts} && [...g].every(d => d._fullLayout && d.data.length); }}""", f"{url}: all charts")
+        return g.length >= {charts} && [...g].every(d => d._fullLayout && d.data); }}""", f"{url}: all charts")
     html, plotly = step(f"{url}: reading its timings", lambda: page.evaluate(
         """() => [performance.getEntriesByType('navigation')[0].responseEnd,
         performance.getEntriesByName('plotly.js evaluated')[0].startTime]"""))

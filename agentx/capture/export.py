@@ -31,6 +31,7 @@ from agentx.traces.variants import limit_context
 from agentx.traces.weka import write_weka
 
 HEAD_TOKEN = 0xFFFFFF00  # placeholder token ids of an unlogged prompt head: outside any vocabulary
+GAP_TOKEN = 0xFFFFF000  # placeholder token ids of prompt text a log redacted but counted (SPEC §7)
 DROP_REASONS = ("failed", "duplicate", "classifier", "over_max_input", "over_max_context")
 
 
@@ -185,6 +186,7 @@ class _Exporter:
         self.global_ids: dict[bytes, int] = {}
         self._counts: dict[str, int] = {}
         self._heads: dict[str, np.ndarray] = {}  # per agent: the unlogged prompt head (local logs)
+        self._sized_last: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # per stream: (logged, sized) tokens
         self._pieces: dict[str, int] = {}  # one session's message parts -> their tokens (segments)
 
     def count(self, text: str) -> int:
@@ -201,12 +203,29 @@ class _Exporter:
         else:
             item.tokens = self.tok.encode(item.stream, p.canonical())
         if item.recorded_isl is not None:
-            head = self._head(item)
-            item.head = len(head)
-            item.tokens = np.concatenate([head, item.tokens])
+            item.head = len(self._head(item))
+            item.tokens = self._sized(item, item.tokens)
         item.hashes = self.hasher.hashes(item.stream, item.tokens)
         if item.recorded_isl is not None:  # the blocks never cover more than the recorded prompt
             item.hashes = item.hashes[: item.recorded_isl // self.cfg.block_size]
+
+    def _sized(self, item: _Item, logged: np.ndarray) -> np.ndarray:
+        """A session log's prompt at its recorded length: the unlogged head, then the logged
+        text, where the log kept a call's token count but not all of its text (redacted
+        reasoning, elided tool output) filled up with placeholder tokens to the count. A prompt
+        that extends its stream's previous logged text extends the previous sized prompt, so
+        the placeholders of earlier turns stay where they were and the prefix reuse the
+        recorded counts imply survives (SPEC §7)."""
+        prev = self._sized_last.get(item.stream)
+        if prev is not None and len(logged) >= len(prev[0]) and shared_prefix(prev[0], logged) == len(prev[0]):
+            body = np.concatenate([prev[1], logged[len(prev[0]):]])
+        else:
+            body = np.concatenate([self._head(item), logged])
+        missing = item.recorded_isl - len(body)
+        if missing > 0:
+            body = np.concatenate([body, np.full(missing, GAP_TOKEN, dtype=np.uint32)])
+        self._sized_last[item.stream] = (logged, body)
+        return body
 
     def _head(self, item: _Item) -> np.ndarray:
         """A session log holds the messages but not the system prompt and tool definitions sent
@@ -227,6 +246,7 @@ class _Exporter:
         self.tok.forget()  # streams do not cross sessions: hold one session's state at a time
         self.hasher.forget()
         self._heads.clear()
+        self._sized_last.clear()
         self._pieces.clear()
         kept = [i for i in items if len(i.tokens) <= self.cfg.max_input_tokens]
         report.dropped["over_max_input"] += len(items) - len(kept)
@@ -332,7 +352,8 @@ def write_export(cfg: ExportConfig, sessions, report: ExportReport, provider=Non
 
 def report_lines(report: ExportReport) -> list[str]:
     lines = [f"recorded requests        {report.recorded:,}", f"exported requests        {report.exported:,}"]
-    lines += [f"  dropped {reason:<16}{n:,}" for reason, n in report.dropped.items()]
+    width = max([16] + [len(reason) + 1 for reason in report.dropped])  # over_max_context is 16 long
+    lines += [f"  dropped {reason:<{width}}{n:,}" for reason, n in report.dropped.items()]
     lines += [f"sessions                 {report.sessions:,}", f"subagents                {report.subagents:,}",
               f"tokenized                {report.tokenized_share:.1%} of the prompt text (the rest reused)"]
     return lines

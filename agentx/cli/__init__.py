@@ -32,6 +32,20 @@ console.width = max(console.width, 112)  # tables of figures read badly when fol
 err_console = Console(stderr=True)
 
 
+def _version_option(value: bool) -> None:
+    if value:
+        from agentx.replay.folder import agentx_version
+
+        typer.echo(f"agentx {agentx_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version_option, is_eager=True,
+                                       help="Print agentx's version and exit.")) -> None:
+    """agentx: LLM inference benchmark for agentic traffic."""
+
+
 def _choices(name: str, values) -> type[Enum]:
     """The allowed values of an option, declared by the stage that takes them, as an Enum
     (typer checks and lists them)."""
@@ -107,15 +121,50 @@ OPT_RANGE_RATIO = typer.Option(None, "--range-ratio", help="Scenario lengths uni
 OPT_OFFLINE = typer.Option(0, "--offline", min=0, help="Scenario offline: N requests queued at t = 0, throughput "
                            "over the makespan (sets --concurrency N, no warmup).")
 OPT_CONCURRENCY = typer.Option(str(PlanConfig.concurrency), "--concurrency", help="Lanes; a list (1,4,16) runs a sweep.")
+OPT_SLO = typer.Option(None, "--slo", help="Goodput's objectives in ms, vLLM bench's form: 'ttft:2000 tpot:50 e2el:60000' "
+                       "(any of them; the flag may repeat).")
+SEED_HELP = ("Seed of the plan (session order, warmup start points, arrivals) and of the content (token ids): "
+             "the same seed replays the same requests.")
+
+
+def _open_loop(options: dict, levels: list[int]) -> bool:
+    """Whether the plan is an open loop (schedule mode, or --request-rate, which implies it);
+    an open loop has no lanes, so a --concurrency list is refused."""
+    rate = options.get("request_rate") is not None
+    if rate:
+        options["mode"] = "schedule"
+    schedule = options["mode"] == "schedule"
+    if schedule and len(levels) > 1:
+        raise AgentxError("an open loop at a request rate has no lanes to sweep" if rate else
+                          "schedule mode replays at the recorded start times: it has no lanes to sweep", "concurrency")
+    return schedule
 
 # `sim serve` and `capture proxy`
 REQUEST_TIMEOUT_HELP = "Seconds a client has to send a request's head and body (and an idle connection stays)."
 
 
+# Options that take several values after one flag (`capture import --claude A B --codex C`), per
+# command: click takes one value per flag, so the values are given a flag each before parsing.
+LIST_OPTIONS = {("capture", "import"): ("--claude", "--codex")}
+
+
+def expand_lists(args: list[str]) -> list[str]:
+    """`--claude A B --codex C` -> `--claude A --claude B --codex C` for LIST_OPTIONS' commands."""
+    options = next((opts for cmd, opts in LIST_OPTIONS.items() if tuple(args[:len(cmd)]) == cmd), ())
+    out, flag = [], None
+    for arg in args:
+        if arg.startswith("-"):
+            flag = arg if arg in options else None
+        elif flag is not None and out[-1] != flag:
+            out.append(flag)
+        out.append(arg)
+    return out
+
+
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit status 2."""
     try:
-        app()  # click itself reports usage errors (exit 2)
+        app(args=expand_lists(sys.argv[1:]))  # click itself reports usage errors (exit 2)
     except AgentxError as exc:
         from agentx.userfiles import shown
 

@@ -4,6 +4,7 @@ and the sweep and exit-status helpers `sim bench` shares."""
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import fields
 from pathlib import Path
 from typing import Optional
 
@@ -11,12 +12,13 @@ import typer
 from rich.markup import escape
 
 from agentx.cli import (OPT_CONCURRENCY, OPT_FMT, OPT_MAX_CONTEXT, OPT_MORE_TRACES, OPT_OFFLINE, OPT_RANGE_RATIO,
-                        OPT_SCENARIO, OPT_TRACES, PLAIN, Format, _corpus, _load, _offline, _warn, console,
+                        OPT_SCENARIO, OPT_SLO, OPT_TRACES, PLAIN, SEED_HELP, Format, _corpus, _load, _offline, _open_loop,
+                        _warn, console,
                         err_console)
 from agentx.cli.options import config_options
 from agentx.content.tokens import DEFAULT_TOKEN_RANGE, ContentConfig
 from agentx.errors import AgentxError
-from agentx.replay.plan import PlanConfig, PlanMode
+from agentx.replay.plan import PlanConfig
 from agentx.replay.settings import Labels, TargetConfig
 
 OPT_TOKEN_RANGE = typer.Option("{}:{}".format(*DEFAULT_TOKEN_RANGE), "--token-range",
@@ -49,6 +51,8 @@ def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str, 
     from agentx.replay.concurrency_sweep import sweep
 
     def level(plan) -> str:  # schedule mode has no lanes: its concurrency is whatever the schedule makes it
+        if plan.request_rate is not None:
+            return f"request rate {plan.request_rate:g}/s ({plan.arrival})"
         return f"schedule mode, time scale {plan.time_scale:g}" if plan.mode == "schedule" else \
             f"concurrency {plan.concurrency}"
 
@@ -56,16 +60,14 @@ def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str, 
     def progress(s):
         console.print(f"[bold]{label}: {level(s.plan)}, {s.plan.duration:g} s profiling[/] -> {escape(str(s.out))}",
                       highlight=False)
-        if run is not None:  # a virtual run has no live display
-            yield None
-            return
-        with _progress() as tick:
+        with (_progress() if run is None else _virtual_progress()) as tick:
             yield tick
 
     def done(n: int, folder: Path, result: dict) -> None:
         _print_result(result, level(settings.replace(concurrency=n).plan), folder)
 
-    results = sweep(settings, sessions, concurrencies, out, command_line(), progress, done, **({"run": run} if run else {}))
+    results = sweep(settings, sessions, concurrencies, out, command_line(), progress, done,
+                    **({"run": run} if run else {}))
     if len(results) > 1:
         console.print(sweep_table(results))
     return [result for _, result in results]
@@ -90,20 +92,36 @@ def _exit_if_invalid(results: list[dict], allow_invalid: bool) -> None:
 
 @contextmanager
 def _progress():
-    """A live line: phase, lanes busy, requests done, live TTFT p50 and output tok/s."""
-    from rich.live import Live
+    """A live line (a line every 15 s in a log): phase, lanes busy, requests done, live TTFT p50
+    and output tok/s."""
+    from agentx.cli.progress import progress_line
 
     def line(snap: dict) -> str:
         left = snap["profile_left"]
         ttft = snap["ttft_p50"]
-        return (f"[bold]{snap['phase']}[/]" + (f" ({left:,.0f} s left)" if left is not None and snap["phase"] == "profile" else "")
+        return (f"{snap['phase']}" + (f" ({left:,.0f} s left)" if left is not None and snap["phase"] == "profile" else "")
                 + f"  lanes busy {snap['lanes_busy']}/{snap['lanes']}  in flight {snap['inflight']}"
                 + f"  done: warmup {snap['warmup']:,}, profile {snap['profile']:,}, errors {snap['errors']:,}"
                 + (f"  TTFT p50 {ttft * 1000:,.0f} ms" if ttft is not None else "")
                 + (f"  {snap['output_tok_s']:,.0f} output tok/s" if snap["output_tok_s"] else ""))
 
-    with Live("starting", console=console, refresh_per_second=4, transient=True) as live:
-        yield lambda snap: live.update(line(snap))
+    with progress_line(console) as update:
+        yield lambda snap: update(line(snap))
+
+
+@contextmanager
+def _virtual_progress():
+    """A virtual run's line: modeled seconds, phase, requests ended."""
+    from agentx.cli.progress import progress_line
+
+    def line(snap: dict) -> str:
+        left = snap["profile_left"]
+        return (f"virtual time {snap['modeled_s']:,.0f} s: {snap['phase']}"
+                + (f" ({left:,.0f} modeled s left)" if left is not None and snap["phase"] == "profile" else "")
+                + f", {snap['requests']:,} requests ended")
+
+    with progress_line(console) as update:
+        yield lambda snap: update(line(snap))
 
 
 def _default_out(prefix: str) -> Path:
@@ -112,9 +130,15 @@ def _default_out(prefix: str) -> Path:
     return Path("runs") / f"{prefix}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
+URL_HELP = next(f.metadata["option"]["help"] for f in fields(TargetConfig) if f.name == "url")
+OPT_API_KEY = typer.Option(None, "--api-key", help="Sent as 'Authorization: Bearer KEY' (default: OPENAI_API_KEY "
+                           "when set); never written to the run folder.")
+OPT_HEADER = typer.Option(None, "--header", "-H", help="An extra header on every request, 'Name: value' (repeat "
+                          "the flag); values never written to the run folder.")
+
+
 @config_options(TargetConfig, PlanConfig, ContentConfig, Labels,
-                help={"seed": "Seed of the plan and the content.",
-                      "duration": "Profiling window in seconds."})
+                help={"seed": SEED_HELP, "duration": "Profiling window in seconds."})
 def bench_cmd(
     traces: list[Path] = OPT_TRACES,
     more_traces: list[Path] = OPT_MORE_TRACES,
@@ -127,34 +151,47 @@ def bench_cmd(
                                            "(claude, codex: as TraceLab and capture import name them)."),
     concurrency: str = OPT_CONCURRENCY,
     token_range: str = OPT_TOKEN_RANGE,
+    api_key: Optional[str] = OPT_API_KEY,
+    header: list[str] = OPT_HEADER,
+    slo: list[str] = OPT_SLO,
     out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/bench-TIMESTAMP)."),
+    html: bool = typer.Option(False, "--html", help="Also write report.html in the run (or sweep) folder."),
     allow_invalid: bool = typer.Option(False, "--allow-invalid", help=ALLOW_INVALID_HELP),
     options: dict = None,
 ):
     """Replay agentic traces (or a fixed scenario) against a server and summarize the run."""
     from agentx.content.tokens import parse_token_range
+    from agentx.metrics.goodput import parse_slo
+    from agentx.replay.endpoint import auth_headers, base_url
     from agentx.replay.settings import BenchSettings
 
     corpus = _corpus(traces, more_traces, fmt, max_context, scenario, provider, range_ratio, offline)
     levels = _offline(corpus, options) or _concurrencies(concurrency)
-    schedule = options["mode"] == PlanMode.SCHEDULE
-    if schedule and len(levels) > 1:
-        raise AgentxError("schedule mode replays at the recorded start times: it has no lanes to sweep",
-                          "concurrency")
+    schedule = _open_loop(options, levels)
     settings = BenchSettings.build(**{**options, "concurrency": levels[0], "token_range": parse_token_range(token_range),
                                       "server_metrics": None if options["server_metrics"] == "none" else options["server_metrics"],
-                                      "warmup": options["warmup"] and not schedule}, **corpus.labels)
-    sessions = corpus.sessions(max(levels), warn=_warn)
-    _exit_if_invalid(_sweep(settings, sessions, levels, out or _default_out("bench"), "bench"), allow_invalid)
+                                      "warmup": options["warmup"] and not schedule, "url": base_url(options["url"]),
+                                      "headers": auth_headers(api_key, header), "slo": parse_slo(slo)},
+                                   **corpus.labels)
+    sessions = corpus.sessions(max(levels), warn=_warn, per_arrival=options.get("request_rate") is not None)
+    out = out or _default_out("bench")
+    results = _sweep(settings, sessions, levels, out, "bench")
+    if html:
+        from agentx.report.html import write_report
+
+        console.print(f"HTML report: {write_report(out)}", highlight=False)
+    _exit_if_invalid(results, allow_invalid)
 
 
 @probe_app.command("cache")
 def probe_cache_cmd(
-    url: str = typer.Option(..., "--url", help="Base URL of an OpenAI-compatible server (/v1/completions with token ids)."),
+    url: str = typer.Option(..., "--url", help=URL_HELP + " Probes use /v1/completions with token ids."),
+    api_key: Optional[str] = OPT_API_KEY,
+    header: list[str] = OPT_HEADER,
     model: Optional[str] = typer.Option(None, "--model", help="Model name; discovered from /v1/models when omitted."),
     traces: list[Path] = typer.Option(None, "--traces", help="Trace files or folders (default: the bundled real traces)."),
     probes: int = typer.Option(8, "--probes", min=1, help="Trace requests to probe."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="Seed of the probes' choice and of their token ids."),
     token_range: str = OPT_TOKEN_RANGE,
     token_scale: int = typer.Option(1, "--token-scale", min=1, help="Render each hash block as block/K tokens."),
     max_isl: Optional[int] = typer.Option(None, "--max-isl", help="Probe only prompts up to this many tokens."),
@@ -165,15 +202,21 @@ def probe_cache_cmd(
     import asyncio
     import json
 
+    from agentx.cli.progress import progress_line
     from agentx.content.tokens import ContentConfig, parse_token_range
     from agentx.metrics.tables import probe_line
     from agentx.replay.driver import discover_model
+    from agentx.replay.endpoint import auth_headers, base_url
     from agentx.replay.probe import ProbeConfig, probe_cache
 
+    url, headers = base_url(url), auth_headers(api_key, header)
     content = ContentConfig(seed, parse_token_range(token_range), token_scale)
-    cfg = ProbeConfig(url=url, model=model or discover_model(url), probes=probes, seed=seed, content=content,
-                      max_isl=max_isl, flush_tokens=flush_tokens)
-    result = asyncio.run(probe_cache(cfg, _load(traces or [], None, None)))
+    cfg = ProbeConfig(url=url, model=model or discover_model(url, headers), probes=probes, seed=seed, content=content,
+                      max_isl=max_isl, flush_tokens=flush_tokens, headers=headers)
+    sessions = _load(traces or [], None, None)
+    with progress_line(console) as update:
+        update(f"cache probe: 0 of {probes} probes (each: a cold and a warm greedy answer)")
+        result = asyncio.run(probe_cache(cfg, sessions, lambda k, n: update(f"cache probe: {k} of {n} probes done")))
     if json_out:
         json_out.write_text(json.dumps(result, indent=1))
     console.print(probe_line(result), highlight=False)
@@ -181,23 +224,47 @@ def probe_cache_cmd(
         raise typer.Exit(1)
 
 
+def print_sweep(folder: Path, html: bool = True) -> list[dict]:
+    """The table of a sweep folder's complete runs (`bench --concurrency A,B` or `agentx sweep`:
+    one row per run, by deployment), and its report.html; returns the runs' results."""
+    import json
+
+    from agentx.metrics.tables import sweep_table
+    from agentx.report.html import write_report
+    from agentx.report.rundata import sweep_folders
+
+    runs = sweep_folders(folder)
+    results = [(str(run.relative_to(folder)), json.loads((run / "result.json").read_text())) for run in runs]
+    console.print(sweep_table(results))
+    if html:
+        console.print(f"HTML report: {write_report(folder)}", highlight=False)
+    return [r for _, r in results]
+
+
 def report_cmd(
-    run_dir: Path = typer.Argument(..., help="A run folder written by `agentx bench` (with --html also a sweep folder)."),
+    run_dir: Path = typer.Argument(..., help="A run folder written by `agentx bench`, or a sweep folder "
+                                   "(`bench --concurrency A,B`, `agentx sweep`, `sim plan`)."),
     html: bool = typer.Option(False, "--html", help="Also write report.html (a sweep folder: frontier, table, sweep.csv)."),
     allow_invalid: bool = typer.Option(False, "--allow-invalid", help=ALLOW_INVALID_HELP),
 ):
-    """Rebuild a run's summary from its records (also for a run that was killed)."""
+    """Rebuild a run's summary from its records (also for a run that was killed); of a sweep
+    folder, the sweep's table."""
     from agentx.replay.folder import report
     from agentx.report.html import write_report
+    from agentx.report.capacity import is_plan_folder
     from agentx.report.rundata import is_run_folder
 
-    result = report(run_dir) if not html or is_run_folder(run_dir) else None
-    if result is not None:
-        _print_result(result, str(run_dir), run_dir)
+    if not is_run_folder(run_dir):
+        if is_plan_folder(run_dir):
+            console.print(f"HTML report: {write_report(run_dir)}", highlight=False)
+            return
+        _exit_if_invalid(print_sweep(run_dir, html), allow_invalid)
+        return
+    result = report(run_dir)
+    _print_result(result, str(run_dir), run_dir)
     if html:
         console.print(f"HTML report: {write_report(run_dir)}", highlight=False)
-    if result is not None:
-        _exit_if_invalid([result], allow_invalid)
+    _exit_if_invalid([result], allow_invalid)
 
 
 # The demo's speed, from the measured host error (SPEC section 10, "The demo's speed"): about
@@ -240,7 +307,28 @@ def demo_cmd(
     _exit_if_invalid(results, allow_invalid)
 
 
+def compare_cmd(
+    run_a: Path = typer.Argument(..., help="A run folder (the baseline)."),
+    run_b: Path = typer.Argument(..., help="A run folder compared with it."),
+):
+    """Two runs side by side: each headline metric of A and B, B - A and the change in per cent."""
+    import json
+
+    from agentx.metrics.compare import compare_table
+    from agentx.replay.folder import report
+    from agentx.report.rundata import is_run_folder
+
+    results = []
+    for folder in (run_a, run_b):
+        if not is_run_folder(folder):
+            raise AgentxError(f"{folder}: not a run folder (no run.json); a sweep's runs are its cN folders")
+        path = folder / "result.json"
+        results.append(json.loads(path.read_text()) if path.exists() else report(folder))  # a killed run: rebuilt
+    console.print(compare_table(*results, str(run_a), str(run_b)))
+
+
 def register(app: typer.Typer) -> None:
     app.command("bench", epilog=EXIT_STATUS)(bench_cmd)
     app.command("report", epilog=EXIT_STATUS)(report_cmd)
     app.command("demo", epilog=EXIT_STATUS)(demo_cmd)
+    app.command("compare")(compare_cmd)

@@ -60,15 +60,23 @@ def capture_export_cmd(
                                  max_context=_max_context(max_context)))
     for line in report_lines(report):
         console.print(line, highlight=False)
-    console.print(f"wrote {_count(len(report.files), 'trace file')} to {out / 'traces'} and the report to "
-                  f"{out / 'export_report.json'}; replay them with: agentx bench --traces {out / 'traces'}",
-                  highlight=False, soft_wrap=True)
+    _wrote(report, out)
+
+
+def _wrote(report, out: Path) -> None:
+    """What an export wrote; how to replay it only when it wrote a session."""
+    line = f"wrote {_count(len(report.files), 'trace file')} to {out / 'traces'} and the report to {out / 'export_report.json'}"
+    if report.files:
+        line += f"; replay them with: agentx bench --traces {out / 'traces'}"
+    else:
+        line += " (no session was left to export: see what was dropped above)"
+    console.print(line, highlight=False, soft_wrap=True)
 
 
 @capture_app.command("import")
 def capture_import_cmd(
-    claude: list[Path] = typer.Option([], "--claude", help="A Claude Code store (e.g. ~/.claude/projects) or session file."),
-    codex: list[Path] = typer.Option([], "--codex", help="A Codex store (e.g. ~/.codex/sessions) or rollout file."),
+    claude: list[Path] = typer.Option([], "--claude", help="Claude Code stores (e.g. ~/.claude/projects) or session files, several after one flag."),
+    codex: list[Path] = typer.Option([], "--codex", help="Codex stores (e.g. ~/.codex/sessions) or rollout files, several after one flag."),
     tokenizer: Path = typer.Option(..., "--tokenizer", help="A local tokenizer.json (Hugging Face tokenizers)."),
     out: Path = typer.Option(..., "--out", help="Folder for traces/ (WEKA files) and export_report.json."),
     block_size: int = typer.Option(64, "--block-size", help="Tokens per hash block."),
@@ -85,4 +93,4 @@ def capture_import_cmd(
                                       scope=scope.value, max_context=_max_context(max_context)), claude, codex)
     for line in report_lines(report):
         console.print(line, highlight=False)
-    console.print(f"wrote {len(report.files)} trace files to {out / 'traces'}", highlight=False, soft_wrap=True)
+    _wrote(report, out)

@@ -23,6 +23,13 @@ def _say(message: str) -> None:
     err_console.print(message, highlight=False, soft_wrap=True)
 
 
+# filters of `db points` and `frontier`: exact matches on the deployment's labels and the dataset
+OPT_MODEL = typer.Option(None, "--model", help="Only points of this model (exact name).")
+OPT_HARDWARE = typer.Option(None, "--hardware", help="Only points on this hardware (e.g. H200).")
+OPT_ENGINE = typer.Option(None, "--engine", help="Only points of this engine label (e.g. vllm-0.11).")
+OPT_DATASET = typer.Option(None, "--dataset", help="Only points replaying this dataset (as `db points` names it).")
+
+
 def _engine(db: Optional[str]):
     from agentx.results.db import connect
 
@@ -37,7 +44,7 @@ def db_import_cmd(
     """Store run folders made by `agentx bench` / `demo` / `sweep` as points: each folder whole or
     not at all; a batch says which folders were stored and which refused (exit 2 if any)."""
     from agentx.errors import AgentxError
-    from agentx.results.importer import Refused, import_each
+    from agentx.results.importer import Refused, Skipped, import_each
     from agentx.userfiles import shown
 
     outcomes = list(import_each(_engine(db), paths))
@@ -47,6 +54,9 @@ def db_import_cmd(
     for done in outcomes:
         if isinstance(done, Refused):
             _say(f"{shown(done.path)}: refused (nothing stored): {shown(done.reason)}")
+        elif isinstance(done, Skipped):  # an incomplete run: a note, not an error
+            err_console.print(f"skipped {shown(done.path)}: incomplete, {done.reason}", highlight=False,
+                              markup=False, soft_wrap=True)
         else:
             state = "stored as" if done.new else "already stored as"
             console.print(f"{shown(done.path)}: {state} point {done.point_id}", highlight=False)
@@ -58,8 +68,8 @@ def db_import_cmd(
 @db_app.command("points")
 def db_points_cmd(
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-    model: Optional[str] = typer.Option(None, "--model"), hardware: Optional[str] = typer.Option(None, "--hardware"),
-    engine: Optional[str] = typer.Option(None, "--engine"), dataset: Optional[str] = typer.Option(None, "--dataset"),
+    model: Optional[str] = OPT_MODEL, hardware: Optional[str] = OPT_HARDWARE,
+    engine: Optional[str] = OPT_ENGINE, dataset: Optional[str] = OPT_DATASET,
 ):
     """List the stored points (ids for `export-inferencex` and the API)."""
     from sqlalchemy import select
@@ -88,9 +98,11 @@ def db_points_cmd(
 def db_import_aiperf_cmd(
     artifact_dir: Path = typer.Argument(..., help="An AIPerf artifact folder (profile_export.jsonl, "
                                         "profile_export_aiperf.json, server_metrics_export.json)."),
-    hardware: Optional[str] = typer.Option(None, "--hardware"),
-    gpus: Optional[int] = typer.Option(None, "--gpus", min=1, max=MAX_GPUS),
-    engine: Optional[str] = typer.Option(None, "--engine"), precision: Optional[str] = typer.Option(None, "--precision"),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="GPU kind of the deployment (H100, H200, B200, ...)."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", min=1, max=MAX_GPUS, help="GPUs of the deployment (per-GPU "
+                                       "and cost figures)."),
+    engine: Optional[str] = typer.Option(None, "--engine", help="Engine label (e.g. vllm-0.11)."),
+    precision: Optional[str] = typer.Option(None, "--precision", help="Precision label (bf16, fp8, fp4, ...)."),
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
 ):
     """Store an AIPerf run as a point (AIPerf does not know the deployment: label it here)."""
@@ -118,13 +130,14 @@ def db_export_cmd(
 def frontier_cmd(
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
     x: str = typer.Option("p90_e2e_norm_intvty", "--x", help="p50_intvty, p90_intvty, p50_e2e_norm_intvty, "
-                          "p90_e2e_norm_intvty or p90_ttft (lower is better)."),
+                          "p90_e2e_norm_intvty, or (lower is better) p90_ttft, p50_e2el, p90_e2el."),
     y: str = typer.Option("tput_per_gpu", "--y", help="tput_per_gpu, output_tput_per_gpu, input_tput_per_gpu, "
                           "tok_per_usd_{hyperscaler,neocloud,rental_3y}, tok_s_per_mw (the cost table's kW), "
-                          "measured_tok_s_per_mw, joules_per_output_token or joules_per_total_token (measured "
-                          "power, bench --power; J: lower is better)."),
-    model: Optional[str] = typer.Option(None, "--model"), hardware: Optional[str] = typer.Option(None, "--hardware"),
-    engine: Optional[str] = typer.Option(None, "--engine"), dataset: Optional[str] = typer.Option(None, "--dataset"),
+                          "measured_tok_s_per_mw, or (lower is better) joules_per_output_token, "
+                          "joules_per_total_token (measured power, bench --power), "
+                          "usd_per_m_tok_{hyperscaler,neocloud,rental_3y}."),
+    model: Optional[str] = OPT_MODEL, hardware: Optional[str] = OPT_HARDWARE,
+    engine: Optional[str] = OPT_ENGINE, dataset: Optional[str] = OPT_DATASET,
     overall: bool = typer.Option(False, "--all", help="One frontier over every deployment instead of one per curve."),
     at: Optional[float] = typer.Option(None, "--at", help="Also interpolate y at this x on each curve."),
 ):
@@ -164,8 +177,9 @@ def frontier_cmd(
 
 def serve_cmd(
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-    host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(8400, "--port", min=0, max=65535),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (a non-loopback one needs --token "
+                             "or --read-only)."),
+    port: int = typer.Option(8400, "--port", min=0, max=65535, help="Port to listen on (0: a free one, printed)."),
     token: Optional[str] = typer.Option(None, "--token", help="Bearer token that the write endpoint requires; "
                                         "without it uploads are refused (and a non-loopback host refuses to start)."),
     read_only: bool = typer.Option(False, "--read-only", help="No write endpoint."),
@@ -191,8 +205,12 @@ def serve_cmd(
     app = create_app(engine, token=token, writable=not read_only, upload_dir=upload_dir, workers=limits.workers,
                      max_upload_bytes=limits.max_upload_bytes)
     add_pages(app, engine)
+    from agentx.serving import bind_socket
+
+    sock = bind_socket(host, port)  # a busy port: one line, before "listening" is printed
+    port = sock.getsockname()[1]
     console.print(f"agentx results API listening on http://{host}:{port} (OpenAPI: /openapi.json)", highlight=False)
-    serve(app, host, port, limits)
+    serve(app, host, port, limits, sock)
 
 
 def sweep_cmd(
@@ -201,10 +219,20 @@ def sweep_cmd(
     out: Optional[Path] = typer.Option(None, "--out", help="Folder of the sweep's runs (default "
                                        "runs/sweep-NAME-FINGERPRINT)."),
 ):
-    """Run a sweep recipe: each deployment's points, stored as they finish; re-running resumes."""
+    """Run a sweep recipe: each deployment's points, stored as they finish; re-running resumes.
+    At the end: a table of every point and report.html in the sweep's folder."""
+    from agentx.cli import console as live_console  # the console the progress line is drawn on
+    from agentx.cli.bench import _progress, print_sweep
+    from agentx.report.rundata import complete_runs
     from agentx.results.recipe_sweep import run_sweep
 
-    run_sweep(recipe, _engine(db), out, say=lambda m: console.print(m, highlight=False))
+    with _progress() as tick:
+        folder, _ = run_sweep(recipe, _engine(db), out, say=lambda m: live_console.print(m, highlight=False),
+                              on_tick=tick)
+    if complete_runs(folder):
+        print_sweep(folder)
+    else:
+        live_console.print(f"no point of the sweep completed: no table or report ({folder})", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

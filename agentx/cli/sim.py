@@ -8,7 +8,8 @@ from typing import Optional
 import typer
 
 from agentx.cli import (OPT_CONCURRENCY, OPT_FMT, OPT_MAX_CONTEXT, OPT_MORE_TRACES, OPT_OFFLINE, OPT_RANGE_RATIO,
-                        OPT_SCENARIO, OPT_TRACES, PLAIN, Format, _corpus, _offline, _warn, console)
+                        OPT_SCENARIO, OPT_SLO, OPT_TRACES, PLAIN, SEED_HELP, Format, _corpus, _offline, _open_loop,
+                        _warn, console)
 from agentx.cli.bench import _concurrencies, _default_out, _sweep
 from agentx.cli.options import config_options, pick
 from agentx.cli.results import DB_HELP
@@ -58,7 +59,7 @@ SIM_BENCH_SKIPS = ("block_size", "num_gpu_blocks_override", "mfu", "mbu", "overh
 @config_options(EngineConfig, Deployment, PlanConfig, ContentConfig, (TargetConfig, ("grace", "hints")), (Labels, ("cost_basis",)),
                 skip=SIM_BENCH_SKIPS,
                 help={"duration": "Profiling window in (modeled) seconds.",
-                      "seed": "Seed of the plan, the content and the engine."})
+                      "seed": SEED_HELP[:-1] + ", and of the engine."})
 def sim_bench_cmd(
     traces: list[Path] = OPT_TRACES,
     more_traces: list[Path] = OPT_MORE_TRACES,
@@ -68,10 +69,12 @@ def sim_bench_cmd(
     range_ratio: Optional[float] = OPT_RANGE_RATIO,
     offline: int = OPT_OFFLINE,
     concurrency: str = OPT_CONCURRENCY,
+    slo: list[str] = OPT_SLO,
     out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/sim-bench-TIMESTAMP)."),
     options: dict = None,
 ):
     """Replay traces on the simulated engine in modeled time: no HTTP, no waiting (bench's run folder)."""
+    from agentx.metrics.goodput import parse_slo
     from agentx.replay.settings import BenchSettings
     from agentx.virtual.runner import sim_bench
 
@@ -80,10 +83,14 @@ def sim_bench_cmd(
     engine, deployment = pick(EngineConfig, options), _deployment(options)
     sim = Deployment(EngineConfig(**engine), **deployment)
     bench = {k: v for k, v in options.items() if k not in engine and k not in deployment}
-    settings = BenchSettings.build(url="virtual", concurrency=levels[0], seed=options["seed"], **bench, **corpus.labels)
-    sessions = corpus.sessions(max(levels), warn=_warn)
+    bench["mode"] = "lanes"
+    schedule = _open_loop(bench, levels)  # --request-rate: an open loop
+    settings = BenchSettings.build(url="virtual", concurrency=levels[0], seed=options["seed"],
+                                   **{**bench, "warmup": bench["warmup"] and not schedule, "slo": parse_slo(slo)},
+                                   **corpus.labels)
+    sessions = corpus.sessions(max(levels), warn=_warn, per_arrival=bench.get("request_rate") is not None)
     _sweep(settings, sessions, levels, out or _default_out("sim-bench"), "sim bench (virtual time)",
-           lambda s, sess, command, tick: sim_bench(s, sess, sim, command))
+           lambda s, sess, command, tick: sim_bench(s, sess, sim, command, tick))
 
 
 @sim_app.command("plan")

@@ -8,8 +8,10 @@ from typing import Optional
 
 import typer
 
-from agentx.cli import OPT_FMT, OPT_MAX_CONTEXT, PLAIN, Basis, Format, WriteFormat, _count, _load, _max_context, console
+from agentx.cli import (OPT_FMT, OPT_MAX_CONTEXT, PLAIN, Basis, Format, WriteFormat, _choices, _count, _load,
+                        _max_context, console)
 
+HitRule = _choices("HitRule", ("agentx", "source"))
 trace_app = typer.Typer(help="Inspect, generate and convert agent traces.", **PLAIN)
 
 @trace_app.command("stats")
@@ -20,6 +22,9 @@ def trace_stats_cmd(
     fmt: Optional[Format] = OPT_FMT,
     max_context: Optional[str] = OPT_MAX_CONTEXT,
     by_provider: bool = typer.Option(False, "--by-provider", help="A column per agent (claude, codex, ...) of each corpus."),
+    hit_rule: HitRule = typer.Option("agentx", "--hit-rule", help="agentx (the theoretical hit within each session "
+                                     "tree, and across the corpus for global ids) or source: also each source's own "
+                                     "rule (TRIE, TraceLab, Mooncake), with its definition."),
 ):
     """Counts, distributions and the theoretical prefix-cache hit rate of a corpus, or of several side by side."""
     import msgspec
@@ -33,7 +38,7 @@ def trace_stats_cmd(
             sys.stdout.write(msgspec.json.format(msgspec.json.encode(stats)).decode() + "\n")
         else:
             source = ", ".join(map(str, paths)) if paths else "bundled real WEKA traces (agentx/data/weka)"
-            console.print(stats_table(stats, source))
+            console.print(stats_table(stats, source, hit_rule.value == "source"))
             if (kinds := segments_table(stats)) is not None:
                 console.print(kinds)
         return
@@ -43,7 +48,7 @@ def trace_stats_cmd(
         doc = [{"source": name, "stats": stats} for name, stats in columns]
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(doc)).decode() + "\n")
     else:
-        console.print(compare_table(columns))
+        console.print(compare_table(columns, hit_rule.value == "source"))
 
 
 @trace_app.command("synth")
@@ -77,3 +82,8 @@ def trace_convert_cmd(
     write_sessions(sessions, out, to.value, **options)
     requests = sum(s.n_requests for s in sessions)
     console.print(f"wrote {_count(len(sessions), 'session')} ({_count(requests, 'request')}) to {out}")
+    if to.value == "tracelab":
+        from agentx.traces.tracelab import tracelab_losses
+
+        for line in tracelab_losses(sessions, out.suffix == ".csv"):
+            console.print(f"  not kept: {line}", highlight=False)

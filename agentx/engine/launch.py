@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import selectors
 import subprocess
@@ -48,15 +49,21 @@ def stop_process(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
 
 
 def _wait_listening(proc: subprocess.Popen, log, startup_s: float, what: str) -> str:
+    """The URL of the server's "listening on" line. Its stdout is read as raw bytes as they come:
+    a buffered readline could hold the line in its buffer (written with the ones before it)
+    while select() waits for more bytes that never come."""
     deadline = time.monotonic() + startup_s
+    fd, seen = proc.stdout.fileno(), b""
     with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
+        sel.register(fd, selectors.EVENT_READ)
         while time.monotonic() < deadline:
             if sel.select(timeout=0.2):
-                line = proc.stdout.readline()
-                if m := _LISTENING.search(line):
+                chunk = os.read(fd, 1 << 16)
+                seen += chunk
+                whole = seen[:seen.rfind(b"\n") + 1].decode(errors="replace")  # complete lines only
+                if m := _LISTENING.search(whole):
                     return m.group(1)
-                if not line and proc.poll() is not None:
+                if not chunk and proc.poll() is not None:
                     break
     log.seek(0)
     raise AgentxError(f"agentx {what} did not start: {log.read().strip() or 'no output'}")

@@ -208,8 +208,9 @@ class SimServer:
         return web.Response()
 
     async def version(self, request):
-        """vLLM's /version ({"version"}), plus the engine's name (vLLM's has none)."""
-        return web.json_response({"version": __version__, "engine": "agentx-sim", "engine_settings": self.settings})
+        """vLLM's /version ({"version"}), plus the engine's name, settings and precision (vLLM's has none)."""
+        return web.json_response({"version": __version__, "engine": "agentx-sim", "engine_settings": self.settings,
+                                  "precision": self.cfg.deployment.engine.precision})
 
     def energy_j(self) -> float | None:
         """Joules all the modeled GPUs have drawn until now (modeled time); None without power figures."""

@@ -18,7 +18,7 @@ import aiohttp
 
 from agentx.metrics.scrape import parse_samples
 
-FIELDS = ("engine", "engine_version", "block_size", "max_model_len", "engine_settings")
+FIELDS = ("engine", "engine_version", "block_size", "max_model_len", "engine_settings", "precision")
 
 
 async def _get(session: aiohttp.ClientSession, url: str):
@@ -47,7 +47,7 @@ def _block_size(metrics_text: str | None) -> int | None:
     return None
 
 
-async def discover(base_url: str, timeout_s: float = 10.0) -> dict[str, tuple[object, str]]:
+async def discover(base_url: str, timeout_s: float = 10.0, headers: tuple = ()) -> dict[str, tuple[object, str]]:
     """{field: (value, source)} for the fields of FIELDS the server publishes."""
     base = base_url.rstrip("/")
     found: dict[str, tuple[object, str]] = {}
@@ -56,7 +56,7 @@ async def discover(base_url: str, timeout_s: float = 10.0) -> dict[str, tuple[ob
         if value is not None and field not in found:
             found[field] = (value, source)
 
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as s:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s), headers=dict(headers)) as s:
         sglang, props, version, models, metrics = await asyncio.gather(
             _get(s, base + "/get_server_info"), _get(s, base + "/props"), _get(s, base + "/version"),
             _get(s, base + "/v1/models"), _get(s, base + "/metrics"))
@@ -74,6 +74,7 @@ async def discover(base_url: str, timeout_s: float = 10.0) -> dict[str, tuple[ob
         put("engine", version.get("engine", "vllm"), "/version")
         put("engine_version", version.get("version"), "/version")
         put("engine_settings", version.get("engine_settings"), "/version")  # agentx-sim: its settings
+        put("precision", version.get("precision"), "/version")  # agentx sim's (vLLM publishes none)
     put("block_size", _block_size(metrics), "/metrics")
     if isinstance(models, dict) and models.get("data"):
         put("max_model_len", models["data"][0].get("max_model_len"), "/v1/models")

@@ -48,7 +48,8 @@ class Scraper:
     with phase "open" when the warmup has drained, "close" when the last profiled request has
     ended): server counters over the window are their difference."""
 
-    def __init__(self, url: str, path: Path, clock, phase, interval_s: float = 1.0):
+    def __init__(self, url: str, path: Path, clock, phase, interval_s: float = 1.0, headers: tuple = ()):
+        self.headers = dict(headers)  # the target's credentials (--api-key, --header)
         self.url, self.path, self.clock, self.phase, self.interval = url, path, clock, phase, interval_s
         self.errors = 0
         self.scrapes = 0
@@ -57,7 +58,8 @@ class Scraper:
 
     async def __aenter__(self):
         self.file = open(self.path, "ab", buffering=0)
-        self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=max(2.0, self.interval * 2)))
+        self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=max(2.0, self.interval * 2)),
+                                             headers=self.headers)
         return self
 
     async def __aexit__(self, *exc):

@@ -10,6 +10,8 @@ import numpy as np
 from agentx.common import percentiles
 from agentx.engine.presets import gpu_cost
 from agentx.metrics.cache import cache_summary
+from agentx.metrics.goodput import goodput
+from agentx.metrics.hints import hints
 from agentx.metrics.identity import merge
 from agentx.metrics.server import summarize_server
 from agentx.metrics.validity import host_error, validity
@@ -134,8 +136,9 @@ def identity(settings: dict, run: dict) -> dict:
     out = {k: settings.get(k) for k in (
         "hardware", "gpus", "engine", "engine_version", "model", "precision", "parallelism", "spec_decoding",
         "kv_offload", "router", "engine_settings", "concurrency", "dataset", "variant", "seed", "duration", "wire", "token_scale",
-        "scenario", "clock_scale", "session_headers", "simulated")}
-    user = {"engine": settings.get("engine"), "block_size": settings.get("engine_block_size")}
+        "scenario", "clock_scale", "session_headers", "simulated", "request_rate", "arrival")}
+    user = {"engine": settings.get("engine"), "block_size": settings.get("engine_block_size"),
+            "precision": settings.get("precision")}
     server = {k: tuple(v) for k, v in (run.get("server_identity") or {}).items()}
     values, sources = merge(user, server)
     label = out.get("engine_settings")
@@ -159,10 +162,14 @@ def summarize(records: list[Record], run: dict, series: list[dict], trees: list[
     ident, server = identity(settings, run), summarize_server(series)
     if settings.get("mode") == "schedule":
         ident["concurrency"] = None  # open loop: no lanes, the schedule sets how many are in flight
+    if not ident.get("request_rate"):
+        ident.pop("arrival", None)
     rm = request_metrics(ok, settings.get("gpus"), settings.get("hardware"), settings.get("cost_basis") or "neocloud")
     if ok:
         exact_hits = server.get("counters", {}).get("prefix_hits") if server.get("window") == "exact" else None
         rm["cache"].update(cache_summary(ok, ident.get("block_size"), exact_hits))
+    if settings.get("slo"):
+        rm["goodput"] = goodput(prof, settings["slo"], rm.get("throughput", {}).get("window_s"))
     measured = power_metrics(power, rm.get("throughput"))
     if "throughput" in rm:
         rm["throughput"]["power_valid"] = measured["valid"]  # the per-MW figures above are the table's
@@ -185,5 +192,6 @@ def summarize(records: list[Record], run: dict, series: list[dict], trees: list[
         "host_error": host,
         "cache_probe": run.get("cache_probe"),
         "validity": validity(prof, ok, run, health, rm, errors, cancelled, host),
+        "hints": hints(prof, errors, ident, settings),
         "provenance": {k: run.get(k) for k in ("agentx_version", "command", "start_time", "host", "run_id")},
     }

@@ -114,6 +114,8 @@ def result_lines(result: dict) -> list[str]:
         f"throughput: {_f(tp.get('total_tok_s'), fmt='{:,.0f}')} tok/s total, "
         f"{_f(tp.get('output_tok_s'), fmt='{:,.0f}')} output tok/s, {_f(tp.get('requests_per_s'), fmt='{:.2f}')} req/s",
     ]
+    if rm.get("goodput"):
+        lines.append(_goodput_line(rm["goodput"]))
     if "total_tok_s_per_gpu" in tp:
         line = (f"per GPU: {tp['total_tok_s_per_gpu']:,.0f} tok/s total, {tp['output_tok_s_per_gpu']:,.0f} output")
         if "usd_per_m_output_tokens" in tp:
@@ -136,7 +138,13 @@ def result_lines(result: dict) -> list[str]:
                      f"running mean {sm.get('running_mean', 0):.1f}, waiting mean {sm.get('waiting_mean', 0):.1f} "
                      f"max {sm.get('waiting_max', 0):.0f}")
     lines += [_sessions_line(result["sessions"]), _client_line(health)]
-    return lines + trust_lines(result)
+    return lines + trust_lines(result) + [f"hint: {hint}" for hint in result.get("hints") or []]
+
+
+def _goodput_line(good: dict) -> str:
+    slo = ", ".join(f"{k} <= {v:g} ms" for k, v in good["slo_ms"].items())
+    return (f"goodput: {_f(good['requests_per_s'], fmt='{:.2f}')} req/s, {good['met']:,} of {good['of']:,} "
+            f"requests ({_pct(good['share'])}) met {slo}")
 
 
 def _cache_line(cache: dict, sm: dict) -> str:
@@ -186,10 +194,11 @@ def trust_lines(result: dict) -> list[str]:
     return lines
 
 
-def sweep_table(results: list[tuple[int, dict]]) -> Table:
-    """One row per run of a concurrency sweep."""
+def sweep_table(results: list[tuple[int | str, dict]]) -> Table:
+    """One row per run of a concurrency sweep (keyed by lanes, or by the runs' folder names)."""
     t = Table(title="sweep", title_justify="left", show_edge=False)
-    for col in ("lanes", "ok", "total tok/s", "output tok/s", "TTFT p50 ms", "TTFT p90 ms",
+    first = "lanes" if all(isinstance(n, int) for n, _ in results) else "run"
+    for col in (first, "ok", "total tok/s", "output tok/s", "TTFT p50 ms", "TTFT p90 ms",
                 "intvty p50", "E2E-norm p90", "server hit", "cache eff.", "valid"):
         t.add_column(col, justify="right", overflow="fold")  # a narrow terminal folds, never cuts
     for n, r in results:

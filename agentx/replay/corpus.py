@@ -51,12 +51,13 @@ class Corpus:
         """The result labels a corpus sets (BenchSettings keywords)."""
         return {"dataset": self.label, "variant": self.max_context, "scenario": self.label if self.scenario else None}
 
-    def sessions(self, lanes: int = 1, warn: Callable[[str], None] | None = None) -> list:
-        """The sessions (a scenario makes one per lane of the largest level, `lanes`)."""
+    def sessions(self, lanes: int = 1, warn: Callable[[str], None] | None = None, per_arrival: bool = False) -> list:
+        """The sessions (a scenario makes one per lane of the largest level, `lanes`; at a request
+        rate, `per_arrival`, sessions of one request each, which arrivals take in turn)."""
         from agentx.replay.scenarios import scenario_sessions
 
         if self.scenario:
-            return scenario_sessions(self.parsed(), lanes)
+            return scenario_sessions(self.parsed(), 1024, 1) if per_arrival else scenario_sessions(self.parsed(), lanes)
         from agentx.data import sample_traces
         from agentx.traces.load import load_sessions
         from agentx.traces.variants import limit_corpus, parse_tokens

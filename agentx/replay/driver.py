@@ -51,15 +51,19 @@ AHEAD_S = 1.0
 AHEAD_GUARD_S = 0.005
 
 
-def discover_model(url: str) -> str:
+def discover_model(url: str, headers: tuple = ()) -> str:
     async def get():
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as s:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30), headers=dict(headers)) as s:
             async with s.get(url.rstrip("/") + "/v1/models") as r:
-                return await r.json()
+                if r.status in (401, 403):
+                    raise AgentxError(f"{url}/v1/models answered HTTP {r.status}: the server wants credentials "
+                                      "(--api-key, OPENAI_API_KEY or --header)", "api_key")
+                r.raise_for_status()
+                return await r.json(content_type=None)
 
     try:
         return asyncio.run(get())["data"][0]["id"]
-    except (aiohttp.ClientError, asyncio.TimeoutError, KeyError, IndexError, ValueError) as e:
+    except (aiohttp.ClientError, asyncio.TimeoutError, KeyError, IndexError, TypeError, ValueError) as e:
         raise AgentxError(f"cannot discover the model name from {url}/v1/models ({e}); name it", "model") from None
 
 
@@ -133,7 +137,7 @@ class Run(RunSkeleton):
         (before the run's clock starts), the clock, the records and trees files, the scraper,
         the client."""
         target = self.s.target
-        found = await discover(target.url)
+        found = await discover(target.url, headers=target.headers)
         self.folder.info["server_identity"] = {k: list(v) for k, v in found.items()}
         probe = self._probe_config(found)
         power = await self._power_source()
@@ -149,7 +153,7 @@ class Run(RunSkeleton):
         if target.server_metrics is not None:
             url = target.server_metrics or target.url.rstrip("/") + "/metrics"
             opened.scraper = await Scraper(url, self.folder.path / "server_metrics.jsonl", self.clock,
-                                           self._phase).__aenter__()
+                                           self._phase, headers=target.headers).__aenter__()
             opened.scrape_task = asyncio.create_task(opened.scraper.run())
         if power is not None:
             opened.sampler = PowerSampler(power, self.folder.path / "power.jsonl", self.clock, self._phase).__enter__()
@@ -259,7 +263,7 @@ class Run(RunSkeleton):
         limit = found.get("max_model_len", (None,))[0]
         return ProbeConfig(url=target.url, model=target.model, probes=target.probe_cache, seed=self.s.content.seed,
                            content=self.s.content, max_isl=limit - ANSWER_TOKENS if limit else None,
-                           timeout_s=target.request_timeout)
+                           timeout_s=target.request_timeout, headers=target.headers)
 
     async def _tick(self, on_tick) -> None:
         while True:
@@ -384,7 +388,11 @@ def bench(settings: BenchSettings, sessions: list, command: str = "", on_tick=No
     """Replay `sessions` against the target; write the run folder; return the result point.
     `on_tick(snapshot)` receives live figures twice a second (a progress display)."""
     if settings.target.model is None:
-        settings = settings.replace(model=discover_model(settings.target.url))
+        settings = settings.replace(model=discover_model(settings.target.url, settings.target.headers))
     run = Run(settings, sessions, command)
-    run_async(run.execute(on_tick))
+    try:
+        run_async(run.execute(on_tick))
+    except BaseException as e:  # KeyboardInterrupt too: the folder says the run did not complete
+        run.folder.fail(e)
+        raise
     return report(run.folder.path)

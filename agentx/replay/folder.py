@@ -1,7 +1,8 @@
 """A run folder: `run.json` (settings, version and command line at start; client health and
-`finished` at the end), `records.jsonl` (+ `records.parquet`), `server_metrics.jsonl`,
-`trees.jsonl` (a row per finished session tree), `power.jsonl` (with `--power`) and
-`result.json`, which `report()` rebuilds from the rest (also for a run that was killed)."""
+`finished` at the end; `status`: running, complete, or failed with the error that ended it),
+`records.jsonl` (+ `records.parquet`, `records.csv`), `server_metrics.jsonl`, `trees.jsonl` (a row
+per finished session tree), `power.jsonl` (with `--power`) and `result.json`, which `report()`
+rebuilds from the rest (also for a run that was killed)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from agentx.metrics.scrape import read_series
 from agentx.metrics.summary import summarize
 from agentx.power.energy import window_energy
 from agentx.power.sampler import read_power
-from agentx.records import read_jsonl, read_records, write_parquet
+from agentx.records import read_jsonl, read_records, write_csv, write_parquet
 
 
 class RunFolder:
@@ -29,9 +30,9 @@ class RunFolder:
         if (self.path / "records.jsonl").exists():
             raise AgentxError(f"{self.path} already holds a run; choose another", "out")
         self.info = {
-            "run_id": run_id, "agentx_version": _version(), "command": command,
+            "run_id": run_id, "agentx_version": agentx_version(), "command": command,
             "start_time": datetime.now(timezone.utc).isoformat(), "host": platform.node(),
-            "settings": settings, "finished": False,
+            "settings": settings, "finished": False, "status": "running",
         }
         self.write_info()
         self.trees = None
@@ -58,8 +59,21 @@ class RunFolder:
         self.trees.close()
         self.info["client"] = client
         self.info["finished"] = True
+        records = read_records(self.path)
+        write_parquet(records, self.path)
+        write_csv(records, self.path)
+        self.info["status"] = "complete"
         self.write_info()
-        write_parquet(read_records(self.path), self.path)
+
+    def fail(self, error: BaseException) -> None:
+        """The run ended on an error (status failed: importers skip the folder with a note) or was
+        interrupted (its records are kept; `report` summarizes them, NOT VALID as unfinished)."""
+        if self.trees is not None:
+            self.trees.close()
+        interrupted = isinstance(error, (KeyboardInterrupt, SystemExit))
+        self.info["status"] = "interrupted" if interrupted else "failed"
+        self.info["error"] = str(error) or type(error).__name__
+        self.write_info()
 
 
 def report(folder: Path) -> dict:
@@ -75,14 +89,18 @@ def report(folder: Path) -> dict:
     result = summarize(records, info, read_series(folder / "server_metrics.jsonl"), trees,
                        window_energy(read_power(folder / "power.jsonl"), info.get("power_source")))
     (folder / "result.json").write_text(json.dumps(result, indent=1))
+    write_csv(records, folder)  # (a killed run's too)
     return result
 
 
 def command_line() -> str:
-    return " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])
+    """The command as run, credentials' values replaced (endpoint.py)."""
+    from agentx.replay.endpoint import redact_argv
+
+    return " ".join([os.path.basename(sys.argv[0])] + redact_argv(sys.argv[1:]))
 
 
-def _version() -> str:
+def agentx_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:

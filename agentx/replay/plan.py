@@ -56,6 +56,7 @@ class ModeRules:
 _RULES = {PlanMode.LANES: ModeRules(refills_lanes=True, warmup_in_window=False),
           PlanMode.SCHEDULE: ModeRules(refills_lanes=False, warmup_in_window=True)}
 MODES = tuple(PlanMode)
+ARRIVALS = ("poisson", "constant")  # --request-rate: exponential gaps (vLLM bench's default) or even ones
 # node states
 PENDING, READY, FLIGHT, ENDED = 0, 1, 2, 3
 
@@ -76,6 +77,10 @@ class PlanConfig:
                        choices=PlanMode)
     time_scale: float = option(1.0, "Schedule mode: divide recorded session start times by this.", gt=0)
     warmup_seconds: float = option(0.0, "Schedule mode: this prefix counts as warmup.", min=0)
+    request_rate: float | None = option(None, "Open loop: session trees start at R per second (a scenario: "
+                                        "requests per second) instead of lanes; see --arrival.", gt=0)
+    arrival: str = option("poisson", "How --request-rate spaces starts: poisson (seeded exponential gaps, vLLM "
+                          "bench's default) or constant (1/R apart).", choices=ARRIVALS)
     lead: float = option(0.0, min=0, cli=False)  # between the warmup's drain (or the start) and profiling: the
     # client renders ahead (set per run, `replay/run.py` LEAD_S)
     # lanes mode: a lane whose tree drains takes another session (drawn again once all were used);
@@ -193,16 +198,32 @@ class ReplayPlan:
         self.phase = PROFILE
         now = self.lead_end = now + self.cfg.lead
         self.profile_start = now + self.cfg.warmup_seconds
-        first = min(g.session.start for g in self.graphs)
         self.lanes = []
-        for i, graph in enumerate(self.graphs):
+        for i, (graph, start) in enumerate(self._starts()):
             tree = Tree(self._uid, i, 0, graph, key64("marker", self.cfg.run_id, i, 0, graph.session.id))
-            tree.origin = now + (graph.session.start - first) / self.cfg.time_scale
+            tree.origin = now + start
             tree.started_in_profile = tree.origin >= self.profile_start
             self._uid += 1
             self.trees[tree.uid] = tree
             self.lanes.append(tree)
             self._init_tree(tree)
+
+    def _starts(self) -> list[tuple[SessionGraph, float]]:
+        """(graph, start after the lead) per tree of the schedule: the recorded session starts
+        over the time scale, or with a request rate R arrivals over warmup and window, spaced
+        1/R apart or by seeded exponential gaps of mean 1/R (a Poisson process), each taking
+        the next session of the seeded order (sessions repeat as needed, each replay with its
+        own cache-bust marker)."""
+        cfg = self.cfg
+        if cfg.request_rate is None:
+            first = min(g.session.start for g in self.graphs)
+            return [(g, (g.session.start - first) / cfg.time_scale) for g in self.graphs]
+        rng, horizon = random.Random(key64("arrivals", cfg.seed)), cfg.warmup_seconds + cfg.duration
+        out, t = [], 0.0
+        while t < horizon:
+            out.append((self.graphs[self._next_session()], t))
+            t += rng.expovariate(cfg.request_rate) if cfg.arrival == "poisson" else 1.0 / cfg.request_rate
+        return out
 
     @property
     def profile_end(self) -> float:
@@ -213,7 +234,8 @@ class ReplayPlan:
         if self.phase == PROFILE and self.rules.warmup_in_window and self.profile_start > now:
             self._pop_due(now)  # the schedule's warmup prefix
         elif self.phase == PROFILE:
-            if now >= self.profile_end:
+            if now >= self.profile_end:  # a late look (a busy client) still sends what fell due in the window
+                self._pop_due(self.profile_end, inclusive=False)
                 self.phase = DONE
             else:
                 self._pop_due(now)
@@ -455,8 +477,8 @@ class ReplayPlan:
                 self._schedule(tree, node, tree.ready_time(node, now))
             self._cap_idle(tree, now)
 
-    def _pop_due(self, now: float) -> None:
-        while self.heap and self.heap[0][0] - self.shift <= now:
+    def _pop_due(self, now: float, inclusive: bool = True) -> None:
+        while self.heap and (self.heap[0][0] - self.shift <= now if inclusive else self.heap[0][0] - self.shift < now):
             entry = heapq.heappop(self.heap)
             if self._live(entry):
                 tree = self.trees[entry[1]]

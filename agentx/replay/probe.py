@@ -36,6 +36,7 @@ class ProbeConfig:
     max_isl: int | None = None  # leave out longer prompts (the server's context, minus the answer)
     flush_tokens: int = 0  # other traffic between cold and warm (0: warm right after cold)
     timeout_s: float = 600.0
+    headers: tuple[tuple[str, str], ...] = ()  # the target's credentials (--api-key, --header)
 
 
 @dataclass
@@ -118,15 +119,20 @@ async def _probe_one(sender: _Sender, prompts: PromptBuilder, nonce: str, k: int
     return probe
 
 
-async def probe_cache(cfg: ProbeConfig, sessions: list[Session]) -> dict:
-    """Run the probes; the result's `mismatches` counts warm answers that differ from cold ones."""
+async def probe_cache(cfg: ProbeConfig, sessions: list[Session], progress=None) -> dict:
+    """Run the probes; the result's `mismatches` counts warm answers that differ from cold ones.
+    `progress(done, total)`, when given, follows each probe."""
     prompts = PromptBuilder(cfg.content)
     chosen = pick(sessions, cfg.probes, cfg.seed, prompts, cfg.max_isl)
     nonce = uuid.uuid4().hex  # markers differ across probe runs: nothing is cached before the cold send
     timeout = aiohttp.ClientTimeout(total=cfg.timeout_s)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
+    async with aiohttp.ClientSession(timeout=timeout, headers=dict(cfg.headers)) as session:
         sender = _Sender(cfg, session)
-        probes = [await _probe_one(sender, prompts, nonce, k, s, i, r) for k, (s, i, r) in enumerate(chosen)]
+        probes = []
+        for k, (s, i, r) in enumerate(chosen):
+            probes.append(await _probe_one(sender, prompts, nonce, k, s, i, r))
+            if progress:
+                progress(len(probes), len(chosen))
     return {
         "probes": len(probes), "mismatches": sum(1 for p in probes if p.match is False),
         "errors": sum(1 for p in probes if p.error), "answer_tokens": cfg.max_tokens,

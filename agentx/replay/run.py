@@ -38,16 +38,17 @@ class RunSkeleton:
                  tokenizer: str | None = ""):
         self.s, target = settings, settings.target
         self.run_id = uuid.uuid4().hex[:12]
-        self.folder = RunFolder(Path(settings.out), self.run_id, {**settings.flat(), "model": target.model,
-                                                                  "sessions": len(sessions), **(info or {})}, command)
         self.sessions = sessions
         with gc_paused():
             graphs = [build_graph(s) for s in sessions]
-        write_digest(self.folder.path, sessions, graphs)  # the dataset's trace stats (SPEC §8)
         lead = LEAD_S * target.clock_scale  # wall seconds in the run's clock
         self.plan = ReplayPlan(graphs, replace(settings.plan, run_id=self.run_id, lead=lead))
+        # the tokenizer is read before the folder is made: a bad one leaves no folder behind
         self.render = Renderer(self.run_id, settings.content, target.model, target.wire,
                                target.tokenizer if tokenizer == "" else tokenizer)
+        self.folder = RunFolder(Path(settings.out), self.run_id, {**settings.flat(), "model": target.model,
+                                                                  "sessions": len(sessions), **(info or {})}, command)
+        write_digest(self.folder.path, sessions, graphs)  # the dataset's trace stats (SPEC §8)
         self.trees_written = 0
 
     def hints_of(self, d: Dispatch, session_id: str, parent_id: str | None, shared_blocks: int, osl: int) -> dict | None:

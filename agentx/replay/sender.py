@@ -31,7 +31,7 @@ class HttpSender:
         body, isl, osl, k = run.render.prepared(d)
         theo = run.render.theoretical_cached(d, isl, k)
         turn = run.identity.turn(d.tree, d.graph, d.node)
-        headers = run.identity.preset.headers(turn)
+        headers = {**dict(run.s.target.headers), **run.identity.preset.headers(turn)}  # (--api-key, --header)
         headers["X-Correlation-ID"] = f"{run.run_id}-{d.tree}-{d.node}"
         hints = run.hints_of(d, turn.session_id, turn.parent_id, k, osl)
         headers.update(hint_headers(hints))

@@ -25,7 +25,7 @@ _PER_RUN = ("run_id", "lead")
 class TargetConfig:
     """The server under test and how the client talks to it."""
 
-    url: str = option(help="Base URL of an OpenAI-compatible server.")
+    url: str = option(help="Base URL of an OpenAI-compatible server (http://host:8000, with or without /v1).")
     model: str | None = option(None, "Model name; discovered from /v1/models when omitted.")
     wire: str = option("tokens", "tokens (/v1/completions, token ids) or chat (/v1/chat/completions).",
                        choices=WIRE_MODES)
@@ -41,6 +41,8 @@ class TargetConfig:
     hints: str = option("none", "Harness hints sent per request: none, harness (what the agent harness knows) or "
                         "oracle (also the recorded gap to the stream's next request; SPEC 2).", choices=HintLevel)
     probe_cache: int = option(0, "Cache-correctness probes before and after the run.", min=0)
+    # sent on every request to the target (--api-key, --header: endpoint.py); run.json keeps the names only
+    headers: tuple[tuple[str, str], ...] = option((), cli=False)
     power: str = option("none", "GPU power telemetry, read every second: dcgm:URL (a DCGM exporter's /metrics), "
                         "nvidia-smi, amd-smi, rocm-smi, auto (the first that answers) or none; gives J/token and "
                         "measured tok/s per MW (SPEC 3).", metavar="SOURCE")
@@ -73,6 +75,7 @@ class Labels:
     variant: str | None = option(None, cli=False)
     scenario: str | None = option(None, cli=False)
     cost_basis: str = option("neocloud", "Which price of the GPU counts.", choices=COST_BASES)
+    slo: tuple[tuple[str, float], ...] = option((), cli=False)  # goodput's objectives (--slo: metrics/goodput.py)
 
     def __post_init__(self):
         check_bounds(self)
@@ -109,6 +112,7 @@ class BenchSettings:
             out.update(asdict(getattr(self, name)))
         for key in _PER_RUN:
             del out[key]
+        out["headers"] = [name for name, _ in self.target.headers]  # never a credential's value
         return {**out, "out": self.out}
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from agentx.errors import AgentxError
 from agentx.report.figures import figure
-from agentx.report.toolkit import bundle_for, plotly_js, script_json, templates, trace_types
+from agentx.report.toolkit import bundle_for, page_assets, plotly_js, script_json, templates, trace_types
 from agentx.results.frontier import pareto
 from agentx.virtual.answer_table import answer_rows
 
@@ -155,6 +155,6 @@ def write_plan_report(path: Path, out: Path | None = None) -> Path:
         title=f"agentx capacity plan: {path.resolve().name}", settings=plan.get("plan") or {}, slo=slo,
         rows=answer_rows(plan["answers"]), configs=[a["config"] for a in plan["answers"]],
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        plotly_js=plotly_js(bundle_for(trace_types(figures))), data_json=script_json(figures))
+        plotly_js=plotly_js(bundle_for(trace_types(figures))), data_json=script_json(figures), **page_assets())
     out.write_text(page, encoding="utf-8")
     return out

@@ -93,25 +93,44 @@ def dataset_charts(convs: list[dict]) -> dict[str, dict]:
     }
 
 
-def conversation_flamegraph(conv: dict) -> dict:
+def conversation_flamegraph(conv: dict, whole: dict | None = None) -> dict:
     """One bar per request in session order (node), cached / uncached / output; a band per subagent
-    stream labelled with its group (streams launched together share a group)."""
+    stream labelled with its group (streams launched together share a group). With `whole` (the
+    digest's conversation_nodes: every request the trace has) the requests not replayed are drawn
+    too, in grey (input and output as the trace has them)."""
     rows = sorted(((t, s) for s in conv["tree"]["streams"] for t in s["turns"]), key=lambda ts: ts[0][0])
-    title = f"Conversation flamegraph: {conv['session']} ({len(rows)} requests, cached = theoretical)"
+    replayed = {t[0] for t, _ in rows}
+    extra = []
+    if whole is not None:
+        kinds = whole["streams"]
+        extra = [([node, isl, 0, isl, osl], {"stream": stream, "kind": kinds[stream] if stream < len(kinds) else "?"})
+                 for node, (stream, isl, osl) in enumerate(whole["nodes"]) if node not in replayed]
+        rows = sorted(rows + extra, key=lambda ts: ts[0][0])
+    skipped = {t[0] for t, _ in extra}
+    of = f"{len(rows) - len(skipped)} of {len(rows)} requests replayed, grey: not replayed" if whole else \
+        f"{len(rows)} requests"
+    title = f"Conversation flamegraph: {conv['session']} ({of}; cached = theoretical)"
     if not rows:
         return empty(title, "no request")
     y = list(range(len(rows)))
-    labels = [f"{'' if s['stream'] == 0 else '↳ '}{t[0]} {s['kind'] if s['stream'] else ''}".strip() for t, s in rows]
+    labels = [f"{'' if s['stream'] == 0 else '↳ '}{t[0]} {s['kind'] if s['stream'] else ''}".strip()
+              + (" (not replayed)" if t[0] in skipped else "") for t, s in rows]
     custom = [[t[0], t[1], t[2], t[3], t[4]] for t, _ in rows]
     hover = ("turn %{customdata[0]}: ISL %{customdata[1]:,} = cached %{customdata[2]:,} + uncached %{customdata[3]:,};"
              " OSL %{customdata[4]:,}<extra>%{fullData.name}</extra>")
-    data = [{"type": "bar", "orientation": "h", "y": y, "x": [t[i] for t, _ in rows], "name": name,
-             "customdata": custom, "hovertemplate": hover, "marker": {"color": COLORS[key]}}
+    data = [{"type": "bar", "orientation": "h", "y": y, "x": [0 if t[0] in skipped else t[i] for t, _ in rows],
+             "name": name, "customdata": custom, "hovertemplate": hover, "marker": {"color": COLORS[key]}}
             for name, key, i in (("cached prefix", "cached", 2), ("uncached input", "uncached", 3),
                                  ("output", "output", 4))]
+    if skipped:
+        data += [{"type": "bar", "orientation": "h", "y": y, "x": [t[i] if t[0] in skipped else 0 for t, _ in rows],
+                  "name": name, "customdata": custom, "marker": {"color": color},
+                  "hovertemplate": "turn %{customdata[0]} (not replayed): ISL %{customdata[1]:,}, OSL "
+                                   "%{customdata[4]:,}<extra></extra>"}
+                 for name, i, color in (("input, not replayed", 1, "#b9bec7"), ("output, not replayed", 4, "#8a909b"))]
     shapes, notes = [], []
     for s in conv["tree"]["streams"]:
-        mine = [i for i, (_, st) in enumerate(rows) if st is s]
+        mine = [i for i, (t, st) in enumerate(rows) if st is s or (t[0] in skipped and st["stream"] == s["stream"])]
         if s["stream"] == 0 or not mine:
             continue
         shapes.append({"type": "rect", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "y0": min(mine) - 0.45,
@@ -122,6 +141,6 @@ def conversation_flamegraph(conv: dict) -> dict:
                       "text": f"{s['kind']} stream {s['stream']}{group}", "font": {"size": 9, "color": "#446"}})
     many = len(rows) > 120
     return figure(data, title, "tokens", "turn (session order)", barmode="stack", shapes=shapes, annotations=notes,
-                  height=int(np.clip(16 * len(rows) + 140, 300, 1400)), margin={"l": 110},
+                  height=int(np.clip(16 * len(rows) + 140, 300, 1400)), margin={"l": 170 if skipped else 110},
                   yaxis={"autorange": "reversed", "tickvals": None if many else y, "ticktext": None if many else labels,
                          "tickfont": {"size": 9}})

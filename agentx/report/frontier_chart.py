@@ -3,23 +3,30 @@
 from __future__ import annotations
 
 import csv
+import math
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from agentx.report.figures import empty, figure
+from agentx.report.toolkit import fmt_number
 from agentx.results import frontier as fr
 from agentx.results.points import deployment_labels, metric_columns
 
 X_LABELS = {"p90_e2e_norm_intvty": "p90 E2E-normalized interactivity tok/s",
             "p50_e2e_norm_intvty": "p50 E2E-normalized interactivity tok/s",
-            "p90_intvty": "p90 interactivity tok/s", "p50_intvty": "p50 interactivity tok/s", "p90_ttft": "p90 TTFT s"}
+            "p90_intvty": "p90 interactivity tok/s", "p50_intvty": "p50 interactivity tok/s", "p90_ttft": "p90 TTFT s",
+            "p50_e2el": "p50 E2E latency s", "p90_e2el": "p90 E2E latency s"}
 Y_LABELS = {"tput_per_gpu": "total tok/s per GPU", "output_tput_per_gpu": "output tok/s per GPU",
             "input_tput_per_gpu": "input tok/s per GPU", "tok_per_usd_hyperscaler": "total tokens per $ (hyperscaler)",
             "tok_per_usd_neocloud": "total tokens per $ (neocloud)",
             "tok_per_usd_rental_3y": "total tokens per $ (3-yr rental)", "tok_s_per_mw": "total tok/s per MW",
             "measured_tok_s_per_mw": "total tok/s per MW (measured power)",
             "joules_per_output_token": "J per output token (measured, lower is better)",
-            "joules_per_total_token": "J per token (measured, lower is better)"}
+            "joules_per_total_token": "J per token (measured, lower is better)",
+            "usd_per_m_tok_hyperscaler": "$ per M total tokens (hyperscaler)",
+            "usd_per_m_tok_neocloud": "$ per M total tokens (neocloud)",
+            "usd_per_m_tok_rental_3y": "$ per M total tokens (3-yr rental)"}
 assert set(X_LABELS) == set(fr.X_METRICS)
 assert set(Y_LABELS) == set(fr.Y_METRICS)
 TABLE_COLUMNS = ["run", "concurrency", "deployment", "ok", "total_tok_s", "output_tok_s", "total_tok_s_per_gpu",
@@ -46,50 +53,132 @@ def frontier_rows(results: list[tuple[str, dict]]) -> list[dict]:
     return [{"id": name, "concurrency": r["identity"].get("concurrency"),
              "simulated": str(r["identity"].get("engine") or "").startswith("agentx-sim"),
              "valid": r["validity"]["valid"], "reasons": r["validity"]["reasons"],
-             **deployment_labels(r["identity"]), **metric_columns(r)} for name, r in results]
+             **deployment_labels(r["identity"]), **fr.with_derived(metric_columns(r))} for name, r in results]
 
 
 # Past these a frontier's concurrency labels, and its legend, are in each point's hover only: laying
 # them out is slow (1,000 points in 40 curves: ~0.3 s of a 1 s budget), and past 10 curves
-# plotly's colours repeat, so such a legend would not tell the curves apart anyway.
+# the legend would not tell the curves apart anyway.
 LABELLED_POINTS = 100
 LEGEND_CURVES = 10
+# Okabe-Ito's colour-blind-safe palette (its yellow last: weak on white), a colour per hardware; a marker per engine
+PALETTE = ("#0072b2", "#e69f00", "#009e73", "#d55e00", "#cc79a7", "#56b4e9", "#000000", "#f0e442")
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "x", "star", "hexagon", "triangle-down", "pentagon")
+DASHES = ("solid", "dot", "dash", "longdash", "dashdot")
+# label positions tried in turn (pixel offsets of plotly's textposition from the marker), first free wins
+LABEL_SPOTS = (("top center", 0, -14), ("bottom center", 0, 14), ("middle right", 1, 0), ("middle left", -1, 0),
+               ("top right", 1, -12), ("bottom left", -1, 12), ("top left", -1, -12), ("bottom right", 1, 12))
+PLOT_PX = (1100, 360)  # the plot area a label layout assumes (a 1,440 px page's frontier)
 
 
-def _invalid_trace(pts: list[dict], x: str, y: str, legend: str) -> dict:
-    """A curve's NOT VALID points: hollow markers never joined to it, each with its reasons."""
+@dataclass
+class Palette:
+    """Colours by hardware and markers by engine, over every name a page can show (all of the
+    database, not the filtered rows): a filter never changes a curve's colour or marker."""
+    hardware: list[str]
+    engines: list[str]
+
+    @classmethod
+    def of(cls, rows: list[dict]) -> "Palette":
+        return cls(sorted({str(r.get("hardware")) for r in rows}), sorted({str(r.get("engine")) for r in rows}))
+
+    def color(self, hardware) -> str:
+        names = self.hardware
+        return PALETTE[names.index(str(hardware)) % len(PALETTE)] if str(hardware) in names else "#777777"
+
+    def dash(self, hardware) -> str:  # past the palette's length, colours repeat with another dash
+        names = self.hardware
+        return DASHES[(names.index(str(hardware)) // len(PALETTE)) % len(DASHES)] if str(hardware) in names else "dot"
+
+    def symbol(self, engine) -> str:
+        names = self.engines
+        return SYMBOLS[names.index(str(engine)) % len(SYMBOLS)] if str(engine) in names else "circle-open"
+
+    def colors(self) -> dict:
+        return {h: self.color(h) for h in self.hardware}
+
+
+def point_label(r: dict) -> str:
+    """A frontier label: concurrency, and parallelism where set (two configurations at c32 differ)."""
+    return f"c{r['concurrency']}" + (f" {r['parallelism']}" if r.get("parallelism") else "")
+
+
+def place_labels(points: list[tuple[float, float, str]], log: tuple[bool, bool] = (False, False)) -> list[str]:
+    """A textposition per (x, y, label) so that no two labels' boxes overlap (greedy over
+    LABEL_SPOTS, in PLOT_PX pixels of the points' range); a label with no free spot keeps the first."""
+    if not points:
+        return []
+    tx = [math.log10(p[0]) if log[0] and p[0] > 0 else p[0] for p in points]
+    ty = [math.log10(p[1]) if log[1] and p[1] > 0 else p[1] for p in points]
+    sx = PLOT_PX[0] / ((max(tx) - min(tx)) or 1)
+    sy = PLOT_PX[1] / ((max(ty) - min(ty)) or 1)
+    placed, out = [], []
+    for (x, y, label), px, py in zip(points, tx, ty):
+        cx, cy = (px - min(tx)) * sx, (max(ty) - py) * sy
+        w, h = 6.5 * len(label) + 4, 14
+        for spot, dx, dy in LABEL_SPOTS:
+            ox = cx + dx * (w / 2 + 8) - w / 2
+            box = (ox, cy + dy - h / 2, ox + w, cy + dy + h / 2)
+            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
+                break
+        else:
+            spot, box = LABEL_SPOTS[0][0], (cx - w / 2, cy - 14 - h / 2, cx + w / 2, cy - 14 + h / 2)
+        placed.append(box)
+        out.append(spot)
+    return out
+
+
+def point_info(rows: list[dict]) -> dict:
+    """What a pinned tooltip shows of each point (by id): its configuration, labels, validity and
+    the figures of every axis choice."""
+    keys = (*X_LABELS, *Y_LABELS)
+    return {str(r["id"]): {"label": deployment_label(r), "concurrency": r.get("concurrency"),
+                           "source": "simulated" if r.get("simulated") else (r.get("source") or "measured"),
+                           "valid": r.get("valid"), "reasons": r.get("reasons"),
+                           **{k: r.get(k) for k in ("parallelism", "kv_offload", "spec_decoding", "precision",
+                                                     "engine_version")},
+                           "figures": {k: r.get(k) for k in keys}} for r in rows}
+
+
+def _invalid_trace(pts: list[dict], x: str, y: str, legend: str, color: str, symbol: str) -> dict:
+    """A curve's NOT VALID points: hollow markers (its colour and marker) never joined to it, each
+    with its reasons."""
     reasons = ["NOT VALID: " + "; ".join(r.get("reasons") or ["NOT VALID"]) for r in pts]
-    return {"type": "scattergl" if len(pts) > 200 else "scatter", "mode": "markers", "x": [r[x] for r in pts], "y": [r[y] for r in pts],
-            "text": [f"c{r['concurrency']}" for r in pts], "customdata": [r["id"] for r in pts],
-            "hovertext": [f"{deployment_label(r)}; {why}" for r, why in zip(pts, reasons)],
+    return {"type": "scattergl" if len(pts) > 200 else "scatter", "mode": "markers", "x": [r[x] for r in pts],
+            "y": [r[y] for r in pts], "text": [point_label(r) for r in pts], "customdata": [r["id"] for r in pts],
+            "hovertext": [f"{deployment_label(r)}<br>{why}" for r, why in zip(pts, reasons)],
             "name": f"{legend}: NOT VALID (never on the frontier)", "legendgroup": legend,
-            "marker": {"size": 9, "symbol": ["diamond-open" if r["simulated"] else "circle-open" for r in pts],
-                       "line": {"width": 2}, "color": "#c0392b"},
-            "hovertemplate": "%{text} (%{hovertext}): x %{x:.3~g}, y %{y:,.4~g}<extra></extra>"}
+            "marker": {"size": 9, "symbol": f"{symbol}-open", "line": {"width": 2}, "color": color},
+            "hovertemplate": f"<b>%{{text}}</b> %{{hovertext}}<br>{X_LABELS[x]}: %{{x:,.3~g}}<br>"
+                             f"{Y_LABELS[y]}: %{{y:,.4~g}}<br><i>click to pin</i><extra></extra>"}
 
 
-def frontier_chart(rows: list[dict], x: str, y: str) -> dict:
+def frontier_chart(rows: list[dict], x: str, y: str, palette: Palette | None = None,
+                   log: tuple[bool, bool] = (False, False)) -> dict:
     """Every point of `rows` against (x, y), a curve per (model, hardware, engine) through the
     points on its frontier (SPEC §5's canonical-winner policy, agentx/results/frontier.py), an
-    "optimal only" toggle; simulated points are diamonds, KV-offload points ringed. A trace's
-    customdata holds the point ids (what a click opens)."""
+    "optimal only" toggle; a colour per hardware and a marker per engine (`palette`), KV-offload
+    points ringed, labels (concurrency, parallelism) placed apart. A trace's customdata holds the
+    point ids (what a click pins)."""
     title = f"{Y_LABELS[y]} vs {X_LABELS[x]}"
     usable = [r for r in rows if r.get(x) is not None and r.get(y) is not None]
     if not usable:
         return empty(title, "no point has these figures (set --gpus and --hardware for per-GPU, cost and power)")
+    palette = palette or Palette.of(rows)
     data, off = [], []
     curves = fr.frontier(usable, x, y)
     labelled = sum(len(c.points) for c in curves) <= LABELLED_POINTS
     by_curve = defaultdict(list)
     for r in usable:
         by_curve[tuple(r[k] for k in fr.CURVE)].append(r)
-    for curve in curves:
+    fronts = [sorted(c.points, key=lambda r: r[x]) for c in curves]
+    spots = iter(place_labels([(r[x], r[y], point_label(r)) for f in fronts for r in f], log) if labelled else [])
+    for curve, front in zip(curves, fronts):
         key = tuple(curve.key[k] for k in fr.CURVE)
-        members = by_curve[key]
         on = {r["id"] for r in curve.points}
         legend = ", ".join(str(v) for v in (key[1], key[2], key[0]) if v)
-        front = sorted(curve.points, key=lambda r: r[x])
-        others = [r for r in members if r["id"] not in on and r.get("valid") is not False]
+        others = [r for r in by_curve[key] if r["id"] not in on and r.get("valid") is not False]
+        color, symbol = palette.color(curve.key["hardware"]), palette.symbol(curve.key["engine"])
         for pts, is_front in ((front, True), (others, False)):
             if not pts:
                 continue
@@ -98,18 +187,21 @@ def frontier_chart(rows: list[dict], x: str, y: str) -> dict:
                          "mode": "lines+markers+text" if is_front and labelled else
                          ("lines+markers" if is_front else "markers"),
                          "x": [r[x] for r in pts], "y": [r[y] for r in pts],
-                         "text": [f"c{r['concurrency']}" for r in pts], "customdata": [r["id"] for r in pts],
-                         "hovertext": [deployment_label(r) for r in pts], "textposition": "top center",
+                         "text": [point_label(r) for r in pts], "customdata": [r["id"] for r in pts],
+                         "hovertext": [deployment_label(r) for r in pts],
+                         "textposition": [next(spots) for _ in pts] if is_front and labelled else "top center",
+                         "textfont": {"size": 10, "color": color},
                          "name": legend if is_front else f"{legend}: off the frontier", "legendgroup": legend,
                          "showlegend": is_front or not front,
-                         "marker": {"size": 10 if is_front else 7,
-                                    "symbol": ["diamond" if r["simulated"] else "circle" for r in pts],
-                                    "line": {"width": [3 if r.get("kv_offload") else 0 for r in pts], "color": "#222"},
+                         "line": {"color": color, "dash": palette.dash(curve.key["hardware"])},
+                         "marker": {"size": 10 if is_front else 7, "color": color, "symbol": symbol,
+                                    "line": {"width": [3 if r.get("kv_offload") else 0 for r in pts], "color": "#888"},
                                     **({} if is_front else {"opacity": 0.5})},
-                         "hovertemplate": "%{text} (%{hovertext}): x %{x:.3~g}, y %{y:,.4~g}<extra></extra>"})
+                         "hovertemplate": f"<b>%{{text}}</b> %{{hovertext}}<br>{X_LABELS[x]}: %{{x:,.3~g}}<br>"
+                                          f"{Y_LABELS[y]}: %{{y:,.4~g}}<br><i>click to pin</i><extra></extra>"})
         if curve.invalid:  # hollow, apart from the curve, the reasons on hover
             off.append(len(data))
-            data.append(_invalid_trace(curve.invalid, x, y, legend))
+            data.append(_invalid_trace(curve.invalid, x, y, legend, color, symbol))
     toggle = [{"label": "all points", "method": "restyle", "args": [{"visible": True}, off]},
               {"label": "optimal only", "method": "restyle", "args": [{"visible": False}, off]}]
     menus = [{"type": "buttons", "buttons": toggle, "direction": "right", "x": 1, "xanchor": "right", "y": 1.02,
@@ -117,8 +209,9 @@ def frontier_chart(rows: list[dict], x: str, y: str) -> dict:
     legend = {} if len(curves) <= LEGEND_CURVES else {"showlegend": False}
     if legend:
         title += f" ({len(curves)} deployments: hover a point for its own)"
-    return figure(data, title, X_LABELS[x], Y_LABELS[y], updatemenus=menus, height=480, margin={"t": 70},
-                  meta={"x": x, "y": y}, **legend)
+    return figure(data, title, X_LABELS[x], Y_LABELS[y], updatemenus=menus, height=480, margin={"t": 80, "r": 30},
+                  meta={"x": x, "y": y}, xaxis={"type": "log" if log[0] else "linear"},
+                  yaxis={"type": "log" if log[1] else "linear"}, **legend)
 
 
 def table_rows(results: list[tuple[str, dict]]) -> list[dict]:
@@ -143,6 +236,22 @@ def table_rows(results: list[tuple[str, dict]]) -> list[dict]:
             "valid": {True: "yes", False: "no"}.get(r.get("validity", {}).get("valid"), "-"),
         })
     return rows
+
+
+TABLE_LABELS = {"run": "run", "concurrency": "concurrency", "deployment": "deployment", "ok": "requests ok",
+                "total_tok_s": "total tok/s", "output_tok_s": "output tok/s", "total_tok_s_per_gpu": "total tok/s per GPU",
+                "ttft_p50_ms": "TTFT p50 ms", "ttft_p90_ms": "TTFT p90 ms", "interactivity_p50": "interactivity p50 tok/s",
+                "e2e_norm_interactivity_p90": "E2E-norm. interactivity p90 tok/s",
+                "theoretical_hit_pct": "theoretical hit %", "server_hit_pct": "server hit %",
+                "usd_per_m_output_tokens": "$ per M output tokens", "valid": "valid"}
+assert set(TABLE_LABELS) == set(TABLE_COLUMNS)
+TEXT_COLUMNS = {"run", "deployment", "valid", "point", "started", "configuration"}
+
+
+def readable_rows(rows: list[dict]) -> list[dict]:
+    """The sweep table as a page shows it: readable headers, numbers with thousands separators."""
+    return [{TABLE_LABELS[k]: (v if k in TEXT_COLUMNS else fmt_number(v)) for k, v in r.items()}
+            for r in rows]
 
 
 def write_csv(rows: list[dict], path: Path) -> list[dict]:

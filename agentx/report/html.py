@@ -3,6 +3,7 @@ partial bundle, static/), the figures as JSON, drawn by a little plain JavaScrip
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -14,9 +15,10 @@ from agentx.report.flame import flamegraph
 from agentx.report.overtime import over_time
 from agentx.report.point import summary_rows, token_histogram
 from agentx.report.rundata import RunData, is_run_folder, read_run, sweep_folders
-from agentx.report.frontier_chart import X_LABELS, Y_LABELS, deployment, frontier_chart, frontier_rows, table_rows, write_csv
+from agentx.report.frontier_chart import (TEXT_COLUMNS, X_LABELS, Y_LABELS, Palette, deployment, frontier_chart,
+                                          frontier_rows, point_info, readable_rows, table_rows, write_csv)
 from agentx.report.timeline import TIMELINE_TYPES, request_timeline
-from agentx.report.toolkit import bundle_for, plotly_js, script_json, templates, trace_types
+from agentx.report.toolkit import bundle_for, page_assets, plotly_js, script_json, templates, trace_types
 from agentx.results import frontier as fr
 from agentx.results.importer import chart_blobs
 
@@ -56,14 +58,38 @@ def point_view(name: str, result: dict, command: str, blobs: dict[str, dict], fl
     (parts_url + part) while it draws the first screen, and `blobs` need only `series` and
     `histograms`: a 100k-request point's timelines are megabytes the first screen does not show."""
     summary = summary_rows(result)
-    page = {"name": name, "deployment": deployment(result), "summary": summary, "identity": result["identity"],
-            "command": command or summary["provenance"]["command"] or "", "download": download_url}
+    page = {"name": name, "deployment": deployment(result), "summary": summary, "cards": summary_cards(summary),
+            "identity": result["identity"], "command": command or summary["provenance"]["command"] or "",
+            "download": download_url}
     figures = {"isl": token_histogram(blobs["histograms"], "isl"), "osl": token_histogram(blobs["histograms"], "osl"),
                **over_time(blobs["series"])}
     payload = {"name": name, "figures": figures, "flames": {str(t): f for t, f in (flames or {}).items()},
                "flame_url": flame_url, "parts_url": parts_url,
                **({} if parts_url else {part: point_part(part, blobs) for part in LAZY_PARTS})}
     return {"page": page, "payload": payload}
+
+
+# a figure's label -> (what it is, its unit): "total tok/s per GPU" -> ("total per GPU", "tok/s")
+UNIT = re.compile(r"^(?P<what>.*?)\s+(?P<unit>tok/s|ms|s|W|J)(?P<per> per .+)?$|^(?P<usd>\$) per ")
+
+
+WIDE_CARD = 60  # characters
+
+
+def summary_cards(summary: dict) -> list[dict]:
+    """The summary's single figures as cards: a label, the value with its unit apart, the definition."""
+    cards = []
+    for label, value, definition in summary["figures"]:
+        m = UNIT.match(label)
+        what, unit = (label, "") if m is None or m["usd"] else ((m["what"] + (m["per"] or "")).strip(), m["unit"])
+        if m is not None and m["usd"] and value != "-":  # "$ per M output tokens": the unit reads before the number
+            value = f"${value}"
+        if not any(ch.isdigit() for ch in str(value)):  # "not measured", "none": no unit
+            unit = ""
+        cards.append({"label": what or label, "value": value, "unit": unit, "definition": definition,
+                      "bad": label == "valid" and not str(value).startswith("yes"),
+                      "wide": len(str(value)) > WIDE_CARD})  # a sentence (a NOT VALID's reasons): a row of its own
+    return cards
 
 
 def run_view(run: RunData) -> dict:
@@ -76,14 +102,23 @@ def run_view(run: RunData) -> dict:
 
 def frontier_views(rows: list[dict]) -> dict[str, dict]:
     """The frontier chart of every (x, y) view, keyed "x|y"."""
-    return {f"{x}|{y}": frontier_chart(rows, x, y) for x in X_LABELS for y in Y_LABELS}
+    palette = Palette.of(rows)
+    return {f"{x}|{y}": frontier_chart(rows, x, y, palette) for x in X_LABELS for y in Y_LABELS}
+
+
+def frontier_extras(rows: list[dict], x: str, palette: Palette | None = None) -> dict:
+    """What a frontier page's script takes beside its figures: each point's pinned-tooltip figures,
+    every axis' label, the hardware colours, whether lower x is better."""
+    return {"info": point_info(rows), "axes": {**X_LABELS, **Y_LABELS},
+            "colors": (palette or Palette.of(rows)).colors(), "x_better": fr.X_METRICS.get(x, 1)}
 
 
 def render(title: str, views: list[dict], frontiers: dict[str, dict] | None = None, view: str = "",
            table: list[dict] | None = None, plotly_src: Callable[[str], str] | None = None,
            links: dict[str, str] | None = None, nav: list[tuple[str, str]] | None = None, empty_hint: str = "",
            csv: str | None = None, table_links: list[str] | None = None, filters: dict | None = None,
-           pages: list | None = None, preload: list[str] | None = None) -> str:
+           pages: list | None = None, preload: list[str] | None = None, served: bool = False,
+           extras: dict | None = None, controls: dict | None = None) -> str:
     """The page: the frontier charts in `frontiers` ("x|y" -> figure; `view` the one shown first;
     views not embedded are served: a change of view reloads the page with x and y in its URL) and
     the `table` when given, then the point `views` (point_view). The smallest plotly.js bundle
@@ -93,17 +128,21 @@ def render(title: str, views: list[dict], frontiers: dict[str, dict] | None = No
     `empty_hint`; `csv` names the table's CSV beside the file; `filters` (name -> (value,
     choices)) draws the served frontier's filter form, `pages` its table's page links; `preload`
     lists URLs the page will fetch, asked for before plotly.js loads so that the server builds
-    them meanwhile."""
+    them meanwhile. `served`: a page of `agentx serve` (its links, the answer layer and compare);
+    `extras` (frontier_extras) go to the script, `controls` (keep: hidden form fields, log: (x, y),
+    target) set the frontier's controls."""
     frontiers = frontiers or {}
     data = {"points": [v["payload"] for v in views], "links": links or {}, "frontiers": frontiers,
-            "view": view or next(iter(frontiers), "")}
+            "view": view or next(iter(frontiers), ""), "served": served, "info": {}, "axes": {}, **(extras or {})}
+    controls = {"keep": {}, "log": (False, False), "target": None, **(controls or {})}
     lazy = any(p["parts_url"] for p in data["points"])  # timelines and flamegraphs (bars) fetched later
     bundle = bundle_for(trace_types(data) | (LAZY_TYPES if lazy else set()))
     return templates().get_template("report.html.j2").render(
         title=title, points=[v["page"] for v in views], sweep_rows=table, has_frontier=bool(frontiers),
         nav=nav or [], x_labels=X_LABELS, y_labels=Y_LABELS, view=data["view"].split("|") if frontiers else ["", ""],
         empty_hint=empty_hint, csv=csv, links=bool(links), table_links=table_links, filters=filters, pages=pages,
-        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), served=served,
+        text_columns=TEXT_COLUMNS | {"deployment", "started", "configuration"}, **controls, **page_assets(),
         plotly_src=plotly_src(bundle) if plotly_src else None, preload=preload or [],
         plotly_js=None if plotly_src else plotly_js(bundle), data_json=script_json(data))
 
@@ -118,9 +157,11 @@ def write_report(path: Path, out: Path | None = None) -> Path:
         page = render(f"agentx run report: {path.resolve().name}", [run_view(read_run(path))])
     else:
         runs = [read_run(p) for p in sweep_folders(path)]
-        results = [(run.path.name, run.result) for run in runs]
+        results = [(str(run.path.relative_to(path)), run.result) for run in runs]
         rows = write_csv(table_rows(results), path / "sweep.csv")
+        points = frontier_rows(results)
         page = render(f"agentx sweep report: {path.resolve().name}", [run_view(run) for run in runs],
-                      frontier_views(frontier_rows(results)), "|".join(fr.CANONICAL), rows, csv="sweep.csv")
+                      frontier_views(points), "|".join(fr.CANONICAL), readable_rows(rows), csv="sweep.csv",
+                      extras=frontier_extras(points, fr.CANONICAL[0]))
     out.write_text(page, encoding="utf-8")
     return out

@@ -59,8 +59,20 @@ def latency_over_time(g: Grid) -> dict:
         data.append(g.line(ttft90, "TTFT p90 s", color="#d1495b", dash="dot"))
     if inter is not None:
         data.append({**g.line(inter, "interactivity p50 tok/s", color="#00798c"), "yaxis": "y2"})
-    return g.figure(data, title, "TTFT s",
-                    yaxis2={"title": {"text": "tok/s"}, "overlaying": "y", "side": "right", "rangemode": "tozero"})
+    return g.figure(data, title, "TTFT s", **dual_axis("tok/s"))
+
+
+def dual_axis(right_title: str) -> dict:
+    """The layout of a chart with a right axis: both from zero (a line never dips below the other's
+    zero), room on the right for the right axis' ticks and title."""
+    return {"yaxis": {"rangemode": "tozero"}, "margin": {"r": 70},
+            "yaxis2": {"title": {"text": right_title, "standoff": 6}, "overlaying": "y", "side": "right",
+                       "rangemode": "tozero", "automargin": True, "showgrid": False}}
+
+
+def _rate(values: list) -> list:
+    """A rate from counter differences, never below zero (a counter reset reads as a negative step)."""
+    return [None if v is None else max(0.0, v) for v in values]
 
 
 def queue_over_time(g: Grid) -> dict:
@@ -134,11 +146,10 @@ def throughput_over_time(g: Grid) -> dict:
         return empty("Prefill and decode throughput", "the server exposes no token counters (or one scrape)")
     data = []
     if prefill is not None:
-        data.append(g.line(prefill, "prefill tok/s (prompt tokens minus prefix hits)", color=COLORS["prefill"]))
+        data.append(g.line(_rate(prefill), "prefill tok/s (prompt tokens minus prefix hits)", color=COLORS["prefill"]))
     if decode is not None:
-        data.append({**g.line(decode, "decode tok/s", color=COLORS["decode"]), "yaxis": "y2"})
-    return g.figure(data, "Prefill and decode throughput (engine counters)", "prefill tok/s",
-                    yaxis2={"title": {"text": "decode tok/s"}, "overlaying": "y", "side": "right", "rangemode": "tozero"})
+        data.append({**g.line(_rate(decode), "decode tok/s", color=COLORS["decode"]), "yaxis": "y2"})
+    return g.figure(data, "Prefill and decode throughput (engine counters)", "prefill tok/s", **dual_axis("decode tok/s"))
 
 
 def power_over_time(g: Grid) -> dict:
@@ -150,10 +161,9 @@ def power_over_time(g: Grid) -> dict:
     data = [g.line(watts, "GPU power W (all GPUs)", color="#d1495b")]
     decode = g.get("decode_tok_s")
     if decode is not None:
-        data.append({**g.line(decode, "decode tok/s", color=COLORS["decode"], dash="dot"), "yaxis": "y2"})
+        data.append({**g.line(_rate(decode), "decode tok/s", color=COLORS["decode"], dash="dot"), "yaxis": "y2"})
     return g.figure(data, f"GPU power ({power.get('source') or 'measured'}) and decode throughput", "W",
-                    yaxis={"rangemode": "tozero"},
-                    yaxis2={"title": {"text": "decode tok/s"}, "overlaying": "y", "side": "right", "rangemode": "tozero"})
+                    **dual_axis("decode tok/s"))
 
 
 def lateness_over_time(g: Grid) -> dict:

@@ -23,13 +23,15 @@ from sqlalchemy.engine import Engine
 from agentx.errors import AgentxError
 from agentx.report.dataset import conversation_flamegraph, dataset_charts, digest_charts
 from agentx.report.flame import flamegraph
-from agentx.report.html import LAZY_PARTS, point_part, point_view, render
+from agentx.report.html import LAZY_PARTS, frontier_extras, point_part, point_view, render
 from agentx.report.rundata import RunData, read_run
-from agentx.report.toolkit import BUNDLES, bundle_for, plotly_digest, plotly_js, script_json, templates, trace_types
-from agentx.report.frontier_chart import X_LABELS, Y_LABELS, deployment_label, frontier_chart
+from agentx.report.toolkit import (BUNDLES, FAVICON_SVG, bundle_for, fmt_number, page_assets, plotly_digest, plotly_js,
+                                   script_json, static_bytes, templates, trace_types)
+from agentx.report.compare import figure_rows, overlay_charts, settings_rows
+from agentx.report.frontier_chart import X_LABELS, Y_LABELS, Palette, deployment_label, frontier_chart
 from agentx.results import frontier as fr
-from agentx.results.api import MAX_ID, ItemId, Label
-from agentx.results.query import Filters
+from agentx.results.api import MAX_ID, ItemId
+from agentx.results.query import KINDS, LABEL_FILTERS, Filters, filtered
 from agentx.results.schema import conversations, datasets, deployments, point_blobs, points
 from agentx.results.points import unpack
 from agentx.traces.digest import digest_stats
@@ -37,6 +39,10 @@ from agentx.traces.stats_tables import STATS_COLUMNS, stats_rows
 from agentx.userfiles import is_regular
 
 TABLE_PAGE = 100  # rows of the frontier page's table
+# the figures the frontier's table shows beside its x and y
+TABLE_METRICS = ("tput_per_gpu", "output_tput_per_gpu", "p90_ttft", "p50_intvty", "p90_e2e_norm_intvty", "p90_e2el",
+                 "usd_per_m_tok_neocloud")
+LABELS = {**X_LABELS, **Y_LABELS}
 FLAME_MAX_RECORDS = 512 << 20  # a run folder's records this server reads to draw a flamegraph
 TreeId = Annotated[int, PathParam(ge=0, le=MAX_ID)]
 
@@ -57,16 +63,12 @@ def read_run_cached(run_dir: str) -> RunData:
     return read_run(Path(run_dir))
 
 
-def _round(v: float | None) -> float | None:
-    return None if v is None else float(f"{v:.4g}")
-
-
 def add_pages(app: FastAPI, engine: Engine) -> None:
     # done now, not on the first visit (~0.1 s of it: compressing plotly.js, compiling the templates)
     by_digest = {plotly_digest(bundle): bundle for bundle in BUNDLES}
     for bundle in BUNDLES:
         plotly_gzip(bundle)
-    for name in ("report.html.j2", "charts.html.j2"):
+    for name in ("report.html.j2", "charts.html.j2", "compare.html.j2", "docs.html.j2"):
         templates().get_template(name)
 
     db = _Pages(engine)
@@ -74,6 +76,8 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
     _frontier_route(app, db)
     _point_routes(app, db)
     _dataset_routes(app, db)
+    _compare_route(app, db)
+    _docs_routes(app)
 
 
 class _Pages:
@@ -88,12 +92,27 @@ class _Pages:
 
     def filter_choices(self, f: Filters) -> dict:
         """name -> (value, choices; None for a date) of the frontier's filter form."""
-        labels = {k: sorted({v for (v,) in self.rows(select(deployments.c[k]).distinct()) if v})
-                  for k in ("model", "hardware", "engine")}
+        labels = {k: sorted({str(v) for (v,) in self.rows(select(deployments.c[k]).distinct()) if v})
+                  for k in LABEL_FILTERS}
         names = sorted({n for (n,) in self.rows(select(datasets.c.name).distinct()) if n})
-        return {"model": (f.model, labels["model"]), "hardware": (f.hardware, labels["hardware"]),
-                "engine": (f.engine, labels["engine"]), "dataset": (f.dataset, names), "since": (f.since, None),
+        return {**{k: (getattr(f, k), labels[k]) for k in LABEL_FILTERS if labels[k] or getattr(f, k)},
+                "kind": (f.kind, list(KINDS)), "dataset": (f.dataset, names), "since": (f.since, None),
                 "until": (f.until, None)}
+
+    def palette(self) -> Palette:
+        """Colours and markers over every hardware and engine stored (a filter never reshuffles them)."""
+        return Palette.of([r._mapping for r in self.rows(select(deployments.c.hardware, deployments.c.engine))])
+
+    def axis_figures(self, f: Filters) -> dict[int, dict]:
+        """Every axis metric of the points the filters match (a pinned tooltip shows them all)."""
+        q = filtered(select(points.c.id, *[fr.metric_column(k) for k in (*X_LABELS, *Y_LABELS)])
+                     .join(deployments, points.c.deployment_id == deployments.c.id), f)
+        return {r.id: fr.with_derived(dict(r._mapping)) for r in self.rows(q.where(points.c.status == "ok"))}
+
+    def digest(self, dataset_id: int) -> dict | None:
+        """The dataset's stored digest (datasets.summary), None when it has none."""
+        found = self.rows(select(datasets.c.summary).where(datasets.c.id == dataset_id))
+        return json.loads(found[0].summary) if found and found[0].summary else None
 
     def blobs_of(self, point_id: int, kinds: set[str]) -> dict[str, dict]:
         """The point's stored chart data of these kinds (404 when a kind is missing)."""
@@ -119,34 +138,54 @@ def _plotly_route(app: FastAPI, by_digest: dict[str, str]) -> None:
 
 def _frontier_route(app: FastAPI, db: _Pages) -> None:
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    def frontier_page(model: Label = None, hardware: Label = None,
-                      engine_label: Annotated[str | None, Query(alias="engine", max_length=300)] = None,
-                      dataset: Label = None, since: Label = None, until: Label = None,
-                      x: Annotated[str, Query(max_length=100)] = fr.CANONICAL[0],
-                      y: Annotated[str, Query(max_length=100)] = fr.CANONICAL[1],
-                      page: int = Query(0, ge=0, le=MAX_ID)) -> str:
-        f = Filters(*(v or None for v in (model, hardware, engine_label, dataset, since, until)))
+    def frontier_page(request: Request, x: Annotated[str, Query(max_length=100)] = fr.CANONICAL[0],
+                      y: Annotated[str, Query(max_length=100)] = fr.CANONICAL[1], page: int = Query(0, ge=0, le=MAX_ID),
+                      at: float | None = Query(None, allow_inf_nan=False), logx: bool = False,
+                      logy: bool = False) -> str:
+        f = _page_filters(request)
         try:
             found = fr.load_points(db.engine, f, x, y)
         except AgentxError as e:
             raise HTTPException(422, str(e)) from None
+        figures = db.axis_figures(f)
+        found = [{**figures.get(r["id"], {}), **r} for r in found]
         shown = found[page * TABLE_PAGE:(page + 1) * TABLE_PAGE]
+        more = [k for k in TABLE_METRICS if k not in (x, y)]
         table = [{"point": r["id"], "concurrency": r["concurrency"], "deployment": deployment_label(r),
-                  X_LABELS[x]: _round(r[x]), Y_LABELS[y]: _round(r[y]),
+                  X_LABELS[x]: fmt_number(r[x]), Y_LABELS[y]: fmt_number(r[y]),
+                  **{LABELS[k]: fmt_number(r.get(k)) for k in more},
                   "started": (r["started_at"] or "")[:16].replace("T", " "),
                   "valid": {True: "yes", False: "no"}.get(r["valid"], "-")} for r in shown]
-        query = {"model": f.model, "hardware": f.hardware, "engine": f.engine, "dataset": f.dataset, "since": f.since,
-                 "until": f.until, "x": x, "y": y}
+        query = {**{k: v for k, v in vars(f).items() if v}, "x": x, "y": y}
         pages = [(f"{k * TABLE_PAGE + 1}-{min((k + 1) * TABLE_PAGE, len(found))}",
-                  None if k == page else "/?" + urlencode({**{k2: v for k2, v in query.items() if v}, "page": k}))
+                  None if k == page else "/?" + urlencode({**query, "page": k}))
                  for k in range(-(-len(found) // TABLE_PAGE))] if len(found) > TABLE_PAGE else []
         sets = db.rows(select(datasets.c.id, datasets.c.name, datasets.c.conversations).order_by(datasets.c.id))
-        frontiers = {f"{x}|{y}": frontier_chart(found, x, y)} if found else {}
+        palette = db.palette()
+        frontiers = {f"{x}|{y}": frontier_chart(found, x, y, palette, (logx, logy))} if found else {}
+        keep = {"x": x, "y": y, **({"at": at} if at is not None else {}), **({"logx": 1} if logx else {}),
+                **({"logy": 1} if logy else {})}
         return render("agentx dashboard: frontier", [], frontiers, f"{x}|{y}", table,
                       plotly_url, links={r["id"]: f"/points/{r['id']}" for r in found},
                       nav=[(f"dataset {d.name} ({d.conversations} conversations)", f"/datasets/{d.id}") for d in sets],
                       empty_hint=" (import runs with `agentx db import RUN_DIR`, or change the filters)",
-                      table_links=[f"/points/{r['id']}" for r in shown], filters=db.filter_choices(f), pages=pages)
+                      table_links=[f"/points/{r['id']}" for r in shown], filters=db.filter_choices(f), pages=pages,
+                      served=True, extras=frontier_extras(found, x, palette),
+                      controls={"keep": keep, "log": (logx, logy), "target": at})
+
+
+def _page_filters(request: Request) -> Filters:
+    """The frontier page's filters from its query string, bounded like the API's (422 otherwise)."""
+    q = request.query_params
+    values = {}
+    for name in (*LABEL_FILTERS, "dataset", "since", "until", "kind"):
+        v = q.get(name) or None
+        if v is not None and (len(v) > 300 or "\x00" in v):
+            raise HTTPException(422, f"{name}: at most 300 characters, no NUL")
+        values[name] = v
+    if values["kind"] is not None and values["kind"] not in KINDS:
+        raise HTTPException(422, f"kind: one of {', '.join(KINDS)}")
+    return Filters(**values)
 
 
 def _point_routes(app: FastAPI, db: _Pages) -> None:
@@ -165,7 +204,7 @@ def _point_routes(app: FastAPI, db: _Pages) -> None:
         view = point_view(str(point_id), result, "", blobs, flame_url=f"/points/{point_id}/flames/", parts_url=parts,
                           download_url=f"/api/v1/points/{point_id}/result.json")
         return render(f"agentx point {point_id}: {Path(run_dir or '').name}", [view], plotly_src=plotly_url, nav=nav,
-                      preload=[parts + "timeline"])
+                      preload=[parts + "timeline"], served=True)
 
     @app.get("/points/{point_id}/parts/{part}", include_in_schema=False)
     def point_page_part(point_id: ItemId, part: str) -> Response:
@@ -195,11 +234,64 @@ def _point_routes(app: FastAPI, db: _Pages) -> None:
         return Response(script_json(flamegraph(run, tree)), media_type="application/json")
 
 
+MAX_COMPARED = 4
+
+
+def _compare_route(app: FastAPI, db: _Pages) -> None:
+    @app.get("/compare", response_class=HTMLResponse, include_in_schema=False)
+    def compare_page(points_arg: str = Query("", alias="points", max_length=100)) -> str:
+        """Two to four points side by side: /compare?points=3,7 (the URL is the comparison)."""
+        try:
+            ids = list(dict.fromkeys(int(p) for p in points_arg.split(",") if p.strip()))
+        except ValueError:
+            raise HTTPException(422, "points: point ids separated by commas, e.g. points=3,7") from None
+        if len(ids) > MAX_COMPARED or any(not 1 <= i <= MAX_ID for i in ids):
+            raise HTTPException(422, f"points: at most {MAX_COMPARED} point ids")
+        found = {r.id: json.loads(r.result) for r in db.rows(select(points.c.id, points.c.result)
+                                                                 .where(points.c.id.in_(ids)))}
+        missing = [i for i in ids if i not in found]
+        if missing:
+            raise HTTPException(404, f"point {missing[0]} not found")
+        results = [found[i] for i in ids]
+        names = [f"point {i} (c{(r.get('identity') or {}).get('concurrency')})" for i, r in zip(ids, results)]
+        figures = overlay_charts(names, [db.blobs_of(i, {"series"})["series"] for i in ids]) if ids else {}
+        title = "agentx compare: " + (", ".join(names) if ids else "no points picked")
+        return templates().get_template("compare.html.j2").render(
+            title=title, names=names, ids=ids, settings=settings_rows(results), figures=figure_rows(results),
+            figure_ids=list(figures), plotly_src=plotly_url(bundle_for(trace_types(figures))),
+            data_json=script_json({"figures": figures, "ids": ids}), served=True, **page_assets())
+
+
+def _docs_routes(app: FastAPI) -> None:
+    """/docs: the vendored Swagger UI (static/swagger-ui, served as stored, gzip), and the favicon."""
+    assets = {"swagger-ui-bundle.js": "text/javascript", "swagger-ui.css": "text/css"}
+
+    @app.get("/static/swagger-ui/{name}", include_in_schema=False)
+    def swagger_asset(name: str, request: Request) -> Response:
+        if name not in assets:
+            raise HTTPException(404, f"no {name}")
+        data = static_bytes("swagger-ui", name + ".gz")
+        headers = {"Cache-Control": "public, max-age=86400", "Vary": "Accept-Encoding"}
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            return Response(data, media_type=assets[name], headers={**headers, "Content-Encoding": "gzip"})
+        return Response(gzip.decompress(data), media_type=assets[name], headers=headers)
+
+    @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
+    def docs() -> str:
+        return templates().get_template("docs.html.j2").render(title="agentx results API", served=True,
+                                                               **page_assets())
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> Response:
+        return Response(FAVICON_SVG, media_type="image/svg+xml", headers={"Cache-Control": "public, max-age=86400"})
+
+
 def charts_page(title: str, figures: dict, nav: list, table: dict | None = None, table_title: str = "",
                 stats: dict | None = None) -> str:
     return templates().get_template("charts.html.j2").render(
         title=title, nav=nav, figure_ids=list(figures), table=table, table_title=table_title, stats=stats,
-        plotly_src=plotly_url(bundle_for(trace_types(figures))), data_json=script_json({"figures": figures}))
+        plotly_src=plotly_url(bundle_for(trace_types(figures))), data_json=script_json({"figures": figures}),
+        served=True, **page_assets())
 
 
 def _dataset_routes(app: FastAPI, db: _Pages) -> None:
@@ -210,15 +302,18 @@ def _dataset_routes(app: FastAPI, db: _Pages) -> None:
             raise HTTPException(404, f"dataset {dataset_id} not found")
         convs = [{**r._mapping, "tree": json.loads(r.tree)} for r in
                  db.rows(select(conversations).where(conversations.c.dataset_id == dataset_id).order_by(conversations.c.id))]
-        columns = ["session", "requests", "subagent groups", "input tokens", "cached tokens", "output tokens",
+        digest = json.loads(found[0].summary) if found[0].summary else None
+        whole = (digest or {}).get("conversations") or {}
+        columns = ["session", "requests replayed", "subagent groups", "input tokens", "cached tokens", "output tokens",
                    "theoretical hit"]
+        replayed = lambda c: (f"{c['turns']:,} of {len(whole[c['session']]['nodes']):,}"  # noqa: E731
+                              if c["session"] in whole else f"{c['turns']:,}")
         table = {"columns": columns, "rows": [
-            (f"/conversations/{c['id']}", [c["session"], c["turns"], c["subagent_groups"], f"{c['input_tokens']:,}",
+            (f"/conversations/{c['id']}", [c["session"], replayed(c), c["subagent_groups"], f"{c['input_tokens']:,}",
                                            f"{c['cached_tokens']:,}", f"{c['output_tokens']:,}",
                                            f"{c['cached_tokens'] / c['input_tokens']:.1%}" if c["input_tokens"] else "-"])
             for c in convs]}
         name = found[0].name + (f" ({found[0].variant})" if found[0].variant else "")
-        digest = json.loads(found[0].summary) if found[0].summary else None
         stats = None
         if digest is not None:
             rows_, caption = stats_rows(digest_stats(digest))
@@ -227,7 +322,7 @@ def _dataset_routes(app: FastAPI, db: _Pages) -> None:
         charts = digest_charts(digest) if digest else dataset_charts(convs)
         note = "" if digest else " (no trace stats stored: charts over the replayed conversations)"
         return charts_page(f"agentx dataset: {name}, {len(convs)} conversations{note}", charts,
-                           [("frontier", "/")], table, "Conversations (as replayed in the first run imported)",
+                           [("frontier", "/")], table, "Conversations (as replayed in the first run imported, of the requests the trace has)",
                            stats=stats)
 
     @app.get("/conversations/{conversation_id}", response_class=HTMLResponse, include_in_schema=False)
@@ -236,5 +331,6 @@ def _dataset_routes(app: FastAPI, db: _Pages) -> None:
         if not found:
             raise HTTPException(404, f"conversation {conversation_id} not found")
         conv = {**found[0]._mapping, "tree": json.loads(found[0].tree)}
-        return charts_page(f"agentx conversation: {conv['session']}", {"flame": conversation_flamegraph(conv)},
+        whole = (db.digest(conv["dataset_id"]) or {}).get("conversations", {}).get(conv["session"])
+        return charts_page(f"agentx conversation: {conv['session']}", {"flame": conversation_flamegraph(conv, whole)},
                            [("frontier", "/"), ("dataset", f"/datasets/{conv['dataset_id']}")])

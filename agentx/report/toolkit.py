@@ -1,5 +1,6 @@
 """The report toolkit every page shares: the vendored plotly.js bundles (the smallest holding a page's
-trace types), the Jinja2 templates, JSON safe inside a <script> element."""
+trace types), the Jinja2 templates, JSON safe inside a <script> element, the stylesheet and page
+helpers every page inlines (static/agentx.css, agentx.js), the favicon, numbers by unit."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import hashlib
 import json
 from functools import cache
 from importlib.resources import files
+from urllib.parse import quote
 
 import jinja2
+import markupsafe
 
 
 # The vendored plotly.js bundles (static/README.md), smallest first, and the trace types each
@@ -63,3 +66,44 @@ def script_json(data) -> str:
     U+2029 as themselves (they would close the element, open an HTML comment that swallows the
     page's scripts, or end a line in older JavaScript); escaped, they read back the same."""
     return json.dumps(data, allow_nan=False, separators=(",", ":")).translate(_SCRIPT_ESCAPES)
+
+
+@cache
+def static_text(name: str) -> str:
+    """A text file of static/ (the stylesheet, the page helpers)."""
+    return files("agentx.report").joinpath("static", name).read_text(encoding="utf-8")
+
+
+@cache
+def static_bytes(*parts: str) -> bytes:
+    return files("agentx.report").joinpath("static", *parts).read_bytes()
+
+
+# the favicon: a frontier curve on a dark tile, as SVG (a data: URL in every page; /favicon.ico served)
+FAVICON_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" '
+               'fill="#1d2330"/><path d="M5 8 C12 9 18 14 27 26" stroke="#56b4e9" stroke-width="3" fill="none"/>'
+               '<circle cx="5" cy="8" r="3" fill="#e69f00"/><circle cx="16" cy="13" r="3" fill="#e69f00"/>'
+               '<circle cx="27" cy="26" r="3" fill="#e69f00"/></svg>')
+
+
+def page_assets() -> dict:
+    """What every page template takes: the stylesheet, the page helpers, the favicon."""
+    return {"style": markupsafe.Markup(static_text("agentx.css")), "helpers": markupsafe.Markup(static_text("agentx.js")),
+            "favicon": "data:image/svg+xml," + quote(FAVICON_SVG)}
+
+
+def fmt_number(value, unit: str = "") -> str:
+    """A figure by its unit, with thousands separators: "2,484", "5,140,000", "62.3", "0.0421";
+    percentages (unit "%" for a 0-1 ratio) with one decimal. agentx.js's fmt is the same rule."""
+    if value is None or isinstance(value, str):
+        return "-" if value is None else value
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if unit == "%":
+        return f"{value * 100:.1f}%"
+    if isinstance(value, int):
+        return f"{value:,}"
+    a = abs(value)
+    if a >= 100 or a == 0:
+        return f"{value:,.0f}"
+    return f"{value:.1f}" if a >= 10 else f"{value:.2f}" if a >= 1 else f"{value:.3g}"

@@ -29,7 +29,7 @@ from agentx.errors import AgentxError
 from agentx.metrics.trust import diagnosis, provenance
 from agentx.results import frontier as fr
 from agentx.results.inferencex import export_row
-from agentx.results.query import Filters, filtered
+from agentx.results.query import KINDS, Filters, filtered
 from agentx.results.schema import (DEPLOYMENT_LABELS, METRIC_COLUMNS, conversations, datasets, deployments,
                                    point_blobs, points, sweeps)
 from agentx.results.points import unpack
@@ -71,8 +71,11 @@ def _json(obj, status: int = 200) -> Response:
 
 
 def _filters(model: Label = None, hardware: Label = None, engine: Label = None, dataset: Label = None,
-             since: When = None, until: When = None) -> Filters:
-    return Filters(model, hardware, engine, dataset, _utc(since), _utc(until))
+             since: When = None, until: When = None, engine_version: Label = None, precision: Label = None,
+             parallelism: Label = None, spec_decoding: Label = None, kv_offload: Label = None, router: Label = None,
+             kind: Literal[KINDS] | None = None) -> Filters:  # type: ignore[valid-type]
+    return Filters(model, hardware, engine, dataset, _utc(since), _utc(until), engine_version, precision, parallelism,
+                   spec_decoding, kv_offload, router, kind)
 
 
 def _utc(when: datetime | date | None) -> str | None:
@@ -95,8 +98,9 @@ def create_app(engine: Engine, token: str | None = None, writable: bool = True,
             anyio.to_thread.current_default_thread_limiter().total_tokens = workers
         yield
 
+    # /docs is the dashboard's (agentx/report/pages.py: a vendored Swagger UI, offline), not one from a CDN
     app = FastAPI(title="agentx results", version="1", description="Points, frontiers and chart data of agentx runs.",
-                  lifespan=lifespan)
+                  lifespan=lifespan, docs_url=None, redoc_url=None)
     app.add_middleware(GZipMiddleware, minimum_size=1000, compresslevel=4)
     if writable:
         app.add_middleware(RequestGuard, token=token, max_upload_bytes=max_upload_bytes)

@@ -19,16 +19,20 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
+from agentx.engine.presets import COST_BASES
 from agentx.errors import AgentxError
 from agentx.results.query import Filters, filtered
 from agentx.results.schema import DEPLOYMENT_LABELS, deployments, points
 
 # x metric -> +1 if higher is better, -1 if lower is better
-X_METRICS = {"p50_intvty": 1, "p90_intvty": 1, "p50_e2e_norm_intvty": 1, "p90_e2e_norm_intvty": 1, "p90_ttft": -1}
+X_METRICS = {"p50_intvty": 1, "p90_intvty": 1, "p50_e2e_norm_intvty": 1, "p90_e2e_norm_intvty": 1, "p90_ttft": -1,
+             "p50_e2el": -1, "p90_e2el": -1}
+# y metrics computed from a stored column: name -> the column ($ per million total tokens = 1e6 / tokens per $)
+DERIVED_Y = {f"usd_per_m_tok_{basis}": f"tok_per_usd_{basis}" for basis in COST_BASES}
 Y_METRICS = ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu", "tok_per_usd_hyperscaler",
              "tok_per_usd_neocloud", "tok_per_usd_rental_3y", "tok_s_per_mw", "measured_tok_s_per_mw",
-             "joules_per_output_token", "joules_per_total_token")
-Y_LOWER_BETTER = {"joules_per_output_token", "joules_per_total_token"}  # every other y: higher is better
+             "joules_per_output_token", "joules_per_total_token", *DERIVED_Y)
+Y_LOWER_BETTER = {"joules_per_output_token", "joules_per_total_token", *DERIVED_Y}  # every other y: higher is better
 CANONICAL = ("p90_e2e_norm_intvty", "tput_per_gpu")
 CURVE = ("model", "hardware", "engine")
 
@@ -54,12 +58,12 @@ def load_points(engine: Engine, filters: Filters, x: str, y: str) -> list[dict]:
     check_metrics(x, y)
     cols = [points.c.id, points.c.concurrency, points.c.started_at, points.c.valid, points.c.simulated,
             points.c.source, points.c.deployment_id, *[deployments.c[k] for k in DEPLOYMENT_LABELS],
-            *[points.c[name] for name in sorted({x, y, *CANONICAL})]]
+            *[metric_column(name) for name in sorted({x, y, *CANONICAL})]]
     q = filtered(select(*cols).join(deployments, points.c.deployment_id == deployments.c.id), filters)
     with engine.connect() as conn:
         result = conn.execute(q.where(points.c.status == "ok").order_by(points.c.id))
         keys = list(result.keys())
-        out = [dict(zip(keys, row)) for row in result]
+        out = [with_derived(dict(zip(keys, row))) for row in result]
         bad = [r["id"] for r in out if r["valid"] is False]
         reasons = {}
         if bad:
@@ -69,6 +73,24 @@ def load_points(engine: Engine, filters: Filters, x: str, y: str) -> list[dict]:
         if r["valid"] is False:
             r["reasons"] = reasons.get(r["id"], ["NOT VALID"])
     return out
+
+
+def metric_column(name: str):
+    """The database column of a metric (a derived y: its stored column, computed in with_derived)."""
+    return points.c[DERIVED_Y[name]].label(f"{name}__from") if name in DERIVED_Y else points.c[name]
+
+
+def with_derived(row: dict) -> dict:
+    """`row` with each derived y whose column it holds ($ per million tokens from tokens per $)."""
+    for name, column in DERIVED_Y.items():
+        if f"{name}__from" in row:
+            v = row.pop(f"{name}__from")
+        elif column in row:
+            v = row[column]
+        else:
+            continue
+        row[name] = 1e6 / v if v else None
+    return row
 
 
 def pareto(rows: list[dict], x: str, y: str) -> list[dict]:
@@ -116,7 +138,7 @@ def at_x(curve: Curve, x: str, y: str, at: float) -> dict | None:
     and, where `at` lies between two of its points, an interpolated one (flagged); the best of
     all deployments wins, a measured answer over an equal interpolated one. None when no point
     of any deployment reaches `at`."""
-    sign, best = X_METRICS[x], None
+    sign, ysign, best = X_METRICS[x], -1 if y in Y_LOWER_BETTER else 1, None  # best: J / $ per token the least
     by_deployment: dict = {}
     for r in curve.rows:
         by_deployment.setdefault(r.get("deployment_id"), []).append(r)
@@ -125,7 +147,7 @@ def at_x(curve: Curve, x: str, y: str, at: float) -> dict | None:
         meeting = [r for r in front if sign * (r[x] - at) >= 0]
         candidates = []
         if meeting:
-            r = max(meeting, key=lambda r: r[y])
+            r = max(meeting, key=lambda r: ysign * r[y])
             candidates.append((r[y], 1, {"interpolated": False, "point_ids": [r["id"]],
                                          "concurrency": [r["concurrency"]]}, r))
         value = _hermite([(r[x], r[y]) for r in front], at)
@@ -135,7 +157,7 @@ def at_x(curve: Curve, x: str, y: str, at: float) -> dict | None:
             candidates.append((value, 0, {"interpolated": True, "point_ids": [lo["id"], hi["id"]],
                                           "concurrency": [lo["concurrency"], hi["concurrency"]]}, lo))
         for value, measured, answer, row in candidates:
-            if best is None or (value, measured) > best[:2]:
+            if best is None or (ysign * value, measured) > (ysign * best[0], best[1]):
                 best = (value, measured, answer, row)
     if best is None:
         return None

@@ -90,8 +90,9 @@ def limit_arrow_threads(n: int) -> None:
     pyarrow.set_io_thread_count(min(n, pyarrow.io_thread_count()))
 
 
-def serve(app, host: str, port: int, limits: ServeLimits) -> None:
-    """Run `app` (made with `create_app(..., workers=limits.workers)`) until SIGINT / SIGTERM."""
+def serve(app, host: str, port: int, limits: ServeLimits, sock=None) -> None:
+    """Run `app` (made with `create_app(..., workers=limits.workers)`) until SIGINT / SIGTERM, on
+    `sock` when given (bound already: a busy port was one line before anything was printed)."""
     import uvicorn
 
     limit_malloc_arenas()
@@ -99,4 +100,4 @@ def serve(app, host: str, port: int, limits: ServeLimits) -> None:
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", http=timed_protocol(limits.request_timeout_s),
                             timeout_keep_alive=5, limit_concurrency=limits.max_connections, backlog=2048,
                             h11_max_incomplete_event_size=64 * 1024, lifespan="on")
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from agentx.errors import AgentxError
-from agentx.results.runfolder import RunFolder, find_run_folders, read_run
+from agentx.results.runfolder import RunFolder, find_run_folders, incomplete, read_run
 from agentx.results.schema import datasets, points
 from agentx.power.energy import power_over_time
 from agentx.results.series import build_histograms, build_series
@@ -25,6 +25,12 @@ from agentx.traces.digest import read_digest
 class Refused:
     path: Path
     reason: str
+
+
+@dataclass
+class Skipped:
+    path: Path
+    reason: str  # why the run folder is incomplete (runfolder.incomplete)
 
 
 @dataclass
@@ -72,15 +78,28 @@ def import_run(engine: Engine, path: Path, sweep_id: int | None = None, fingerpr
     return Imported(path, point, True)
 
 
-def import_paths(engine: Engine, paths: list[Path]) -> list[Imported]:
-    """Every run folder named or below the folders named; the first bad one raises (callers that
-    report a batch folder by folder use `import_each`)."""
-    return [import_run(engine, folder) for folder in find_run_folders(paths)]
-
-
-def import_each(engine: Engine, paths: list[Path]) -> Iterator[Imported | Refused]:
-    """Each run folder's outcome: stored (atomically, a folder at a time) or refused with why."""
+def import_paths(engine: Engine, paths: list[Path], skipped=None) -> list[Imported]:
+    """Every complete run folder named or below the folders named; the first bad one raises
+    (callers that report a batch folder by folder use `import_each`). `skipped(path, why)` hears
+    of each incomplete one (a failed or killed run), which is left out."""
+    out = []
     for folder in find_run_folders(paths):
+        why = incomplete(folder)
+        if why is None:
+            out.append(import_run(engine, folder))
+        elif skipped is not None:
+            skipped(folder, why)
+    return out
+
+
+def import_each(engine: Engine, paths: list[Path]) -> Iterator[Imported | Refused | Skipped]:
+    """Each run folder's outcome: stored (atomically, a folder at a time), skipped as incomplete
+    (a failed or killed run: a note, not an error), or refused with why."""
+    for folder in find_run_folders(paths):
+        why = incomplete(folder)
+        if why is not None:
+            yield Skipped(folder, why)
+            continue
         try:
             yield import_run(engine, folder)
         except AgentxError as e:

@@ -6,7 +6,11 @@ from dataclasses import dataclass
 
 from sqlalchemy import Select, select
 
-from agentx.results.schema import datasets, deployments, points
+from agentx.results.schema import datasets, deployments, points, sweeps
+
+LABEL_FILTERS = ("model", "hardware", "engine", "engine_version", "precision", "parallelism", "spec_decoding",
+                 "kv_offload", "router")  # deployment labels a filter matches exactly
+KINDS = ("measured", "simulated", "plan")  # a point's kind: a real engine, the sim in real time, `sim plan`
 
 
 @dataclass
@@ -17,11 +21,18 @@ class Filters:
     dataset: str | None = None
     since: str | None = None  # ISO 8601 date or time (UTC), inclusive
     until: str | None = None  # exclusive
+    engine_version: str | None = None
+    precision: str | None = None
+    parallelism: str | None = None
+    spec_decoding: str | None = None
+    kv_offload: str | None = None
+    router: str | None = None
+    kind: str | None = None  # one of KINDS
 
 
 def filtered(q: Select, f: Filters) -> Select:
     """`q` (which joins points to deployments) restricted to the points the filters match."""
-    for name in ("model", "hardware", "engine"):
+    for name in LABEL_FILTERS:
         if getattr(f, name) is not None:
             q = q.where(deployments.c[name] == getattr(f, name))
     if f.dataset is not None:
@@ -30,4 +41,8 @@ def filtered(q: Select, f: Filters) -> Select:
         q = q.where(points.c.started_at >= f.since)
     if f.until is not None:
         q = q.where(points.c.started_at < f.until)
+    if f.kind is not None:
+        planned = points.c.sweep_id.in_(select(sweeps.c.id).where(sweeps.c.name.like("plan %")))
+        q = q.where({"measured": ~points.c.simulated, "simulated": points.c.simulated & ~planned.is_(True),
+                     "plan": planned}[f.kind])
     return q

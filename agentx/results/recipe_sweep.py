@@ -28,8 +28,10 @@ from agentx.results.points import deployment_labels, insert_point
 from agentx.results.targets import healthy, running
 
 
-def run_sweep(path: Path, engine: Engine, out: Path | None, say: Callable[[str], None] = print) -> dict:
-    """Run (or resume) the recipe at `path`; return {deployment: {concurrency: status}}."""
+def run_sweep(path: Path, engine: Engine, out: Path | None, say: Callable[[str], None] = print,
+              on_tick=None) -> tuple[Path, dict]:
+    """Run (or resume) the recipe at `path`; return its folder and {deployment: {concurrency:
+    status}}. `on_tick(snapshot)` follows each bench run (a progress line)."""
     recipe = load_recipe(path)  # the recipe and its dataset are valid before anything is written
     options = bench_options(recipe, path)
     sessions = _sessions(recipe, path.parent)
@@ -44,13 +46,14 @@ def run_sweep(path: Path, engine: Engine, out: Path | None, say: Callable[[str],
     status = "partial"  # unless every point is stored (an interrupted sweep is partial too)
     try:
         for dep in recipe.deployments:
-            outcome[dep.name] = _deployment(engine, recipe, options, dep, sessions, out / dep.name, sweep_id, say)
+            outcome[dep.name] = _deployment(engine, recipe, options, dep, sessions, out / dep.name, sweep_id, say,
+                                            on_tick)
         statuses = [s for per in outcome.values() for s in per.values()]
         status = "finished" if all(s != "failed" for s in statuses) else "partial"
     finally:
         with engine.begin() as conn:
             conn.execute(sweeps.update().where(sweeps.c.id == sweep_id).values(status=status, finished_at=now()))
-    return outcome
+    return out, outcome
 
 
 def _sweep_row(engine: Engine, recipe: Recipe, fingerprint: str, out: Path) -> int:
@@ -81,7 +84,7 @@ def _stored(engine: Engine, fingerprint: str) -> bool:
 
 
 def _deployment(engine, recipe: Recipe, options: dict, dep: Deployment, sessions, folder: Path, sweep_id: int,
-                say) -> dict:
+                say, on_tick=None) -> dict:
     todo = {n: point_fingerprint(recipe, dep, n) for n in recipe.concurrency}
     status = {n: "stored" for n, fp in todo.items() if _stored(engine, fp)}
     todo = {n: fp for n, fp in todo.items() if n not in status}
@@ -94,7 +97,8 @@ def _deployment(engine, recipe: Recipe, options: dict, dep: Deployment, sessions
             for n, fp in todo.items():
                 if not healthy(url):
                     raise AgentxError(f"deployment {dep.name}: {url} stopped answering (log: {folder / 'server.log'})")
-                status[n] = _point(engine, recipe, options, dep, sessions, url, folder / f"c{n}", n, fp, sweep_id, say)
+                status[n] = _point(engine, recipe, options, dep, sessions, url, folder / f"c{n}", n, fp, sweep_id, say,
+                                   on_tick)
     except AgentxError as e:
         say(f"{dep.name}: failed: {e}")
         for n, fp in todo.items():
@@ -105,7 +109,7 @@ def _deployment(engine, recipe: Recipe, options: dict, dep: Deployment, sessions
 
 
 def _point(engine, recipe: Recipe, options: dict, dep: Deployment, sessions, url: str, folder: Path, n: int,
-           fp: str, sweep_id: int, say) -> str:
+           fp: str, sweep_id: int, say, on_tick=None) -> str:
     from agentx.replay.driver import bench
     from agentx.replay.settings import BenchSettings
 
@@ -121,7 +125,7 @@ def _point(engine, recipe: Recipe, options: dict, dep: Deployment, sessions, url
         gpus=labels.get("gpus"), hardware=labels.get("hardware"), engine=labels.get("engine"), clock_scale=clock_scale,
         **_corpus(recipe).labels, **options)
     say(f"{dep.name}: concurrency {n}, {recipe.duration:g} s profiling -> {folder}")
-    result = bench(settings, sessions, f"agentx sweep ({recipe.name})")
+    result = bench(settings, sessions, f"agentx sweep ({recipe.name})", on_tick)
     _label(folder, result, labels)
     done = import_run(engine, folder, sweep_id=sweep_id, fingerprint=fp)
     with engine.begin() as conn:  # a retried point replaces its failed attempts

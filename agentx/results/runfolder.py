@@ -63,6 +63,22 @@ def find_run_folders(paths: list[Path]) -> list[Path]:
     return found
 
 
+def incomplete(path: Path) -> str | None:
+    """Why a run folder cannot be stored (None: it can): a run that failed, or one without its
+    summary (a killed run: `agentx report` writes it)."""
+    try:
+        info = decode_json(path / "run.json")
+    except AgentxError:
+        return None  # read_run names what is wrong with it
+    if isinstance(info, dict) and info.get("status") == "failed":
+        return f"the run failed ({str(info.get('error'))[:200]}); nothing to store"
+    if not (path / "result.json").exists():
+        if not (path / "records.jsonl").exists():
+            return "the run ended before its first request (no records)"
+        return f"no result.json (a killed run?): `agentx report {path}` writes it"
+    return None
+
+
 def decode_json(path: Path, type_=object, limit: int = rs.MAX_JSON_FILE, data: bytes | None = None):
     """A JSON document of a user's file as `type_`; errors name the file and the field."""
     data = read_bounded(path, limit) if data is None else data

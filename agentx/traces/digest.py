@@ -75,13 +75,26 @@ def dataset_digest(sessions: list[Session], graphs: list[SessionGraph] | None = 
                      "hit_tokens": v.session_hits, "isl_tokens": v.session_isl,
                      "duration_s": [round(d, 3) for d in v.durations]},
         "prefix": {s.id: prefix_order(g) for s, g in zip(sessions, graphs)},
+        "conversations": {s.id: conversation_nodes(g) for s, g in zip(sessions, graphs)},
     }
+
+
+def conversation_nodes(graph: SessionGraph) -> dict:
+    """A whole conversation as the trace has it (the dataset explorer marks the replayed part):
+    its streams' kinds and per request (graph node, the records' `node`) [stream, ISL, OSL]."""
+    return {"streams": [str(s.kind) for s in graph.streams],
+            "nodes": [[n.stream, int(n.request.isl), int(n.request.osl)] for n in graph.nodes]}
+
+
+# TraceStats fields whose null means "not defined for this corpus" (kept None, not read as NaN)
+_OPTIONAL = ("corpus_hit_rate", "source_hit_rate", "source_hit_rule")
 
 
 def digest_stats(digest: dict) -> TraceStats:
     """The digest's `stats` back as `TraceStats` (null, written for NaN, reads as NaN)."""
     def nan(x):
-        return {k: nan(v) for k, v in x.items()} if isinstance(x, dict) else math.nan if x is None else x
+        return {k: v if k in _OPTIONAL else nan(v) for k, v in x.items()} if isinstance(x, dict) else \
+            math.nan if x is None else x
 
     return msgspec.convert(nan(digest["stats"]), TraceStats)
 

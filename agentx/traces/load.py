@@ -15,7 +15,7 @@ from agentx.traces.bailian import read_bailian, write_bailian
 from agentx.traces.model import Session
 from agentx.traces.mooncake import read_mooncake, write_mooncake
 from agentx.traces.rollout import read_rollout
-from agentx.traces.tracelab import read_tracelab, write_tracelab
+from agentx.traces.tracelab import is_tracelab_csv, read_tracelab, write_tracelab
 from agentx.traces.trie import read_trie
 from agentx.traces.source import read_trace_bytes
 from agentx.traces.weka import read_weka, write_weka
@@ -66,7 +66,7 @@ def detect_format(path: Path) -> Format:
     if text.startswith(b"{") and b'"requests"' in head:
         return "weka"
     first_line = text.split(b"\n", 1)[0]
-    if first_line.startswith(b"id,input_len,"):
+    if is_tracelab_csv(first_line):
         return "tracelab"
     try:
         row = msgspec.json.decode(first_line)

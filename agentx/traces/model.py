@@ -171,6 +171,8 @@ class Session:
     `partial_block_ids` is true for formats that give the last partial block an id too.
     `provider` names the agent that produced it where the format says (TraceLab: claude, codex).
     `source` is the file it was read from (for errors found after loading, e.g. by a conversion).
+    `source_hit` is (rule, hit tokens, input tokens) by the format's own hit-rate rule (TRIE,
+    TraceLab), for `trace stats --hit-rule source`.
     """
 
     id: str
@@ -184,6 +186,9 @@ class Session:
     partial_block_ids: bool = False
     provider: str | None = None
     source: str = field(default="", compare=False)
+    # the source format's own theoretical hit, where it defines one that differs from agentx's
+    # (stats.SOURCE_RULES names each rule): (hit tokens, input tokens) of this session
+    source_hit: tuple[str, int, int] | None = field(default=None, compare=False)
 
     @property
     def main(self) -> Stream:

@@ -10,7 +10,7 @@ import numpy as np
 from agentx.common import percentiles
 from agentx.traces.graph import chain_gap
 from agentx.traces.hashids import by_memory
-from agentx.traces.model import Session
+from agentx.traces.model import EMPTY_IDS, Session
 from agentx.traces.segment_stats import KindShare, segment_shares
 
 PERCENTILES = (50, 90, 95, 99)
@@ -57,6 +57,16 @@ class Distribution:
         return float((v > threshold).mean()) if v.size else math.nan
 
 
+# Hit rates by the sources' own rules (`trace stats --hit-rule source`, SPEC §1), beside agentx's
+# (token-weighted, infinite cache, blocks seen earlier in the same session tree).
+SOURCE_RULES = {
+    "global": "Mooncake (FAST'25) and other global-id formats: blocks seen earlier anywhere in the corpus "
+              "(by arrival), token-weighted, capped at each ISL",
+    "trie": "TRIE: eligible tokens (turn k > 0: the previous prompt and its answer) over all prompt tokens",
+    "tracelab": "TraceLab: recorded prefix tokens over input tokens, every round (round 0's cached prefix too)",
+}
+
+
 @dataclass(frozen=True)
 class TraceStats:
     sessions: int
@@ -70,9 +80,12 @@ class TraceStats:
     subagent_requests: int  # requests of subagent and background streams
     subagents_per_session: Distribution  # over sessions with at least one subagent
     subagent_wall_time: Distribution  # seconds
-    theoretical_hit_rate: float  # token-weighted, infinite cache
+    theoretical_hit_rate: float  # token-weighted, infinite cache, within each session tree
     billed_count_requests: int  # `in` smaller than the hash blocks cover
     duration: Distribution  # recorded session wall time, seconds
+    corpus_hit_rate: float | None = None  # global ids only: blocks seen earlier anywhere in the corpus
+    source_hit_rate: float | None = None  # by the source's own rule (SOURCE_RULES), where it has one
+    source_hit_rule: str | None = None  # that rule's key in SOURCE_RULES
     segments: tuple[KindShare, ...] = ()  # per segment kind, where the trace has segments
 
 
@@ -133,10 +146,39 @@ class TraceValues:
     session_hits: list[int] = field(default_factory=list)  # theoretical hit tokens (`session_hit_tokens`)
     session_isl: list[int] = field(default_factory=list)
     durations: list[float] = field(default_factory=list)
+    corpus_hits: tuple[int, int] | None = None  # (hit, ISL tokens) across sessions (global ids only)
+    source_hits: dict[str, list[int]] = field(default_factory=dict)  # rule -> [hit, ISL tokens]
+
+
+def corpus_hit_tokens(sessions: list[Session]) -> tuple[int, int] | None:
+    """(hit tokens, ISL tokens) with an infinite cache shared by the whole corpus, requests in
+    arrival order (session start + t): how Mooncake defines reuse, its ids being global. None
+    unless every session's ids are global (per-session ids mean nothing across sessions)."""
+    if not sessions or any(s.hash_id_scope != "global" for s in sessions):
+        return None
+    reqs = sorted(((s.start + r.t, k, s, r) for k, s in enumerate(sessions) for r in s.requests()),
+                  key=lambda e: (e[0], e[1]))
+    arrays = [r.hash_ids for *_, r in reqs]
+    memory, longest = by_memory(arrays)  # (as in session_hit_tokens: each stored id looked at once)
+    uniq = np.unique(np.concatenate([EMPTY_IDS, *longest.values()]))
+    seen = np.zeros(len(uniq), dtype=bool)
+    marked: dict[tuple, int] = {}
+    hits = total = 0
+    for (_, _, s, r), ids, mem in zip(reqs, arrays, memory):
+        before = marked.get(mem, 0)
+        done = min(before, len(ids))
+        rest = np.searchsorted(uniq, ids[done:])
+        isl = s.replay_isl(r)
+        hits += min(isl, (done + int(np.count_nonzero(seen[rest]))) * s.block_size)
+        seen[rest] = True
+        marked[mem] = max(before, len(ids))
+        total += isl
+    return hits, total
 
 
 def trace_values(sessions: list[Session]) -> TraceValues:
     v = TraceValues()
+    v.corpus_hits = corpus_hit_tokens(sessions)
     for s in sessions:
         n_subs, first = 0, len(v.isl)
         for stream in s.walk():
@@ -159,6 +201,10 @@ def trace_values(sessions: list[Session]) -> TraceValues:
         v.session_hits.append(h)
         v.session_isl.append(t)
         v.durations.append(s.duration)
+        if s.source_hit is not None:
+            rule, hit, isl = s.source_hit
+            acc = v.source_hits.setdefault(rule, [0, 0])
+            acc[0], acc[1] = acc[0] + hit, acc[1] + isl
     return v
 
 
@@ -170,6 +216,13 @@ def stats_of(v: TraceValues) -> TraceStats:
     sub_counts = [n for n in v.session_subagents if n]
     hits, total = sum(v.session_hits), sum(v.session_isl)
     gap_dist = Distribution.of(v.gaps)
+    corpus = v.corpus_hits[0] / v.corpus_hits[1] if v.corpus_hits and v.corpus_hits[1] else None
+    rule = source = None
+    if len(v.source_hits) == 1:  # one source's rule (a mixed corpus has no single one)
+        rule, (hit, isl) = next(iter(v.source_hits.items()))
+        source = hit / isl if isl else None
+    elif not v.source_hits and corpus is not None:
+        rule, source = "global", corpus
     return TraceStats(
         sessions=len(v.session_ids),
         requests=len(v.isl),
@@ -185,6 +238,9 @@ def stats_of(v: TraceValues) -> TraceStats:
         theoretical_hit_rate=hits / total if total else math.nan,
         billed_count_requests=v.billed,
         duration=Distribution.of(v.durations),
+        corpus_hit_rate=corpus,
+        source_hit_rate=source,
+        source_hit_rule=rule,
     )
 
 

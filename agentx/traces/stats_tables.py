@@ -8,7 +8,7 @@ from typing import Callable
 from rich import box
 from rich.table import Table
 
-from agentx.traces.stats import Distribution, TraceStats
+from agentx.traces.stats import SOURCE_RULES, Distribution, TraceStats
 
 
 _TIME_UNITS = ((600, 1, "s"), (600 * 60, 60, "m"), (96 * 3600, 3600, "h"), (3650 * 86400, 86400, "d"))
@@ -42,7 +42,23 @@ def _ratio(part: float, whole: float) -> float:
 STATS_COLUMNS = ("metric", "n", "mean", "p50", "p90", "p95", "p99", "max", "lognorm fit")
 
 
-def stats_rows(stats: TraceStats) -> tuple[list[list[str]], list[str]]:
+def hit_lines(stats: TraceStats, source_rule: bool = False) -> list[str]:
+    """The theoretical hit rates, each named by its rule: agentx's (per session tree), the corpus-wide
+    one of global ids, and with `source_rule` the source's own (SOURCE_RULES)."""
+    line = f"theoretical prefix-cache hit rate {_share(stats.theoretical_hit_rate)} (agentx: within each session tree)"
+    if stats.corpus_hit_rate is not None:
+        line += f", {_share(stats.corpus_hit_rate)} across the corpus (global ids)"
+    lines = [line]
+    if source_rule:
+        if stats.source_hit_rule is None:
+            lines.append("by the source's rule: the same as agentx's (the format defines no other)")
+        else:
+            lines.append(f"by the source's rule {_share(stats.source_hit_rate or math.nan)} "
+                         f"({SOURCE_RULES[stats.source_hit_rule]})")
+    return lines
+
+
+def stats_rows(stats: TraceStats, source_rule: bool = False) -> tuple[list[list[str]], list[str]]:
     """The cells of `agentx trace stats` (one row per distribution) and its caption lines, as printed."""
 
     def row(label: str, d: Distribution, unit: str = "") -> list[str]:
@@ -59,20 +75,20 @@ def stats_rows(stats: TraceStats) -> tuple[list[list[str]], list[str]]:
         f"sessions {stats.sessions:,}   requests {stats.requests:,}   streams: {kinds}",
         f"sessions with subagents {stats.sessions_with_subagents:,} ({_share(share)})   "
         f"gaps over 60 s {_share(stats.gap_share_over_60s)}",
-        f"theoretical prefix-cache hit rate {_share(stats.theoretical_hit_rate)}"
-        + (f"   billed-count requests {stats.billed_count_requests:,}" if stats.billed_count_requests else ""),
+        *hit_lines(stats, source_rule),
+        *([f"billed-count requests {stats.billed_count_requests:,}"] if stats.billed_count_requests else []),
         "* per session with at least one subagent; lognorm: median,sigma of a log-normal fit; ISL and OSL in tokens",
     ]
     return rows, caption
 
 
-def stats_table(stats: TraceStats, source: str) -> Table:
+def stats_table(stats: TraceStats, source: str, source_rule: bool = False) -> Table:
     table = Table(title=f"Trace statistics: {source}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   collapse_padding=True)
     table.add_column(STATS_COLUMNS[0])
     for name in STATS_COLUMNS[1:]:
         table.add_column(name, justify="right")
-    rows, caption = stats_rows(stats)
+    rows, caption = stats_rows(stats, source_rule)
     for cells in rows:
         table.add_row(*cells)
     table.caption = "\n".join(caption)
@@ -100,7 +116,7 @@ def segments_table(stats: TraceStats) -> Table | None:
     return table
 
 
-def compare_table(corpora: list[tuple[str, TraceStats]]) -> Table:
+def compare_table(corpora: list[tuple[str, TraceStats]], source_rule: bool = False) -> Table:
     """Corpora side by side: one column each, the figures that tell agentic traffic apart."""
     table = Table(title="Trace statistics side by side", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("metric")
@@ -120,9 +136,17 @@ def compare_table(corpora: list[tuple[str, TraceStats]]) -> Table:
     rows += [
         ("gaps over 60 s", lambda s: _share(s.gap_share_over_60s)),
         ("theoretical hit rate", lambda s: _share(s.theoretical_hit_rate)),
+        ("  across the corpus", lambda s: "-" if s.corpus_hit_rate is None else _share(s.corpus_hit_rate)),
     ]
+    if source_rule:
+        rows.append(("  by the source's rule", lambda s: "-" if s.source_hit_rule is None else
+                     f"{_share(s.source_hit_rate or math.nan)} ({s.source_hit_rule})"))
     for label, cell in rows:
         table.add_row(label, *(cell(stats) for _, stats in corpora))
-    table.caption = "ISL and OSL in tokens; hit rate: token-weighted, infinite cache, within each session tree"
+    table.caption = ("ISL and OSL in tokens; hit rate: token-weighted, infinite cache, within each session tree "
+                     "(across the corpus: global ids only)")
+    if source_rule:
+        table.caption += "".join(f"\n{key}: {SOURCE_RULES[key]}" for key in
+                                 dict.fromkeys(s.source_hit_rule for _, s in corpora if s.source_hit_rule))
     table.caption_justify = "left"
     return table

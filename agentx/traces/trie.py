@@ -58,5 +58,8 @@ def read_trie(path: str | Path, warn=None) -> list[Session]:
             requests.append(Request(t=round(t, 6), model="", isl=isl, osl=osl, hash_ids=hash_ids, think_time=gap))
         sid = str(row.session_id) if row.session_id is not None else f"{stem}-{n}"
         main = Stream(kind="main", requests=tuple(requests))
-        sessions.append(Session(id=sid, block_size=BLOCK_SIZE, hash_id_scope="local", streams=(main,)))
+        # TRIE's "eligible" prompt tokens: turn k > 0 may reuse the previous prompt and its answer
+        eligible = sum(min(isl, isls[k - 1] + osls[k - 1]) for k, isl in enumerate(isls) if k)
+        sessions.append(Session(id=sid, block_size=BLOCK_SIZE, hash_id_scope="local", streams=(main,),
+                                source_hit=("trie", eligible, sum(isls))))
     return sessions

@@ -236,7 +236,12 @@ def _on_ray(plan: Plan, jobs: list, address: str) -> list[dict]:
         import ray
     except ImportError:
         raise AgentxError("--ray needs the ray extra: pip install -e '.[ray]'") from None
-    ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+    try:
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as e:  # no cluster there
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise AgentxError(f"no Ray cluster at {address!r} ({first}); start one with `ray start --head` "
+                          "or leave --ray out to run on local processes", "ray") from None
     try:
         task = ray.remote(run_point)
         return ray.get([task.remote(plan, config, c, path) for config, c, path in jobs])

@@ -43,6 +43,8 @@ from agentx.replay.run import RunSkeleton
 from agentx.replay.session_ids import stream_session_id, stream_session_ids
 from agentx.replay.settings import BenchSettings
 
+TICK_S = 0.5  # wall seconds between progress snapshots
+
 
 def engine_settings(e: EngineConfig) -> str:
     """The sim's settings that set a deployment apart beside its labels (SPEC §8 `engine_settings`)."""
@@ -100,6 +102,8 @@ class VirtualRun(RunSkeleton):
         # per core, its finish bound while no core's state changed but by its own advance (cleared
         # when a request arrives, hands off or finishes), so a turn computes one bound, not one per core
         self.bounds: dict = {}
+        self.ended = 0  # requests ended (the progress line)
+        self.on_tick, self.next_tick = None, 0.0  # progress: called with snapshot() every TICK_S of wall time
         self.power = None  # power.jsonl: the modeled GPUs' DCGM readings (none without power figures)
         self.window_open, self.last_profile_end = False, None
 
@@ -148,6 +152,9 @@ class VirtualRun(RunSkeleton):
                 elif self.time >= tick:
                     self._sample(tick)
                     tick += 1.0
+                    if self.on_tick and time.perf_counter() >= self.next_tick:
+                        self.next_tick = time.perf_counter() + TICK_S
+                        self.on_tick(self.snapshot())
                 continue
             self._advance(first, min([events] + [self._bound(c) for c in busy if c is not first]))
         self._drain(plan.profile_end + self.s.target.grace)
@@ -285,7 +292,14 @@ class VirtualRun(RunSkeleton):
         s.queue.observe(max(0.0, first.scheduled_at - first.arrival))
         self._ended(d, rec, seq.finished_at)
 
+    def snapshot(self) -> dict:
+        """Where the virtual run is, for a progress line."""
+        plan = self.plan
+        return {"phase": plan.phase.rstrip("12"), "modeled_s": self.time, "requests": self.ended,
+                "profile_left": max(0.0, plan.profile_end - self.time) if plan.profile_start < math.inf else None}
+
     def _ended(self, d: Dispatch, rec: Record, at: float) -> None:
+        self.ended += 1
         self.records.write(rec)
         if rec.phase == "profile" and rec.error is None:
             self.last_profile_end = max(self.last_profile_end or rec.end, rec.end)
@@ -338,8 +352,12 @@ def _series_line(t: float, phase: str, values: dict[str, float]) -> bytes:
 
 def sim_bench(settings: BenchSettings, sessions: list, sim: Deployment, command: str = "", on_tick=None) -> dict:
     """Replay `sessions` on the simulated deployment in modeled time; write the run folder;
-    return the result point. (`on_tick` is accepted for `sweep`'s sake: a virtual run has no
-    live display.)"""
+    return the result point. `on_tick(snapshot())` follows the run (a progress line)."""
     run = VirtualRun(settings, sessions, sim, command)
-    run.execute()
+    run.on_tick = on_tick
+    try:
+        run.execute()
+    except BaseException as e:
+        run.folder.fail(e)
+        raise
     return report(run.folder.path)

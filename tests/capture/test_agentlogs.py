@@ -100,6 +100,22 @@ def test_hostile_usage_is_one_line_naming_file_line_and_field(tmp_path, tokenize
         _export(tmp_path, tokenizer_path, **kind)
 
 
+def test_redacted_codex_text_keeps_the_recorded_counts(tmp_path, tokenizer_path):
+    """Codex logs reasoning only as `encrypted_content` and may elide tool output, yet counts
+    every token: the counts size the hash blocks (placeholder tokens stand for the missing text),
+    and the prefix reuse the cached counts record survives."""
+    expect = codex_store(tmp_path / "sessions")
+    _, _, (session,) = _export(tmp_path, tokenizer_path, codex=[tmp_path / "sessions"])
+    first, second = session.main.requests
+    assert (first.isl, second.isl) == (expect["main"][0][0], expect["main"][1][0])
+    assert [len(r.hash_ids) for r in (first, second)] == [first.isl // 64, second.isl // 64]
+    assert second.hash_ids[:len(first.hash_ids)].tolist() == first.hash_ids.tolist()
+    from agentx.traces.stats import session_hit_tokens
+
+    hit, _ = session_hit_tokens(session)  # the log: 9,000 of the second call's 9,400 tokens cached
+    assert hit == len(first.hash_ids) * 64 == 9000 // 64 * 64
+
+
 def test_imported_logs_carry_segments(tmp_path, tokenizer_path):
     """A session log's calls get segments (SPEC §1): the unlogged head as one system segment, then
     the messages by kind; Claude Code's Grep and Codex's shell call get their tool class."""

@@ -137,6 +137,11 @@ def test_cli_export_and_bad_store(captured, tokenizer_path, tmp_path):
     assert saved["dropped"]["over_max_context"] > 0
     doc = json.loads(next((tmp_path / "x" / "traces").iterdir()).read_text())
     assert doc["hash_id_scope"] == "global"
+    res = subprocess.run(run + ["--store", str(captured["store"]), "--out", str(tmp_path / "z"), "--max-context",
+                                "10"], capture_output=True, text=True, timeout=120)  # nothing fits 10 tokens
+    text = " ".join(res.stdout.split())
+    assert res.returncode == 0 and "wrote 0 trace files" in text and "replay them with" not in text
+    assert "no session was left to export" in text
     res = subprocess.run(run + ["--store", str(tmp_path / "none.db"), "--out", str(tmp_path / "y")],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode != 0 and "no such capture store" in res.stderr and "Traceback" not in res.stderr

@@ -41,3 +41,9 @@ def train_tokenizer(path: Path, vocab_size: int = 1200) -> Path:
     tok.train_from_iterator(corpus, trainer)
     tok.save(str(path))
     return path
+
+
+if __name__ == "__main__":  # `python tests/capture/tokenizer.py tokenizer.json`: a tokenizer to try capture with
+    import sys
+
+    print(train_tokenizer(Path(sys.argv[1] if len(sys.argv) > 1 else "tokenizer.json")))

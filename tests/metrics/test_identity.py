@@ -13,12 +13,13 @@ def test_the_sim_publishes_engine_version_block_size_and_context():
     settings = "H200 x8 qwen3-235b-a22b bf16, block_size=32, max_model_len=65536"  # what differs from the defaults
     assert found == {"engine": ("agentx-sim", "/version"), "engine_version": (__version__, "/version"),
                      "block_size": (32, "/metrics"), "max_model_len": (65536, "/v1/models"),
-                     "engine_settings": (settings, "/version")}
+                     "engine_settings": (settings, "/version"), "precision": ("bf16", "/version")}
     values, sources = merge({"engine": "my-sim", "block_size": None}, found)
     assert values == {"engine": "my-sim", "engine_version": __version__, "block_size": 32, "max_model_len": 65536,
-                      "engine_settings": settings}
+                      "engine_settings": settings, "precision": "bf16"}
     assert sources == {"engine": "user", "engine_version": "server /version", "block_size": "server /metrics",
-                       "max_model_len": "server /v1/models", "engine_settings": "server /version"}
+                       "max_model_len": "server /v1/models", "engine_settings": "server /version",
+                       "precision": "server /version"}
 
 
 def test_every_setting_that_changes_performance_is_in_the_sims_published_settings():

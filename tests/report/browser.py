@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import shutil
 from contextlib import contextmanager
 
@@ -26,6 +27,22 @@ def assert_every_graph_has_points(page: "Page", expected: set[str]) -> None:
     for g in graphs:
         drawn = [n for n, hidden in zip(g["points"], g["hidden"]) if not hidden]
         assert drawn and max(drawn) > 0, g
+
+
+# every graph's toolbar box against its title's and its buttons' boxes: pairs that overlap
+TOOLBAR_OVERLAPS = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(gd => {
+    const bar = gd.querySelector('.modebar'); if (!bar) return [];
+    const a = bar.getBoundingClientRect();
+    return [...gd.querySelectorAll('.gtitle, .updatemenu-container, .legend')].filter(el => {
+        const b = el.getBoundingClientRect();
+        return b.width && a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+    }).map(el => gd.id + ': ' + el.getAttribute('class'));
+})"""
+
+
+def assert_toolbars_clear(page: "Page") -> None:
+    """No chart's plotly toolbar covers its title, its buttons or its legend."""
+    assert page.page.evaluate(TOOLBAR_OVERLAPS) == []
 
 
 class Page:
@@ -61,9 +78,65 @@ class Page:
         self.page.mouse.click(x, y)
 
 
+# per timeline row drawn: where its decode bars are and where it has no request (a gap between two of
+# its requests), in page pixels (segments at least 12 px long, at most `limit` of each)
+TIMELINE_SAMPLES = """([limit]) => {
+    const gd = document.getElementById('fig-timeline'), box = gd.getBoundingClientRect();
+    const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+    const t = gd._fullData.find(d => d.name === 'decode'), px = v => box.left + xa._offset + xa.l2p(v);
+    const py = v => box.top + ya._offset + ya.l2p(v), bars = [], byRow = new Map();
+    for (let i = 0; i + 1 < t.x.length; i += 3) {
+        const [x0, x1, y] = [t.x[i], t.x[i + 1], t.y[i]];
+        if (!byRow.has(y)) byRow.set(y, []);
+        byRow.get(y).push([x0, x1]);
+        if (px(x1) - px(x0) >= 12 && bars.length < limit) bars.push([px(x0 + 0.85 * (x1 - x0)), py(y), y]);
+    }
+    const gaps = [];
+    const all = gd._fullData.filter(d => d.mode === 'lines');
+    for (const [y, spans] of byRow) {  // a gap: no segment of any trace (queue, decode, error) of row y covers it
+        const covered = all.flatMap(d => { const out = []; for (let i = 0; i + 1 < d.x.length; i += 3)
+            if (d.y[i] === y) out.push([d.x[i], d.x[i + 1]]); return out; }).sort((a, b) => a[0] - b[0]);
+        for (let k = 0; k + 1 < covered.length && gaps.length < limit; k++) {
+            const end = Math.max(...covered.slice(0, k + 1).map(c => c[1])), next = covered[k + 1][0];
+            if (px(next) - px(end) >= 12) gaps.push([px((end + next) / 2), py(y), y]);
+        }
+    }
+    return {bars, gaps, rows: [...byRow.keys()].length};
+}"""
+
+# the RGBA of page pixels, read from a screenshot of the page as drawn (WebGL included)
+PIXELS = """async ([png, points]) => {
+    const img = new Image(); img.src = 'data:image/png;base64,' + png; await img.decode();
+    const c = document.createElement('canvas'); c.width = img.width; c.height = img.height;
+    const ctx = c.getContext('2d'); ctx.drawImage(img, 0, 0);
+    return points.map(([x, y]) => Array.from(ctx.getImageData(Math.round(x), Math.round(y), 1, 1).data));
+}"""
+
+
+def timeline_bars_on_their_rows(page: "Page", color: tuple[int, int, int]) -> int:
+    """The request timeline as drawn: each sampled decode bar's pixel has the decode colour and each
+    sampled gap between a row's requests does not (no bar drawn on a wrong row, none across the
+    run). Returns the rows sampled."""
+    page.page.evaluate("document.getElementById('fig-timeline').scrollIntoView({block: 'start'})")
+    page.page.wait_for_timeout(300)
+    samples = page.page.evaluate(TIMELINE_SAMPLES, [40])
+    assert samples["bars"] and samples["gaps"], samples
+    png = base64.b64encode(page.page.screenshot()).decode()
+    near = lambda rgba: all(abs(a - b) <= 40 for a, b in zip(rgba, color))  # noqa: E731
+    viewport = page.page.viewport_size
+    inside = lambda pts: [p for p in pts if 0 <= p[0] < viewport["width"] and 0 <= p[1] < viewport["height"]]  # noqa: E731
+    bars, gaps = inside(samples["bars"]), inside(samples["gaps"])
+    assert bars and gaps
+    drawn = page.page.evaluate(PIXELS, [png, [p[:2] for p in bars + gaps]])
+    assert all(near(rgba) for rgba in drawn[:len(bars)]), list(zip(bars, drawn))
+    assert not any(near(rgba) for rgba in drawn[len(bars):]), list(zip(gaps, drawn[len(bars):]))
+    return len({p[2] for p in bars})
+
+
 @contextmanager
-def chromium_page(width: int = 1400, height: int = 900, allow: str | None = None):
-    """A fresh page in headless Chromium, offline but for URLs starting with `allow`."""
+def chromium_page(width: int = 1400, height: int = 900, allow: str | None = None, dark: bool = False):
+    """A fresh page in headless Chromium, offline but for URLs starting with `allow`; `dark`: the
+    system prefers a dark colour scheme."""
     if CHROMIUM is None:
         pytest.skip("Debian's chromium is not installed (.ci/run installs it: apt-get install chromium)")
     from playwright.sync_api import sync_playwright
@@ -71,7 +144,8 @@ def chromium_page(width: int = 1400, height: int = 900, allow: str | None = None
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
-            context = browser.new_context(offline=allow is None, viewport={"width": width, "height": height})
+            context = browser.new_context(offline=allow is None, viewport={"width": width, "height": height},
+                                          color_scheme="dark" if dark else "light")
             context.route(lambda url: url.startswith("http") and not (allow and url.startswith(allow)),
                           lambda route: route.abort())  # no other request may leave
             yield Page(context.new_page())

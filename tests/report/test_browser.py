@@ -11,7 +11,9 @@ from agentx.report.frontier_chart import frontier_chart, frontier_rows
 from agentx.report.timeline import request_timeline
 from agentx.results import frontier as fr
 from agentx.results.importer import chart_blobs
-from tests.report.browser import POINT_GRAPHS, assert_every_graph_has_points, chromium_page
+from agentx.report.figures import COLORS
+from tests.report.browser import (POINT_GRAPHS, assert_every_graph_has_points, assert_toolbars_clear, chromium_page,
+                                  timeline_bars_on_their_rows)
 
 
 def test_sweep_report_in_chromium(sweep, tmp_path):
@@ -28,7 +30,12 @@ def test_sweep_report_in_chromium(sweep, tmp_path):
         fig = page.page.evaluate("""() => document.getElementById('frontier')._fullData
             .map((t, i) => [i, t.visible, t.customdata])""")
         trace, names = next((i, cd) for i, visible, cd in fig if visible is True and "c6" in cd)
-        page.click_point("frontier", trace, names.index("c6"))
+        page.click_point("frontier", trace, names.index("c6"))  # pins its figures, a button shows it below
+        page.page.wait_for_selector("#tip:not([hidden])")
+        tip = page.page.inner_text("#tip")
+        assert "c6" in tip and "p90 TTFT s" in tip and "total tok/s per GPU" in tip
+        page.page.locator("#tip").screenshot(path=tmp_path / "tooltip.png")
+        page.page.click("#tip button.show")
         page.page.wait_for_function("document.querySelector('#points button.active').textContent.startsWith('c6')")
         page.draw_all(13)  # the c6 charts, drawn as they come into view
         assert page.page.evaluate("location.hash") == "#point=c6"
@@ -64,14 +71,24 @@ def test_sweep_report_in_chromium(sweep, tmp_path):
         page.page.locator("#fig-timeline").screenshot(path=tmp_path / "timeline.png")
         page.page.screenshot(path=tmp_path / "point-c6.png", full_page=True)
 
-        # rows by lane: one row per lane of the run
+        # rows by lane (one row per lane of the run) and back: the bars land on their rows each time
+        decode = tuple(int(COLORS["decode"][i:i + 2], 16) for i in (1, 3, 5))
+        assert timeline_bars_on_their_rows(page, decode) > 1
         page.page.select_option("#timeline-rows", "lane")
         page.page.wait_for_function("document.getElementById('fig-timeline').layout.title.text.includes('by lane')")
         page.draw_all(13)
         ticks = page.page.evaluate("document.getElementById('fig-timeline').layout.yaxis.ticktext")
         assert ticks == [f"lane {i}" for i in range(6)]
         assert_every_graph_has_points(page, POINT_GRAPHS | frontiers)
+        assert timeline_bars_on_their_rows(page, decode) == 6
         page.page.locator("#fig-timeline").screenshot(path=tmp_path / "timeline-lanes.png")
+        page.page.select_option("#timeline-rows", "conversation")
+        page.page.wait_for_function("document.getElementById('fig-timeline').layout.title.text"
+                                    ".includes('by conversation')")
+        assert timeline_bars_on_their_rows(page, decode) > 1
+        page.page.locator("#fig-timeline").screenshot(path=tmp_path / "timeline-back.png")
+        assert page.page.evaluate("document.documentElement.scrollWidth") <= 1400  # fits its window
+        assert_toolbars_clear(page)
         assert page.errors == []
 
 

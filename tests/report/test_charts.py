@@ -2,6 +2,7 @@
 
 import base64
 import json
+import re
 import math
 from collections import Counter
 
@@ -16,7 +17,8 @@ from agentx.report.html import run_view, write_report
 from agentx.report.overtime import over_time
 from agentx.report.point import summary_rows, token_histogram
 from agentx.report.rundata import read_run, sweep_folders
-from agentx.report.frontier_chart import (LABELLED_POINTS, LEGEND_CURVES, TABLE_COLUMNS, frontier_chart, frontier_rows,
+from agentx.report.frontier_chart import (LABELLED_POINTS, LEGEND_CURVES, PALETTE, TABLE_COLUMNS, Palette, frontier_chart,
+                                          frontier_rows, place_labels,
                                  table_rows)
 from agentx.report.timeline import TIME_BINS, request_timeline
 from agentx.results import frontier as fr
@@ -136,7 +138,8 @@ def test_frontier_and_table_of_the_sweep(sweep, tmp_path):
     fig = frontier_chart(rows, "p90_e2e_norm_intvty", "tput_per_gpu")
     ys = sorted(y for t in fig["data"] for y in t["y"])
     assert ys == sorted(r.result["request_metrics"]["throughput"]["total_tok_s_per_gpu"] for r in runs)
-    assert fig["data"][0]["marker"]["symbol"] == ["diamond"] * len(fig["data"][0]["x"])  # simulated points
+    assert fig["data"][0]["marker"]["symbol"] == "circle"  # the one engine's marker
+    assert fig["data"][0]["marker"]["color"] == PALETTE[0]  # the one hardware's colour
     on = {cd for t in fig["data"] if "off the frontier" not in t["name"] for cd in t["customdata"]}
     assert on == {r["id"] for r in fr.frontier(rows, *fr.CANONICAL)[0].points}  # results' frontier, one definition
     ttft = frontier_chart(rows, "p90_ttft", "tput_per_gpu")
@@ -146,6 +149,12 @@ def test_frontier_and_table_of_the_sweep(sweep, tmp_path):
     usd = frontier_chart(rows, "p90_e2e_norm_intvty", "tok_per_usd_hyperscaler")
     assert sorted(y for t in usd["data"] for y in t["y"]) == pytest.approx(sorted(
         r.result["request_metrics"]["throughput"]["total_tok_s_per_gpu"] * 3600 / 1.41 for r in runs))
+    # $ per million total tokens: 1e6 / tokens per $, lower is better (the cheaper point wins at equal x)
+    per_m = frontier_chart(rows, "p90_e2e_norm_intvty", "usd_per_m_tok_neocloud")
+    assert sorted(y for t in per_m["data"] for y in t["y"]) == pytest.approx(
+        sorted(1e6 / r["tok_per_usd_neocloud"] for r in rows))
+    cheap = [{**rows[0], "id": "a", "usd_per_m_tok_neocloud": 2.0}, {**rows[0], "id": "b", "usd_per_m_tok_neocloud": 1.0}]
+    assert [r["id"] for r in fr.pareto(cheap, "p90_e2e_norm_intvty", "usd_per_m_tok_neocloud")] == ["b"]
     # measured power (bench --power): J per output token, lower is better, and measured tok/s per MW
     joules = frontier_chart(rows, "p90_e2e_norm_intvty", "joules_per_output_token")
     assert sorted(y for t in joules["data"] for y in t["y"]) == pytest.approx(sorted(
@@ -174,7 +183,8 @@ def test_report_files_and_json_payload(sweep, tmp_path):
     path = write_report(sweep)
     assert path == sweep / "report.html"
     text = path.read_text()
-    assert "<script src" not in text and "<link" not in text  # nothing fetched: plotly.js is inline
+    assert "<script src" not in text  # nothing fetched: plotly.js is inline
+    assert re.findall(r'<link [^>]*href="([^:"]*:)', text) == ["data:"]  # the favicon, a data: URL
     assert "Plotly" in text and "c6" in text
     csv = (sweep / "sweep.csv").read_text().splitlines()
     assert csv[0].split(",") == TABLE_COLUMNS and len(csv) == 3
@@ -208,6 +218,37 @@ def test_a_crowded_frontier_moves_labels_and_legend_to_the_hover(sweep):
     assert all("text" not in t["mode"] and "%{hovertext}" in t["hovertemplate"] for t in crowded["data"])
     shown = [{h.split(" x ")[1].split(",")[0] for h in t["hovertext"]} for t in crowded["data"]]  # its deployment
     assert sorted(h for hw in shown for h in hw) == sorted(f"hw{d}" for d in range(LEGEND_CURVES + 1))
+
+
+def test_colours_and_markers_stay_with_their_hardware_and_engine_under_filters(sweep):
+    """A colour per hardware and a marker per engine over every name stored: the chart of a filtered
+    set draws each curve as the chart of all points does."""
+    base = frontier_rows([(p.name, read_run(p).result) for p in sweep_folders(sweep)])
+    rows = [{**r, "id": f"{hw}-{eng}-{r['id']}", "hardware": hw, "engine": eng}
+            for hw in ("B200", "H100", "H200") for eng in ("sglang", "vllm") for r in base]
+    palette = Palette.of(rows)
+    style = lambda fig: {t["name"]: (t["marker"]["color"], t["marker"]["symbol"]) for t in fig["data"]}  # noqa: E731
+    every = style(frontier_chart(rows, *fr.CANONICAL, palette))
+    only = style(frontier_chart([r for r in rows if r["hardware"] == "H200"], *fr.CANONICAL, palette))
+    assert only and all(every[name] == s for name, s in only.items())
+    assert len({c for c, _ in every.values()}) == 3 and len({m for _, m in every.values()}) == 2
+    assert style(frontier_chart(rows, *fr.CANONICAL))["H200, vllm, " + str(base[0]["model"])] == (PALETTE[2], "square")
+
+
+def test_labels_are_placed_apart():
+    """Two points at one spot (two B200 points, both "c32") get different label positions; points far
+    apart keep the first."""
+    assert place_labels([(10, 100, "c32"), (10, 100, "c32 TP8")]) == ["top center", "bottom center"]
+    assert place_labels([(1, 1, "c1"), (100, 100, "c2")]) == ["top center", "top center"]
+    crowd = place_labels([(50 + i * 0.01, 50, f"c{i}") for i in range(4)] + [(0, 0, "a"), (100, 100, "b")])
+    assert len(set(crowd[:4])) == 4
+
+
+def test_numbers_by_unit():
+    from agentx.report.toolkit import fmt_number
+    assert [fmt_number(v) for v in (2484.0, 5140000.0, 62.34, 3.14159, 0.04213, 0, None, 12)] == [
+        "2,484", "5,140,000", "62.3", "3.14", "0.0421", "0", "-", "12"]
+    assert fmt_number(0.123, "%") == "12.3%"
 
 
 def test_point_page_draws_the_measured_power(sweep):

@@ -20,30 +20,6 @@ from tests.results.conftest import free_port
 FRONTIERS = {"frontier"}
 
 
-@pytest.fixture(scope="module")
-def dashboard(sweep, tmp_path_factory):
-    db = str(tmp_path_factory.mktemp("dashboard") / "results.db")
-    cli = [sys.executable, "-m", "agentx.cli"]
-    subprocess.run([*cli, "db", "import", str(sweep), "--db", db], check=True, capture_output=True)
-    port = free_port()
-    proc = subprocess.Popen([*cli, "serve", "--db", db, "--port", str(port), "--read-only"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(url + "/api/v1/points", timeout=2).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and proc.poll() is None, "agentx serve did not start"
-                time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
 def test_frontier_page_to_point_page(dashboard, tmp_path):
     with chromium_page(allow=dashboard) as page:
         page.page.goto(dashboard + "/")
@@ -81,9 +57,13 @@ def test_frontier_page_to_point_page(dashboard, tmp_path):
         page.page.wait_for_function("document.getElementById('frontier')._fullData !== undefined")
         fig = page.page.evaluate("""() => document.getElementById('frontier')._fullData
             .map((t, i) => [i, t.visible, t.customdata, t.text])""")
-        trace, ids, labels = next((i, cd, text) for i, visible, cd, text in fig if visible is True and "c6" in text)
+        # a label is the concurrency, then the parallelism where set ("c6 TP8")
+        trace, ids, labels = next((i, cd, [t.split()[0] for t in text]) for i, visible, cd, text in fig
+                                  if visible is True and any(t.split()[0] == "c6" for t in text))
         point_id = ids[labels.index("c6")]
-        page.click_point("frontier", trace, labels.index("c6"))
+        page.click_point("frontier", trace, labels.index("c6"))  # pins the point's figures, with a link to it
+        page.page.wait_for_selector("#tip:not([hidden])")
+        page.page.click("#tip a.open")
         page.page.wait_for_url(f"{dashboard}/points/{point_id}")
         page.draw_all(12)
         assert_every_graph_has_points(page, POINT_GRAPHS)
@@ -153,10 +133,20 @@ def test_dataset_explorer_to_conversation_flamegraph(dashboard, tmp_path):
         assert rows >= 5  # the conversations the two runs replayed
         page.page.screenshot(path=tmp_path / "dataset.png", full_page=True)
         session = page.page.inner_text("#rows tr:nth-child(2) td:first-child")
+        # whole conversations: the requests replayed of those the trace has (the stored digest's)
+        sets = json.loads(urllib.request.urlopen(dashboard + "/api/v1/datasets", timeout=10).read())
+        digest = json.loads(next(d["summary"] for d in sets if d["summary"]))
+        total = dict(zip(digest["sessions"]["id"], digest["sessions"]["requests"]))[session]
+        replayed = page.page.inner_text("#rows tr:nth-child(2) td:nth-child(2)")
+        assert replayed.endswith(f" of {total:,}")
         page.page.click("#rows tr:nth-child(2) a")
         page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 1")
         assert_every_graph_has_points(page, {"fig-flame"})
         assert session in page.page.inner_text("h1")
+        flame = page.page.evaluate("document.getElementById('fig-flame').data.map(t => [t.name, t.y.length])")
+        assert all(n == total for _, n in flame)  # a row per request of the trace
+        assert f"{replayed.split()[0]} of {total} requests replayed" in page.page.evaluate(
+            "document.getElementById('fig-flame').layout.title.text")
         page.page.screenshot(path=tmp_path / "conversation.png", full_page=True)
         assert page.errors == []
 

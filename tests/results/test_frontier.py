@@ -119,6 +119,17 @@ def test_y_at_x_stays_within_one_deployment_and_names_it():
                                           "concurrency": [16], "deployment_id": 1, "configuration": "8 GPUs, TP8"}
 
 
+def test_y_at_x_of_a_lower_is_better_y_is_the_least():
+    """J or $ per token at x: the cheapest point meeting x answers, not the dearest."""
+    x, y = "p90_e2e_norm_intvty", "usd_per_m_tok_neocloud"
+    rows = [point(i, deployment_id=1, concurrency=c, valid=True, tput_per_gpu=t, p90_e2e_norm_intvty=a, **{y: b})
+            for i, (c, a, b, t) in enumerate([(4, 80.0, 3.0, 100.0), (16, 45.0, 1.0, 300.0), (32, 30.0, 0.8, 400.0)])]
+    (curve,) = frontier(rows, x, y)
+    low = at_x(curve, x, y, 20.0)  # every point meets it: the least $ per M tokens
+    assert low["value"] == 0.8 and low["concurrency"] == [32] and not low["interpolated"]
+    assert at_x(curve, x, y, 45.0)["value"] == 1.0
+
+
 def test_frontier_command_on_real_points(tmp_path, sweep_dir):
     db = str(tmp_path / "r.db")
     run = lambda *a: subprocess.run([sys.executable, "-m", "agentx.cli", *a], capture_output=True, text=True,  # noqa: E731
@@ -126,8 +137,9 @@ def test_frontier_command_on_real_points(tmp_path, sweep_dir):
     assert run("db", "import", str(sweep_dir), "--db", db).returncode == 0
     res = run("frontier", "--db", db, "--at", "1")
     assert res.returncode == 0, res.stderr
-    assert "H200 / agentx-sim (virtual time): tput_per_gpu against" in res.stdout
-    assert "tput_per_gpu at p90_e2e_norm_intvty = 1" in res.stdout
+    printed = " ".join(res.stdout.split())  # (rich wraps long lines)
+    assert "H200 / agentx-sim vllm profile (virtual time): tput_per_gpu against" in printed
+    assert "tput_per_gpu at p90_e2e_norm_intvty = 1" in printed
     joules = run("frontier", "--db", db, "--y", "joules_per_output_token")  # measured (bench --power)
     assert joules.returncode == 0 and "joules_per_output_token against p90_e2e_norm_intvty" in " ".join(joules.stdout.split())
     bad = run("frontier", "--db", db, "--y", "watts")

@@ -47,11 +47,11 @@ def test_aiperf_artifacts_import_as_a_point(db_url):
 def test_aiperf_and_agentx_points_share_one_frontier(tmp_path, sweep_dir):
     engine = connect(f"sqlite:///{tmp_path / 'r.db'}")
     import_paths(engine, [sweep_dir])
-    import_aiperf(engine, AIPERF, {"hardware": "H200", "gpus": 8, "engine": "agentx-sim (virtual time)"})
+    import_aiperf(engine, AIPERF, {"hardware": "H200", "gpus": 8, "engine": "agentx-sim vllm profile (virtual time)"})
     rows = load_points(engine, Filters(hardware="H200"), "p90_ttft", "tput_per_gpu")
     assert sorted({r["source"] for r in rows}) == ["agentx", "aiperf"]
     (curve,) = frontier(rows, "p90_ttft", "tput_per_gpu")  # same model, hardware, engine: one curve
-    assert curve.key["engine"] == "agentx-sim (virtual time)"
+    assert curve.key["engine"] == "agentx-sim vllm profile (virtual time)"
 
 
 def test_bad_aiperf_folders(tmp_path):
@@ -73,7 +73,7 @@ def test_inferencex_row_of_an_agentx_point(tmp_path, sweep_dir):
     row = export_row(engine, point)
     result = json.loads((sweep_dir / "c2" / "result.json").read_text())
     rm = result["request_metrics"]
-    assert row["hw"] == "H200" and row["conc"] == 2 and row["framework"] == "agentx-sim (virtual time)" and row["num_gpus"] == 8
+    assert row["hw"] == "H200" and row["conc"] == 2 and row["framework"] == "agentx-sim vllm profile (virtual time)" and row["num_gpus"] == 8
     assert row["median_ttft"] == rm["ttft_s"]["p50"] and row["p90_intvty"] == rm["interactivity_tok_s"]["p90"]
     assert row["median_tpot"] == rm["itl_s"]["p50"] and "median_itl" not in row  # no per-chunk gaps kept
     assert row["p90_e2e_norm_intvty"] == rm["e2e_normalized_interactivity_tok_s"]["p90"]

@@ -78,6 +78,10 @@ def test_sim_and_command_targets_and_a_failing_deployment(tmp_path):
     assert result["identity"]["parallelism"] == "tp8" and json.loads(ok[0]["result"]) == result
     assert (out / "cmd-fp8" / "server.log").read_text().startswith("# agentx sweep:")
     assert (out / "exits" / "server.log").exists()
+    # at its end: a table of every point (DEPLOYMENT/cN) and the sweep's report
+    text = " ".join(res.stdout.split())
+    assert all(f"{d}/c{n}" in text for d in ("sim-bf16", "cmd-fp8") for n in (2, 4))
+    assert f"HTML report: {out / 'report.html'}" in text and (out / "report.html").exists()
     with connect(db).connect() as conn:
         assert conn.execute(select(sweeps.c.status)).scalar() == "partial"
     # a second run stores nothing new for the points that succeeded

@@ -13,6 +13,7 @@ from agentx.traces.graph import build_graph
 from agentx.traces.load import detect_format, load_sessions, write_sessions
 from agentx.traces.prefix import IdCounter, PrefixChain
 from agentx.traces.stats import session_hit_tokens
+from agentx.traces.tracelab import tracelab_losses
 from tests.conftest import WEKA
 
 
@@ -121,7 +122,7 @@ def test_tracelab_hostile_rows(tmp_path, rows, where):
 
 
 @pytest.mark.parametrize("text, where", [
-    ("id,input_len,output_len\ns,1,2\n", r"line 1: missing column\(s\) arrival_time"),
+    ("id,input_len,output_len\ns,1,2\n", r"line 1: missing column\(s\) round_idx, tool_wait_after_ms, prefix_len"),
     (CSV.replace("s7,400,20", "s7,-4,20"), "line 3 input_len"),
     (CSV.replace("2500.000000,1", "soon,1"), "line 3 arrival_time"),
 ])
@@ -270,17 +271,27 @@ def test_agentic_mooncake_second_continuation_without_branches_is_a_subagent(tmp
 def test_weka_to_tracelab_rounds_and_back(tmp_path):
     sessions = load_sessions([WEKA / "trace_0291.json"])
     write_sessions(sessions, tmp_path / "rounds.jsonl", "tracelab")
-    back = {s.id: s for s in load_sessions([tmp_path / "rounds.jsonl"])}
+    (back,) = load_sessions([tmp_path / "rounds.jsonl"])
     (s,) = sessions
-    assert len(back) == sum(1 for _ in s.walk())  # a session per stream: the format has no tree
-    for k, stream in enumerate(s.walk()):
-        got = back[s.id if k == 0 else f"{s.id}:{k}"].main.requests
-        origin = stream.requests[0].t
+    # subagents are rounds of `ID/subagents/agent-K` sessions (TraceLab's naming) and read back as
+    # the main stream's subagents, at their recorded times from the session's start
+    streams = list(s.walk())
+    assert [st.kind for st in back.walk()] == ["main"] + ["subagent"] * (len(streams) - 1)
+    assert [c.agent_id for c in back.main.children] == [f"agent-{k}" for k in range(1, len(streams))]
+    origin = s.main.requests[0].t
+    for stream, got_stream in zip(streams, back.walk()):
+        got = got_stream.requests
         assert [(r.isl, r.osl, r.model) for r in got] == [(s.replay_isl(r), r.osl, r.model) for r in stream.requests]
         assert [r.t for r in got] == pytest.approx([r.t - origin for r in stream.requests], abs=1e-6)
         assert [r.api_time for r in got] == pytest.approx([r.api_time for r in stream.requests], abs=1e-6)
     write_sessions(sessions, tmp_path / "trace.csv", "tracelab")
     assert detect_format(tmp_path / "trace.csv") == "tracelab"
+    flat = load_sessions([tmp_path / "trace.csv"])  # the CSV has no tree: a session per stream
+    assert sorted(x.id for x in flat) == sorted([s.id] + [f"{s.id}/subagents/agent-{k}" for k in range(1, len(streams))])
+    assert tracelab_losses(sessions, csv_file=True) == [
+        f"{len(streams) - 1} subagent streams written as sessions of their own (ID/subagents/agent-K) at their "
+        "spawn time: the CSV has no session tree, so the parent no longer waits for them"]
+    assert tracelab_losses(sessions, csv_file=False) == []
 
 
 def test_cli_stats_side_by_side_and_by_provider(tmp_path):

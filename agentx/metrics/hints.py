@@ -1,0 +1,38 @@
+"""Hints: what a failed run's errors most likely mean and the setting that changes it, printed
+under the summary (`result["hints"]`). A run mostly refused with HTTP 4xx is almost always
+the wrong model name, missing credentials or a wrong base URL; a run mostly overflowing the
+context replays traces longer than the server's context."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from agentx.records import Record
+
+SHARE = 0.10  # a kind of error counts once it is this share of the profiled requests
+
+
+def hints(prof: list[Record], errors: Counter, ident: dict, settings: dict) -> list[str]:
+    out = []
+    if not prof:
+        return out
+    refused = [r for r in prof if r.error == "http_4xx"]
+    if len(refused) > SHARE * len(prof):
+        statuses = Counter(r.status for r in refused)
+        status, _ = statuses.most_common(1)[0]
+        first = (refused[0].detail or "").strip()[:160]
+        why = {401: "the server wants credentials: --api-key KEY (or OPENAI_API_KEY), or --header 'Name: value'",
+               403: "the credentials are refused: check --api-key / --header",
+               404: "no such route or model: check --url (the server's base, with or without /v1) and --model"}
+        out.append(f"{len(refused) / len(prof):.0%} of requests got HTTP {status}"
+                   + (f" ({first})" if first else "") + ": "
+                   + why.get(status, f"check --model ({settings.get('model')!r}), --api-key / --header and --url"))
+    overflow = errors.get("context_overflow", 0)
+    if overflow > 0.01 * len(prof) and not settings.get("scenario"):
+        limit = ident.get("max_model_len")
+        size = f"{limit // 1024}k" if limit and limit % 1024 == 0 else (f"{limit}" if limit else "N")
+        out.append(f"{overflow / len(prof):.0%} of requests overflowed the server's context"
+                   + (f" ({limit:,} tokens)" if limit else "")
+                   + f": replay only what fits with --max-context {size} (a synthetic corpus: "
+                   f"`agentx trace synth --max-context {size}`)")
+    return out

@@ -1,0 +1,62 @@
+"use strict";
+// agentx's page helpers (inlined in every page): the plotly config, the chart theme (light / dark by
+// prefers-color-scheme), drawing a figure afresh, numbers by unit (toolkit.py fmt_number's rule).
+const AX = (() => {
+  const CONFIG = {responsive: true, displaylogo: false};
+  const narrow = window.innerWidth < 640;
+  const dark = window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches;
+  const INK = dark ? {fg: "#e4e8ef", grid: "#333b48", bg: "#14171d", zero: "#5a6474", active: "#3a4456"}
+                   : {fg: "#1d2330", grid: "#e3e7ee", bg: "#ffffff", zero: "#b8c0cc", active: "#dde6f3"};
+
+  function themed(layout) {  // a copy of `layout` in the page's colours (its own settings win)
+    const out = Object.assign({paper_bgcolor: INK.bg, plot_bgcolor: INK.bg}, layout);
+    out.font = Object.assign({color: INK.fg, family: "system-ui, sans-serif"}, layout.font);
+    if (narrow && layout.title) {  // a phone: titles and legends in a smaller size (plotly does not wrap them)
+      out.title = Object.assign({}, layout.title, {font: Object.assign({}, layout.title.font, {size: 11})});
+      out.legend = Object.assign({}, layout.legend, {font: {size: 9}});
+    }
+    for (const key of Object.keys(layout).filter(k => /^[xy]axis\d*$/.test(k)).concat(["xaxis", "yaxis"])) {
+      out[key] = Object.assign({gridcolor: INK.grid, zerolinecolor: INK.zero, linecolor: INK.grid, automargin: true},
+                               layout[key]);
+    }
+    if (layout.updatemenus) {
+      out.updatemenus = layout.updatemenus.map(m => Object.assign({bgcolor: INK.bg, bordercolor: INK.grid,
+        activecolor: INK.active}, m, {font: Object.assign({}, m.font, {color: INK.fg})}));
+    }
+    return out;
+  }
+
+  // in the dark, the palette's two darkest colours (its blue and black) in lighter tones, legible there
+  const LIGHTER = dark ? {"#0072b2": "#3d9be0", "#000000": "#e4e8ef"} : {};
+  function inked(data) {
+    if (!dark) return data;
+    const swap = obj => obj && typeof obj.color === "string" && LIGHTER[obj.color]
+      ? Object.assign({}, obj, {color: LIGHTER[obj.color]}) : obj;
+    return data.map(t => {
+      const out = Object.assign({}, t);
+      for (const key of ["line", "marker", "textfont"]) if (key in t) out[key] = swap(t[key]);
+      return out;
+    });
+  }
+
+  function react(div, fig) { return Plotly.react(div, inked(fig.data), themed(fig.layout), CONFIG); }
+
+  // A fresh chart: plotly.react of a figure whose traces differ in kind and count from the drawn one can
+  // keep stale state (the request timeline drew bars on wrong rows); purge it and draw anew.
+  function redraw(div, fig) { Plotly.purge(div); return Plotly.newPlot(div, inked(fig.data), themed(fig.layout), CONFIG); }
+
+  function fmt(v, unit) {
+    if (v === null || v === undefined || Number.isNaN(v)) return "-";
+    if (typeof v !== "number") return String(v);
+    if (unit === "%") return (v * 100).toFixed(1) + "%";
+    const a = Math.abs(v);
+    if (a >= 100 || a === 0) return Math.round(v).toLocaleString("en-US");
+    return a >= 10 ? v.toFixed(1) : a >= 1 ? v.toFixed(2) : Number(v.toPrecision(3)).toString();
+  }
+
+  function esc(s) {  // text for innerHTML
+    return String(s).replace(/[&<>"']/g, c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"})[c]);
+  }
+
+  return {CONFIG, dark, themed, react, redraw, fmt, esc};
+})();
