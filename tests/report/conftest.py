@@ -4,8 +4,6 @@ speed the host's work is modeled time, and the runs NOT VALID for their host err
 
 import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
@@ -30,7 +28,7 @@ def sweep(tmp_path_factory):
     return out
 
 
-from tests.results.conftest import free_port, replica_run  # noqa: E402,F401  (the fixture, shared with tests/results)
+from tests.results.conftest import agentx_serve, replica_run  # noqa: E402,F401  (the fixture, shared with tests/results)
 
 
 @pytest.fixture(scope="session")
@@ -39,21 +37,6 @@ def dashboard(sweep, tmp_path_factory):
     db = str(tmp_path_factory.mktemp("dashboard") / "results.db")
     cli = [sys.executable, "-m", "agentx.cli"]
     subprocess.run([*cli, "db", "import", str(sweep), "--db", db], check=True, capture_output=True)
-    port = free_port()
-    proc = subprocess.Popen([*cli, "serve", "--db", db, "--port", str(port), "--read-only"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(url + "/api/v1/points", timeout=2).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and proc.poll() is None, "agentx serve did not start"
-                time.sleep(0.2)
+    with agentx_serve(db, "--read-only") as (url, _, _):
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 

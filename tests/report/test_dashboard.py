@@ -7,7 +7,6 @@ import gzip
 import json
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -17,7 +16,7 @@ import pytest
 from agentx.report.frontier_chart import X_LABELS, Y_LABELS
 from agentx.results import frontier as fr
 from tests.report.browser import chromium_page
-from tests.results.conftest import free_port
+from tests.results.conftest import agentx_serve
 
 
 @pytest.fixture(scope="module")
@@ -25,23 +24,8 @@ def served(sweep, replica_run, tmp_path_factory):
     db = str(tmp_path_factory.mktemp("answers") / "results.db")
     cli = [sys.executable, "-m", "agentx.cli"]
     subprocess.run([*cli, "db", "import", str(sweep), str(replica_run), "--db", db], check=True, capture_output=True)
-    port = free_port()
-    proc = subprocess.Popen([*cli, "serve", "--db", db, "--port", str(port), "--read-only"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(url + "/api/v1/points", timeout=2).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and proc.poll() is None, "agentx serve did not start"
-                time.sleep(0.2)
+    with agentx_serve(db, "--read-only") as (url, _, _):
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def api(url: str, path: str, **params):

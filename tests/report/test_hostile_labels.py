@@ -7,13 +7,11 @@ import json
 import shutil
 import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
 from tests.report.browser import chromium_page
-from tests.results.conftest import free_port
+from tests.results.conftest import agentx_serve
 
 LABELS = ["<!--<script>", "</script><script>window.injected=1</script>", "<img src=x onerror=window.injected=1>",
           "\u2028\u2029 & \"'<>", "<svg onload=window.injected=1>"]
@@ -46,23 +44,8 @@ def hostile_dashboard(sweep, tmp_path_factory):
     db = str(folder / "results.db")
     cli = [sys.executable, "-m", "agentx.cli"]
     subprocess.run([*cli, "db", "import", str(runs), "--db", db], check=True, capture_output=True)
-    port = free_port()
-    proc = subprocess.Popen([*cli, "serve", "--db", db, "--port", str(port), "--read-only"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(url + "/api/v1/points", timeout=2).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and proc.poll() is None, "agentx serve did not start"
-                time.sleep(0.2)
+    with agentx_serve(db, "--read-only") as (url, _, _):
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def _drawn(page) -> list:

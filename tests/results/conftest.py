@@ -8,6 +8,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
 from itertools import count
 from pathlib import Path
 
@@ -25,6 +28,29 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextmanager
+def agentx_serve(db: str, *args: str, log=subprocess.DEVNULL):
+    """`agentx serve --db DB ARGS` on a free loopback port, once it answers: (url, port, process);
+    stopped on leaving."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "agentx.cli", "serve", "--db", db, "--port", str(port), *args],
+                            stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(url + "/api/v1/points", timeout=2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "agentx serve did not start"
+                time.sleep(0.2)
+        yield url, port, proc
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 _server = None  # the URL of the running cluster, while the `postgres` fixture holds it
