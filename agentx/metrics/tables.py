@@ -33,11 +33,31 @@ def result_table(result: dict, title: str) -> Table:
             ("interactivity tok/s", "interactivity_tok_s", 1),
             ("E2E-norm. interactivity tok/s", "e2e_normalized_interactivity_tok_s", 1),
             ("ISL tokens", "isl", 1), ("OSL tokens", "osl", 1)]
+    ci = result.get("spread") or {}
     for label, key, scale in rows:
-        d = rm.get(key) or {}
+        d, iv = rm.get(key) or {}, ci.get(key) or {}
         fmt = "{:,.0f}" if key in ("isl", "osl") else "{:,.1f}"
-        table.add_row(label + (" (low sample)" if low else ""), *(_f(d.get(c), scale, fmt) for c in ("p50", "p90", "p99", "mean")))
+        table.add_row(label + (" (low sample)" if low else ""),
+                      *(_f(d.get(c), scale, fmt) + _interval(iv.get(c)) for c in ("p50", "p90", "p99", "mean")))
     return table
+
+
+def _rel(x: float) -> str:
+    v = x * 100
+    return f"{v:+.1f}" if abs(v) < 1 else f"{v:+.0f}"
+
+
+def _interval(d: dict | None) -> str:
+    """` (-28/+45%)`: a figure's 95 % interval relative to it (SPEC section 3, "Spread")."""
+    if not d or d.get("lo_rel") is None:
+        return ""
+    return f" ({_rel(d['lo_rel'])}/{_rel(d['hi_rel'])}%)"
+
+
+def spread_line(ci: dict) -> str:
+    """How the intervals in brackets were made."""
+    return (f"95 % intervals in brackets (run-to-run spread): cluster bootstrap over {ci['trees']:,} session trees "
+            f"({ci['requests']:,} requests, {ci['resamples']} resamples, seed {ci['seed']})")
 
 
 def host_error_line(host: dict) -> str:
@@ -187,6 +207,8 @@ def trust_lines(result: dict) -> list[str]:
     lines = [f"{probe_line(probe)} ({when} the run)" for when, probe in (result.get("cache_probe") or {}).items()]
     if result.get("host_error"):
         lines.append(host_error_line(result["host_error"]))
+    if result.get("spread"):
+        lines.append(spread_line(result["spread"]))
     if low_sample_note(result):
         lines.append(f"{low_sample_note(result)}: every percentile above rests on few requests (valid, but rough)")
     v = result["validity"]

@@ -5,7 +5,8 @@ checked with its figure and bound, and the `low sample` mark. A rule that fails 
 The rules cover the answer, not only the requests: failed or overflowed requests, a run that did
 not finish, cache probes that disagree, a client that could not keep the schedule, a simulated
 target that wrote its tokens late or whose modeled figures the client did not measure (host
-error), and in schedule mode a window whose end cancelled many requests."""
+error), in schedule mode a window whose end cancelled many requests, and a run whose TTFT
+percentiles another run could put more than 5 % away (their bootstrap interval, `spread`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ FAILED_LIMIT = 0.10  # share of profiled requests that failed
 OVERFLOW_LIMIT = 0.01  # share that overflowed the context
 CANCELLED_LIMIT = 0.10  # schedule mode: share cancelled at the window's end
 HOST_ERROR_LIMIT = 0.03  # measured minus modeled (p50), as a share of the metric's p50
+AGREEMENT = 0.05  # two runs of the same settings should agree on TTFT p50 and p90 within this
+SPREAD_LIMIT = AGREEMENT * 2 ** 0.5  # widest 95 % interval (as a share of the figure) that promises it
+SPREAD_PERCENTILES = ("p50", "p90")  # of TTFT
+MIN_TREES = 10  # fewer session trees: a bootstrap over them cannot bound the spread
 LOW_SAMPLE = 30  # fewer successful profiled requests than this: percentiles are rough
 
 
@@ -93,8 +98,28 @@ def _relative_rules(rules: list, err: dict | None, metric: dict, name: str, what
               f"{text} (limit {HOST_ERROR_LIMIT:.0%})")
 
 
+def _spread_rule(rules: list, ci: dict | None) -> None:
+    """`spread`: the widest 95 % interval of TTFT p50 and p90 (SPEC section 3, "Spread") within
+    SPREAD_LIMIT of the figure, over at least MIN_TREES session trees."""
+    if not ci:
+        return
+    if ci["trees"] < MIN_TREES:
+        _rule(rules, "spread", None, SPREAD_LIMIT, True,
+              f"only {ci['trees']} session trees in the window: too few to bound the run-to-run spread of its "
+              f"percentiles (at least {MIN_TREES}; a longer run or more lanes)")
+        return
+    widths = [(d["width_rel"], q, d) for q, d in ((q, (ci.get("ttft_s") or {}).get(q)) for q in SPREAD_PERCENTILES)
+              if d and d["width_rel"] is not None]
+    if not widths:
+        return
+    width, q, d = max(widths, key=lambda w: w[0])
+    _rule(rules, "spread", width, SPREAD_LIMIT, width > SPREAD_LIMIT,
+          f"spread: TTFT {q}'s 95 % interval is {d['lo_rel']:+.0%} / {d['hi_rel']:+.0%} ({width:.0%} wide, limit "
+          f"{SPREAD_LIMIT:.1%}; {ci['trees']} session trees): another run could differ by more than {AGREEMENT:.0%}")
+
+
 def validity(prof: list[Record], ok: list[Record], run: dict, health: dict, rm: dict, errors: Counter,
-             cancelled: int, host: dict | None) -> dict:
+             cancelled: int, host: dict | None, ci: dict | None) -> dict:
     """Every rule with its figure and bound; `valid` when all pass; `reasons` of those that fail."""
     rules: list[dict] = []
     n = len(prof)
@@ -129,6 +154,7 @@ def validity(prof: list[Record], ok: list[Record], run: dict, health: dict, rm: 
         _relative_rules(rules, {"ttft_s": host["sim_lag_ttft_s"], "itl_s": host["sim_lag_itl_s"]}, metric, "sim_lag",
                         "the simulated engine's own lag:")
         _relative_rules(rules, host, metric, "host_error", "host error (measured minus modeled):")
+    _spread_rule(rules, ci)
     reasons = [r["reason"] for r in rules if not r["ok"]]
     return {"valid": not reasons, "reasons": reasons, "rules": rules,
             "low_sample": len(ok) < LOW_SAMPLE, "sample": len(ok), "low_sample_below": LOW_SAMPLE}
