@@ -38,7 +38,7 @@ def result_table(result: dict, title: str) -> Table:
         d, iv = rm.get(key) or {}, ci.get(key) or {}
         fmt = "{:,.0f}" if key in ("isl", "osl") else "{:,.1f}"
         table.add_row(label + (" (low sample)" if low else ""),
-                      *(_f(d.get(c), scale, fmt) + _interval(iv.get(c)) for c in ("p50", "p90", "p99", "mean")))
+                      *(_f(d.get(c), scale, fmt) + interval_note(iv.get(c)) for c in ("p50", "p90", "p99", "mean")))
     return table
 
 
@@ -47,7 +47,7 @@ def _rel(x: float) -> str:
     return f"{v:+.1f}" if abs(v) < 1 else f"{v:+.0f}"
 
 
-def _interval(d: dict | None) -> str:
+def interval_note(d: dict | None) -> str:
     """` (-28/+45%)`: a figure's 95 % interval relative to it (SPEC section 3, "Spread")."""
     if not d or d.get("lo_rel") is None:
         return ""

@@ -19,14 +19,18 @@ def provenance(result: dict) -> dict:
 
 def diagnosis(result: dict) -> dict:
     """The figures that say how far to trust the point: preemptions, cache efficiency, the
-    client's verdict, the host error (agentx-sim), low sample."""
+    client's verdict, the host error (agentx-sim), low sample, the run-to-run spread of TTFT."""
     sm, health, v = result.get("server_metrics") or {}, result.get("client_health") or {}, result.get("validity") or {}
     cache = (result.get("request_metrics") or {}).get("cache") or {}
     host = result.get("host_error") or {}
+    ttft_ci = (result.get("spread") or {}).get("ttft_s") or {}
+    width = lambda q: (ttft_ci.get(q) or {}).get("width_rel")  # noqa: E731
     return {"preemptions": (sm.get("counters") or {}).get("preemptions"),
             "cache_efficiency": cache.get("cache_efficiency"),
             "client_verdict": health.get("verdict"), "client_bound": health.get("client_bound"),
             "dispatch_lateness_p99_ms": (health.get("dispatch_lateness_ms") or {}).get("p99"),
             "host_error_ttft_p50_s": (host.get("ttft_s") or {}).get("p50"),
             "host_error_itl_p50_s": (host.get("itl_s") or {}).get("p50"),
-            "low_sample": v.get("low_sample"), "sample": v.get("sample")}
+            "low_sample": v.get("low_sample"), "sample": v.get("sample"),
+            "spread_trees": (result.get("spread") or {}).get("trees"),
+            "spread_ttft_p50_width": width("p50"), "spread_ttft_p90_width": width("p90")}

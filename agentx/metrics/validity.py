@@ -113,9 +113,11 @@ def _spread_rule(rules: list, ci: dict | None) -> None:
     if not widths:
         return
     width, q, d = max(widths, key=lambda w: w[0])
+    need = ci["trees"] * (width / SPREAD_LIMIT) ** 2  # the width falls as 1 / sqrt(trees)
     _rule(rules, "spread", width, SPREAD_LIMIT, width > SPREAD_LIMIT,
           f"spread: TTFT {q}'s 95 % interval is {d['lo_rel']:+.0%} / {d['hi_rel']:+.0%} ({width:.0%} wide, limit "
-          f"{SPREAD_LIMIT:.1%}; {ci['trees']} session trees): another run could differ by more than {AGREEMENT:.0%}")
+          f"{SPREAD_LIMIT:.1%}; {ci['trees']} session trees): another run could differ by more than {AGREEMENT:.0%} "
+          f"(about {need:,.0f} trees, {need / ci['trees']:,.0f}x this run's, would narrow it to the limit)")
 
 
 def validity(prof: list[Record], ok: list[Record], run: dict, health: dict, rm: dict, errors: Counter,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from agentx.metrics.tables import interval_note
 from agentx.metrics.trust import diagnosis, provenance
 from agentx.report.figures import empty, figure, log_bars
 
@@ -33,9 +34,10 @@ def summary_rows(result: dict) -> dict:
     rm, req, sm, health = result["request_metrics"], result["requests"], result["server_metrics"], result["client_health"]
     dists, v = [], result["validity"]
     low = f" (low sample: n = {v.get('sample')} < {v.get('low_sample_below')})" if v.get("low_sample") else ""
+    ci = result.get("spread") or {}
     for label, key, scale, fmt, definition in REQUEST_ROWS:
-        d = rm.get(key) or {}
-        dists.append((label + low, definition, [_fmt(d.get(c), fmt, scale) for c in COLUMNS]))
+        d, iv = rm.get(key) or {}, ci.get(key) or {}
+        dists.append((label + low, definition, [_fmt(d.get(c), fmt, scale) + interval_note(iv.get(c)) for c in COLUMNS]))
     tp, cache = rm.get("throughput", {}), rm.get("cache", {})
     late = health.get("dispatch_lateness_ms") or {}
     pct = lambda v: _fmt(v, "{:.1f}%", 100)  # noqa: E731
