@@ -105,7 +105,7 @@ def _spread_rule(rules: list, ci: dict | None) -> None:
         return
     if ci["trees"] < MIN_TREES:
         _rule(rules, "spread", None, SPREAD_LIMIT, True,
-              f"only {ci['trees']} session trees in the window: too few to bound the run-to-run spread of its "
+              f"only {ci['trees']} session tree{'s' if ci['trees'] != 1 else ''} in the window: too few to bound the run-to-run spread of its "
               f"percentiles (at least {MIN_TREES}; a longer run or more lanes)")
         return
     widths = [(d["width_rel"], q, d) for q, d in ((q, (ci.get("ttft_s") or {}).get(q)) for q in SPREAD_PERCENTILES)
