@@ -56,7 +56,7 @@ SIM_BENCH_SKIPS = ("block_size", "num_gpu_blocks_override", "mfu", "mbu", "overh
 
 
 @sim_app.command("bench")
-@config_options(EngineConfig, Deployment, PlanConfig, ContentConfig, (TargetConfig, ("grace", "hints")), (Labels, ("cost_basis",)),
+@config_options(EngineConfig, Deployment, PlanConfig, ContentConfig, (TargetConfig, ("grace", "hints")), (Labels, ("cost_basis", "agreement")),
                 skip=SIM_BENCH_SKIPS,
                 help={"duration": "Profiling window in (modeled) seconds.",
                       "seed": SEED_HELP[:-1] + ", and of the engine."})

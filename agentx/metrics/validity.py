@@ -21,7 +21,7 @@ FAILED_LIMIT = 0.10  # share of profiled requests that failed
 OVERFLOW_LIMIT = 0.01  # share that overflowed the context
 CANCELLED_LIMIT = 0.10  # schedule mode: share cancelled at the window's end
 HOST_ERROR_LIMIT = 0.03  # measured minus modeled (p50), as a share of the metric's p50
-AGREEMENT = 0.05  # two runs of the same settings should agree on TTFT p50 and p90 within this
+AGREEMENT = 0.05  # two runs of the same settings should agree on TTFT p50 and p90 within this (--agreement)
 SPREAD_LIMIT = AGREEMENT * 2 ** 0.5  # widest 95 % interval (as a share of the figure) that promises it
 SPREAD_PERCENTILES = ("p50", "p90")  # of TTFT
 MIN_TREES = 10  # fewer session trees: a bootstrap over them cannot bound the spread
@@ -98,25 +98,30 @@ def _relative_rules(rules: list, err: dict | None, metric: dict, name: str, what
               f"{text} (limit {HOST_ERROR_LIMIT:.0%})")
 
 
-def _spread_rule(rules: list, ci: dict | None) -> None:
+def _spread_rule(rules: list, ci: dict | None, agreement: float) -> None:
     """`spread`: the widest 95 % interval of TTFT p50 and p90 (SPEC section 3, "Spread") within
-    SPREAD_LIMIT of the figure, over at least MIN_TREES session trees."""
+    agreement x sqrt(2) of the figure, over at least MIN_TREES session trees. `agreement` 0: the
+    figure is stored with no bound (the run asks for no agreement)."""
     if not ci:
         return
-    if ci["trees"] < MIN_TREES:
-        _rule(rules, "spread", None, SPREAD_LIMIT, True,
-              f"only {ci['trees']} session tree{'s' if ci['trees'] != 1 else ''} in the window: too few to bound the run-to-run spread of its "
-              f"percentiles (at least {MIN_TREES}; a longer run or more lanes)")
-        return
+    limit = agreement * 2 ** 0.5 if agreement > 0 else None
     widths = [(d["width_rel"], q, d) for q, d in ((q, (ci.get("ttft_s") or {}).get(q)) for q in SPREAD_PERCENTILES)
               if d and d["width_rel"] is not None]
+    if limit is not None and ci["trees"] < MIN_TREES:
+        _rule(rules, "spread", max(widths)[0] if widths else None, limit, True,
+              f"only {ci['trees']} session tree{'s' if ci['trees'] != 1 else ''} in the window: too few to bound "
+              f"the run-to-run spread of its percentiles (at least {MIN_TREES}; a longer run or more lanes)")
+        return
     if not widths:
         return
     width, q, d = max(widths, key=lambda w: w[0])
-    need = ci["trees"] * (width / SPREAD_LIMIT) ** 2  # the width falls as 1 / sqrt(trees)
-    _rule(rules, "spread", width, SPREAD_LIMIT, width > SPREAD_LIMIT,
+    if limit is None:
+        _rule(rules, "spread", width, None, False, "")
+        return
+    need = ci["trees"] * (width / limit) ** 2  # the width falls as 1 / sqrt(trees)
+    _rule(rules, "spread", width, limit, width > limit,
           f"spread: TTFT {q}'s 95 % interval is {d['lo_rel']:+.0%} / {d['hi_rel']:+.0%} ({width:.0%} wide, limit "
-          f"{SPREAD_LIMIT:.1%}; {ci['trees']} session trees): another run could differ by more than {AGREEMENT:.0%} "
+          f"{limit:.1%}; {ci['trees']} session trees): another run could differ by more than {agreement:.0%} "
           f"(about {need:,.0f} trees, {need / ci['trees']:,.0f}x this run's, would narrow it to the limit)")
 
 
@@ -156,7 +161,8 @@ def validity(prof: list[Record], ok: list[Record], run: dict, health: dict, rm: 
         _relative_rules(rules, {"ttft_s": host["sim_lag_ttft_s"], "itl_s": host["sim_lag_itl_s"]}, metric, "sim_lag",
                         "the simulated engine's own lag:")
         _relative_rules(rules, host, metric, "host_error", "host error (measured minus modeled):")
-    _spread_rule(rules, ci)
+    agreement = (run.get("settings") or {}).get("agreement")
+    _spread_rule(rules, ci, AGREEMENT if agreement is None else agreement)
     reasons = [r["reason"] for r in rules if not r["ok"]]
     return {"valid": not reasons, "reasons": reasons, "rules": rules,
             "low_sample": len(ok) < LOW_SAMPLE, "sample": len(ok), "low_sample_below": LOW_SAMPLE}

@@ -72,6 +72,7 @@ class Plan:
     model: str = EngineConfig.model
     precision: str = EngineConfig.precision
     cost_basis: str = "neocloud"
+    agreement: float = 0.05  # bench --agreement: the spread rule's target (0: none; SPEC section 3)
     scenario: str | None = None  # ISL:OSL or an alias, instead of traces
     range_ratio: float | None = None
     slo: dict = field(default_factory=lambda: {"p90_e2e_normalized_interactivity": 20.0, "p90_ttft_s": 5.0})
@@ -103,11 +104,11 @@ def load_plan(path: Path) -> Plan:
     configs = tuple(dict(zip(GRID_KEYS, combo)) for combo in itertools.product(*axes))
     slo = data.get("slo", {})
     known = {"traces", "max_context", "duration", "seed", "warmup_requests_per_lane", "model", "precision",
-             "cost_basis", "slo", "grid", "scenario", "range_ratio"}
+             "cost_basis", "agreement", "slo", "grid", "scenario", "range_ratio"}
     if set(data) - known:
         raise AgentxError(f"{path}: unknown keys {', '.join(sorted(set(data) - known))}")
     options = {k: data[k] for k in ("max_context", "duration", "seed", "warmup_requests_per_lane", "model",
-                                    "precision", "cost_basis", "scenario", "range_ratio") if k in data}
+                                    "precision", "cost_basis", "agreement", "scenario", "range_ratio") if k in data}
     if "scenario" in options:
         from agentx.replay.scenarios import parse_scenario
 
@@ -176,7 +177,7 @@ def run_point(plan: Plan, config: dict, concurrency: int, out: str) -> dict:
                     scenario=str(plan.scenario) if plan.scenario else None, range_ratio=plan.range_ratio)
     settings = BenchSettings.build(out=out, url="virtual", concurrency=concurrency, duration=plan.duration, seed=plan.seed,
                                    warmup_requests_per_lane=plan.warmup_requests_per_lane, cost_basis=plan.cost_basis,
-                                   hints=str(config["hints"]), **corpus.labels)
+                                   agreement=plan.agreement, hints=str(config["hints"]), **corpus.labels)
     sessions = corpus.sessions(concurrency)
     sim = Deployment(engine_config(plan, config), int(config["replicas"]), config["router"])
     result = sim_bench(settings, sessions, sim, command=f"agentx sim plan ({config_name(config)}, c{concurrency})")

@@ -23,7 +23,8 @@ def sweep(tmp_path_factory):
     sessions = load_sessions([WEKA], None)
     for n in LEVELS:
         sim_bench(BenchSettings.build(url="virtual", concurrency=n, duration=240, out=str(out / f"c{n}"), gpus=8,
-                                      hardware="H200", dataset="weka sample", warmup_requests_per_lane=3),
+                                      hardware="H200", dataset="weka sample", warmup_requests_per_lane=3,
+                                      agreement=0),  # a few trees: no agreement asked (SPEC 3, "spread")
                   sessions, Deployment(EngineConfig()))
     return out
 

@@ -209,6 +209,10 @@ def test_a_point_shows_its_provenance_validity_and_diagnosis(engine, client, swe
     assert diag["cache_efficiency"] == result["request_metrics"]["cache"].get("cache_efficiency")
     assert diag["client_verdict"] == "ok" and diag["sample"] == result["requests"]["succeeded"]
     assert diag["low_sample"] == (diag["sample"] < 30) == result["validity"]["low_sample"]
+    ci = result["spread"]  # the fixture asks no agreement: the spread's figure is stored with no bound
+    assert rules["spread"]["bound"] is None and diag["spread_trees"] == ci["trees"] > 0
+    assert diag["spread_ttft_p50_width"] == ci["ttft_s"]["p50"]["width_rel"]
+    assert rules["spread"]["figure"] == max(ci["ttft_s"][q]["width_rel"] for q in ("p50", "p90"))
     download = client.get(trust["result_url"])
     assert download.json() == result and "attachment" in download.headers["content-disposition"]
     app = create_app(engine)

@@ -9,6 +9,7 @@ from agentx.virtual.capacity import load_plan, run_plan
 
 PLAN = """
 duration: 40
+agreement: 0  # 40 s of 1 and 3 lanes: a tree or three; the SLO answer is what this asks (SPEC 3, spread)
 warmup_requests_per_lane: 2
 slo: {p90_e2e_normalized_interactivity: 30, p90_ttft_s: 2}
 grid:

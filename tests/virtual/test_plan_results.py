@@ -19,6 +19,7 @@ from tests.test_cli import agentx
 
 PLAN = """
 duration: 40
+agreement: 0  # 40 s of a few lanes: a few trees; these points ask no agreement (SPEC 3, spread)
 warmup_requests_per_lane: 2
 slo: {p90_e2e_normalized_interactivity: 30, p90_ttft_s: 2}
 grid:
