@@ -233,13 +233,7 @@ def sweep_table(results: list[tuple[int | str, dict]]) -> Table:
                   fmt(inter.get("p50"), "{:,.1f}"), fmt(norm.get("p90"), "{:,.1f}"),
                   fmt(sm.get("prefix_hit_rate") and sm["prefix_hit_rate"] * 100, "{:.1f}%"),
                   fmt(rm.get("cache", {}).get("cache_efficiency"), "{:.3f}"),
-                  _valid_cell(r["validity"]))
+                  ("yes" if r["validity"]["valid"] else "no") + (" (low n)" if r["validity"].get("low_sample") else ""))
     return t
 
 
-
-def _valid_cell(v: dict) -> str:
-    """`yes`, or `no: spread, client` (the rules that failed); `(low n)` beside a low sample."""
-    failed = [r["rule"] for r in v.get("rules") or [] if not r["ok"]]
-    cell = "yes" if v["valid"] else "no" + (f": {', '.join(failed)}" if failed else "")
-    return cell + (" (low n)" if v.get("low_sample") else "")
