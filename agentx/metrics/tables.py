@@ -210,7 +210,7 @@ def trust_lines(result: dict) -> list[str]:
     if result.get("spread"):
         lines.append(spread_line(result["spread"]))
     if low_sample_note(result):
-        lines.append(f"{low_sample_note(result)}: every percentile above rests on few requests (valid, but rough)")
+        lines.append(f"{low_sample_note(result)}: every percentile above rests on few requests (rough, not NOT VALID for that alone)")
     v = result["validity"]
     lines.append("valid" if v["valid"] else "NOT VALID: " + "; ".join(v["reasons"]))
     return lines

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from agentx.errors import AgentxError
+from agentx.metrics.tables import interval_note
 from agentx.records import read_records
 from agentx.report.flame import flamegraph
 from agentx.report.figures import log_bars
@@ -174,7 +175,8 @@ def test_summary_rows_define_every_figure(sweep):
     result = read_run(sweep / "c2").result
     ttft = next(cells for label, _, cells in rows["distributions"] if label.startswith("TTFT ms"))
     p50 = result["request_metrics"]["ttft_s"]["p50"] * 1000
-    assert ttft[0] == f"{p50:,.1f}"
+    note = interval_note(result["spread"]["ttft_s"]["p50"])  # its 95 % interval beside it: ' (-62/+61%)'
+    assert ttft[0] == f"{p50:,.1f}{note}" and note.startswith(" (-") and note.endswith("%)")
     low = result["validity"]["low_sample"]  # marked beside every percentile row when so
     assert all(("(low sample: n = " in label) == low for label, _, _ in rows["distributions"])
 

@@ -12,8 +12,7 @@ def test_sim_bench_writes_runs_that_report_summarises(tmp_path):
     out = tmp_path / "runs"
     res = agentx("sim", "bench", "--concurrency", "1,3", "--duration", "60", "--replicas", "2", "--router",
                  "session-affinity", "--out", out)
-    # 1 and 3 lanes for 60 s hold a tree or three: NOT VALID for their spread (SPEC section 3), exit status 3
-    assert res.returncode == 3, res.stderr
+    assert res.returncode == 0, res.stderr  # (sim bench's exit status does not follow validity; report's does)
     assert "sim bench (virtual time): concurrency 3" in " ".join(res.stdout.split())
     for n in (1, 3):
         folder = out / f"c{n}"
@@ -24,6 +23,7 @@ def test_sim_bench_writes_runs_that_report_summarises(tmp_path):
         assert identity["engine"] == "agentx-sim vllm profile (virtual time)" and identity["gpus"] == 16
         assert identity["simulated"]["replicas"] == 2 and identity["simulated"]["model"] == "qwen3-235b-a22b"
         assert identity["router"] == "session-affinity" and identity["concurrency"] == n
+        # 1 and 3 lanes for 60 s hold a tree or four: NOT VALID for their spread (SPEC section 3)
         assert failed_rules(result) == ["spread"] and result["requests"]["succeeded"] > 0
         assert result["server_metrics"]["engine"] == "vllm" and result["server_metrics"]["scrapes"] >= 30
         series = [json.loads(line) for line in (folder / "server_metrics.jsonl").read_text().splitlines()]
