@@ -145,8 +145,10 @@ def result_lines(result: dict) -> list[str]:
 
 def _goodput_line(good: dict) -> str:
     slo = ", ".join(f"{k} <= {v:g} ms" for k, v in good["slo_ms"].items())
+    per_gpu = good.get("total_tok_s_per_gpu")
     return (f"goodput: {_f(good['requests_per_s'], fmt='{:.2f}')} req/s, {good['met']:,} of {good['of']:,} "
-            f"requests ({_pct(good['share'])}) met {slo}")
+            f"requests ({_pct(good['share'])}) met {slo}"
+            + (f"; {per_gpu:,.0f} tok/s per GPU at the SLO" if per_gpu is not None else ""))
 
 
 def _cache_line(cache: dict, sm: dict) -> str:
