@@ -144,3 +144,25 @@ def test_the_engine_publishes_bytes_written_and_hits_by_tier():
 def test_an_ssd_tier_needs_dram_above_it():
     with pytest.raises(AgentxError, match="ssd_drives needs cpu_offload_gb"):
         EngineConfig(ssd_drives=8)
+
+
+def test_an_ssd_hit_costs_its_read_in_the_admitting_iteration():
+    """Two engines, the second with SSD reads made free: a prompt HBM and DRAM lost but the SSD
+    kept takes exactly its SSD blocks' read time longer to its first token on the first."""
+    firsts = []
+    for free_reads in (False, True):
+        core = EngineCore(EngineConfig(model="llama-3.1-8b", hardware="H100", gpus=1, cpu_offload_gb=0.05,
+                                       ssd_drives=1, num_gpu_blocks_override=600, max_model_len=8192))
+        if free_reads:
+            core.kv.tiers.ssd.read_s_per_block = 0.0
+        for i, base in enumerate((0, 100_000, 0)):  # A, a flood that evicts A from HBM and DRAM, A again
+            core.now += 1.0  # every write has ended
+            seq = core.new_sequence(str(i), list(range(base, base + 8 * 1024)), 1, ignore_eos=True)
+            core.add(seq)
+            while core.step():
+                pass
+        firsts.append((seq.first_token_at - seq.arrival, core.kv.counters.ssd_hits))
+    (slow, ssd_hits), (fast, same) = firsts
+    assert ssd_hits == same > 0
+    per_block = 16 * core.roofline.kv_bytes_per_token / 14e9  # a 16-token block off one 14 GB/s drive
+    assert slow - fast == pytest.approx(ssd_hits // 16 * per_block, rel=1e-9)
