@@ -89,6 +89,9 @@ def test_plan_grids_the_ssd_tier_and_the_store_rules_and_names_the_winner(tmp_pa
     console = Console(width=250, record=True)
     console.print(plan_table(plan, answers))
     assert f"wins: {best['config']}" in console.export_text()
+    from agentx.report.capacity import write_plan_report
+
+    assert f'<p id="winner">wins: {best["config"]}' in write_plan_report(tmp_path / "out").read_text()
     path.write_text(TIER_PLAN.replace("[true, false]", "[maybe]"))
     with pytest.raises(AgentxError, match="store_rules entries are true or false"):
         load_plan(path)
