@@ -43,6 +43,8 @@ def test_bench_shows_bytes_written_and_hits_by_tier_on_metrics(tmp_path):
     # the result's window is within the server's life: its figures are at most the final counters
     assert 0 < sm["kv_written_bytes"]["DRAM"] <= dram and sm["kv_written_bytes"]["SSD"] <= ssd
     assert 0 < sm["kv_write_bytes_per_s"]["DRAM"] and 0 < sm["kv_write_link_busy"]["DRAM"] < 1
+    last = json.loads((tmp_path / "run" / "server_metrics.jsonl").read_text().splitlines()[-1])["samples"]
+    assert any(k.startswith("agentx_sim:prefix_cache_hits_by_tier_total{") for k in last)
     by_tier = sm["hit_rate_by_tier"]
     assert set(by_tier) == {"HBM", "DRAM", "SSD"}
     assert by_tier["HBM"] == sm["prefix_hit_rate"]
