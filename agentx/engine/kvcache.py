@@ -215,10 +215,11 @@ class KVCache:
             self.free_cached.remove(hit[self.ref[hit] == 0])  # cached but unused: leave the free list
             self.ref[hit] += 1  # (a sequence holds a block once)
         fresh = self._take(need - g)
-        if c:  # loaded from DRAM: their content is known
+        ssd = 0
+        if c:  # loaded from DRAM (or the SSD under it): their content is known
             loaded = hashes[g : g + c]
             self._register(blocks[-1] if g else -1, loaded, fresh[:c])
-        ssd = self.tiers.load(loaded) if c else 0
+            ssd = self.tiers.load(loaded)
         alloc = Allocation(blocks + fresh, g, c, ssd, known=g + c)
         self.counters.gpu_queries += prompt_tokens
         self.counters.gpu_hits += min(prompt_tokens, g * self.block_size)
