@@ -3,13 +3,16 @@
 AIPerf is never a dependency of agentx: it runs from its own executable (`--aiperf PATH`, else
 `aiperf` on PATH; e.g. `python -m venv /tmp/aiperf-venv && /tmp/aiperf-venv/bin/pip install
 aiperf==0.13.0`). The same request set: the agentx run's records (every request it sent, in the
-order it sent them: input length as planned, output length as planned) become one Mooncake row
-each, with the `hash_ids` of that request in `agentx trace convert --to mooncake` (512-token
-blocks), so AIPerf synthesizes one block of text per hash id and every request of a session
-shares its prefix blocks as in the trace. Rows carry no `session_id`: AIPerf would otherwise
-accumulate a session's turns into each prompt, while each row's `input_length` is already the
-whole prompt. AIPerf sends them back to back at the same concurrency (`--concurrency`, no
-timestamps) for the same window; past the last row it wraps to the first.
+order it sent them: input length as planned, output length as planned; at most `--aiperf-rows`,
+evenly spaced in that order, since AIPerf renders every prompt before it starts) become one
+Mooncake row each, with the `hash_ids` of that request in `agentx trace convert --to mooncake`
+(512-token blocks), so AIPerf synthesizes one block of text per hash id and every request of a
+session shares its prefix blocks as in the trace. Rows carry no `session_id`: AIPerf would
+otherwise accumulate a session's turns into each prompt, while each row's `input_length` is
+already the whole prompt. AIPerf sends them back to back at the same concurrency
+(`--concurrency`, no timestamps) for the same window, drawn in a seeded shuffle
+(`--dataset-sampling-strategy shuffle`: a window too short for every row still sends the set's
+shape, not its first turns only).
 
 AIPerf's Mooncake prompts are text made with a Hugging Face tokenizer: one is trained here with
 `tokenizers` (byte-level BPE over a generated vocabulary, nothing downloaded). AIPerf 0.13.0
@@ -85,18 +88,19 @@ def write_tokenizer(hub: Path) -> str:
 
 
 def write_rows(sent: list[tuple[str, int, int]], mooncake: Path, out: Path, limit: int) -> tuple[int, int]:
-    """One Mooncake row per request agentx sent ((session, input, output) in send order, at most
-    `limit`), with that request's hash ids from the Mooncake export of the same traces (matched
-    by session and input length; a request with no match gets fresh ids). Returns (rows, matched)."""
+    """One Mooncake row per request agentx sent ((session, input, output) in send order; at most
+    `limit` of them, evenly spaced in that order), with that request's hash ids from the Mooncake
+    export of the same traces (matched by session and input length; a request with no match gets
+    fresh ids). Returns (rows, matched)."""
     ids: dict[tuple[str, int], list[int]] = {}
     top = 0
     for line in mooncake.read_bytes().splitlines():
         row = json.loads(line)
         ids.setdefault((str(row.get("session_id", "")), row["input_length"]), row["hash_ids"])
         top = max(top, *row["hash_ids"]) if row["hash_ids"] else top
-    matched = 0
+    matched, n = 0, min(limit, len(sent))
     with out.open("w") as f:
-        for session, isl, osl in sent[:limit]:
+        for session, isl, osl in (sent[i * len(sent) // n] for i in range(n)):
             hashes = ids.get((session, isl))
             if hashes is None:
                 hashes = list(range(top + 1, top + 1 + -(-isl // BLOCK)))
@@ -104,7 +108,7 @@ def write_rows(sent: list[tuple[str, int, int]], mooncake: Path, out: Path, limi
             else:
                 matched += 1
             f.write(json.dumps({"input_length": isl, "output_length": max(1, osl), "hash_ids": hashes}) + "\n")
-    return min(len(sent), limit), matched
+    return n, matched
 
 
 class TreeCpu(threading.Thread):
@@ -147,7 +151,7 @@ def run_aiperf(exe: str, url: str, rows: Path, work: Path, lanes: int, seconds: 
     cmd = [exe, "profile", "--model", "instant", "--url", url, "--endpoint-type", "completions", "--streaming",
            "--input-file", str(rows), "--custom-dataset-type", "mooncake_trace", "--tokenizer", repo,
            "--concurrency", str(lanes), "--benchmark-duration", str(seconds), "--benchmark-grace-period", "30",
-           "--random-seed", "1", "--ui", "none", "--no-server-metrics", "--no-gpu-telemetry",
+           "--dataset-sampling-strategy", "shuffle", "--random-seed", "1", "--ui", "none", "--no-server-metrics", "--no-gpu-telemetry",
            "--artifact-dir", str(art)]
     (work / "home").mkdir(exist_ok=True)
     (work / "tmp").mkdir(exist_ok=True)

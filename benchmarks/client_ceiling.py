@@ -21,7 +21,7 @@
    A deployment serving X total tok/s of this traffic needs X / (tok/s per client core) client
    cores. AIPerf beside it where it is installed (`--aiperf PATH`, else `aiperf` on PATH; never a
    dependency of agentx): its Mooncake-trace input replays the requests the `--workers 1` run
-   sent (the first `--aiperf-rows`), same concurrency and window, its whole process tree's CPU
+   sent (at most `--aiperf-rows`, evenly spaced), same concurrency and window, its process tree's CPU
    over its profiling window (benchmarks/aiperf_replay.py says how, and why its tokenizer is a
    local Hub-cache entry).
 
@@ -207,7 +207,7 @@ def agentic_table(url: str, corpus: Path, lanes: int, seconds: float, aiperf: st
         if exe:
             _agentic_row(name, "AIPerf", _aiperf(exe, url, source, sent, lanes, seconds, aiperf_rows))
     print(f"AIPerf: {exe} (its Mooncake-trace input: the requests agentx sent with --workers 1, at most "
-          f"{aiperf_rows:,} rows, wrapping)" if exe else
+          f"{aiperf_rows:,} rows, drawn in a seeded shuffle)" if exe else
           "AIPerf: not found (pass --aiperf PATH, e.g. /tmp/aiperf-venv/bin/aiperf after pip install "
           "aiperf==0.13.0 in a venv of its own), so no AIPerf rows")
     print()
@@ -230,7 +230,7 @@ def _aiperf(exe: str, url: str, source: list[str], sent: list, lanes: int, secon
         subprocess.run([sys.executable, "-m", "agentx.cli", "trace", "convert", *source, "--to", "mooncake",
                         "--out", str(mooncake)], check=True, stdout=subprocess.DEVNULL)
         rows, matched = write_rows(sent, mooncake, work / "rows.jsonl", limit)
-        print(f"  AIPerf's request set: the first {rows:,} of the {len(sent):,} requests agentx sent "
+        print(f"  AIPerf's request set: {rows:,} of the {len(sent):,} requests agentx sent, evenly spaced "
               f"({matched:,} with their trace's hash ids)", flush=True)
         return run_aiperf(exe, url, work / "rows.jsonl", work, lanes, seconds)
 
