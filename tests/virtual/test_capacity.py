@@ -56,6 +56,7 @@ def test_bad_plans_name_the_problem(tmp_path):
 
 TIER_PLAN = """
 duration: 40
+agreement: 0  # 40 s of 4 lanes: a few trees; the tiers and the winner are what this asks (SPEC 3, spread)
 warmup_requests_per_lane: 2
 slo: {p90_e2e_normalized_interactivity: 5, p90_ttft_s: 60}
 grid:
