@@ -2,12 +2,16 @@
 [timing] section, after the leave-one-out check that `agentx sim calibrate` also runs (each row
 predicted from constants fitted without it). Closed form (agentx/engine/steady.py).
 
-    PYTHONPATH=. python tools/fit_profiles.py
+    PYTHONPATH=. python tools/fit_profiles.py [--write]
+
+--write replaces presets.toml's [timing] entries (from `[timing.mfu]` to the end) with them.
 """
 
 from __future__ import annotations
 
 import statistics
+import sys
+from pathlib import Path
 
 from agentx.engine.calibration import load_table
 from agentx.engine.fit import GRIDS, fit, held_out, key_of, term_table
@@ -38,7 +42,17 @@ def main() -> None:
         print(f"#  {r.id:34s} tok/s {ratio:5.2f}  TPOT {itl:5.2f}")
     print(f"# leave-one-out: {within}/{len(held)} within 15 % tok/s, {within_itl}/{len(held)} within 20 % TPOT\n")
     values = fit(rows, table)
-    print("# ---------------------------------------------------------------------------------- timing")
+    section = timing_section(rows, table, values)
+    print(section)
+    if "--write" in sys.argv:
+        path = Path(__file__).parent.parent / "agentx/engine/presets.toml"
+        text = path.read_text()
+        path.write_text(text[:text.index("[timing.mfu]")] + section)
+
+
+def timing_section(rows, table, values) -> str:
+    out = []
+    print = out.append
     for name in GRIDS:
         print(f"[timing.{name}]")
         for key, value in sorted(values[name].items()):
@@ -50,6 +64,7 @@ def main() -> None:
         fitted = [v for k, v in values[name].items() if not (name == "moe_efficiency" and k in dense)]
         print(f'default = {{ value = {statistics.median(fitted):g}, source = "{DEFAULTS[name]}" }}')
     print(f'[timing.collective_efficiency]\nvalue = 0.7\nsource = "{COLLECTIVE}"')
+    return "\n".join(out) + "\n"
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import numpy as np
 
 from agentx.engine import presets
 from agentx.engine.calibration import Row, row_engine
-from agentx.engine.steady import Steady, steady_state, steady_work
+from agentx.engine.steady import Steady, steady_mix, steady_state
 from agentx.engine.timing import Roofline
 
 GRIDS = {"mfu": np.arange(0.05, 0.951, 0.05), "mbu": np.arange(0.30, 1.001, 0.05),
@@ -37,43 +37,60 @@ SWEEPS = 6
 
 def key_of(name: str, row: Row) -> str:
     """Which entry of constant `name` a row uses (presets.toml [timing.NAME])."""
-    if name == "mfu":
-        return presets.precision_class(row.precision, row.hardware)
-    return {"mbu": row.hardware, "overhead_ms": row.engine, "moe_efficiency": row.model}[name]
+    return presets.timing_key(name, row.engine, row.hardware, row.precision, row.model)
 
 
 @dataclass
-class Terms:
-    """A row's steady state at unit efficiencies: iteration = max(compute / mfu, (dense + experts /
-    moe) / mbu) + collectives + overhead; throughput per GPU = k / iteration."""
+class PhaseTerms:
+    """One kind of iteration at unit efficiencies: time = max(compute / mfu, (dense + experts /
+    moe) / mbu) + collectives + overhead."""
 
+    share: float
     compute: float
     dense: float
     experts: float
     collective: float
-    k: float
-    tok_s: float
-    tpot: float | None
 
     def step(self, c: dict) -> float:
         memory = (self.dense + self.experts / c["moe_efficiency"]) / c["mbu"]
         return max(self.compute / c["mfu"], memory) + self.collective + c["overhead_ms"] / 1000
+
+
+@dataclass
+class Terms:
+    """A row's steady state: the mean iteration over its kinds; throughput per GPU = k / it."""
+
+    phases: list[PhaseTerms]
+    k: float
+    tok_s: float
+    tpot: float | None
+
+    @property
+    def experts(self) -> float:
+        return sum(p.experts for p in self.phases)
+
+    def step(self, c: dict) -> float:
+        return sum(p.share * p.step(c) for p in self.phases)
 
     def loss(self, c: dict) -> float:
         step = self.step(c)
         return float(np.log(self.k / step / self.tok_s) ** 2 + (np.log(step / self.tpot) ** 2 if self.tpot else 0))
 
 
-def terms(row: Row) -> Terms:
-    roof = Roofline(row_engine(row))
-    mean = (1 + row.range_ratio) / 2
-    work, k = steady_work(roof, row.isl * mean, row.osl * mean, row.concurrency)
+def phase_terms(roof: Roofline, share: float, work) -> PhaseTerms:
     roof.mfu = roof.mbu = roof.moe_eff = 1.0
     compute, memory = roof.compute_s(work), roof.memory_s(work)
     weights = roof.weight_bytes_per_gpu(work.new_tokens)
     roof.moe_eff = 0.5
     experts = (roof.weight_bytes_per_gpu(work.new_tokens) - weights) / roof.hw.hbm_bw  # experts / 0.5 - experts
-    return Terms(compute, memory - experts, experts, roof.collective_s(work.new_tokens), k, row.tok_s_per_gpu,
+    return PhaseTerms(share, compute, memory - experts, experts, roof.collective_s(work.new_tokens))
+
+
+def terms(row: Row) -> Terms:
+    roof = Roofline(row_engine(row))
+    mean = (1 + row.range_ratio) / 2
+    mix = steady_mix(roof, row.isl * mean, row.osl * mean, row.concurrency)
+    return Terms([phase_terms(roof, p.share, p.work) for p in mix.phases], mix.k, row.tok_s_per_gpu,
                  row.tpot_ms_p50 / 1000 if row.tpot_ms_p50 else None)
 
 
