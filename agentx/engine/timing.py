@@ -56,8 +56,8 @@ class Work:
 
 # bytes per weight of each precision (FP4 formats with their block scales: NVFP4 one FP8 scale per
 # 16 values = 4.5 bits, MXFP4 one E8M0 scale per 32 values = 4.25 bits; OCP MX and NVIDIA NVFP4
-# specifications) and of the KV cache it runs with (FP8 KV beside FP4 weights, as InferenceX's
-# FP4 recipes configure it: kv_cache_config.dtype fp8)
+# specifications) and of the KV cache it runs with by default (--kv-cache-dtype auto: FP8 KV beside
+# FP8 and FP4 weights, as InferenceX's FP4 recipes configure it: kv_cache_config.dtype fp8)
 WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "nvfp4": 0.5625, "mxfp4": 0.53125}
 KV_BYTES = {"bf16": 2, "fp8": 1, "nvfp4": 1, "mxfp4": 1}
 ACTIVATION_BYTES = 2  # BF16 activations on the wire (all-reduce, all-to-all)
@@ -74,7 +74,7 @@ class Roofline:
         self.collective_eff = self.profile.collective_efficiency
         self.moe_eff = cfg.moe_efficiency or self.profile.moe_efficiency
         g, dep = cfg.gpus, cfg.parallelism == "dep"
-        self.dtype_bytes = KV_BYTES[cfg.precision]
+        self.dtype_bytes = KV_BYTES[cfg.precision if cfg.kv_cache_dtype == "auto" else cfg.kv_cache_dtype]
         self.peak_flops, self.attn_flops = self._peaks(hw, cfg.precision)
         kv_layers = m.kv_layers or m.layers
         if m.attention == "mla":
