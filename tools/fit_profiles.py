@@ -22,7 +22,8 @@ COLLECTIVE = ("assumed, not fitted: 70 % of the datasheet scale-up bandwidth for
 DEFAULTS = {"mfu": "the median of the fitted precision classes (bf16 and others have no calibration row)",
             "mbu": "the median of the fitted GPUs (for B300, GB200, GB300: no calibration row of their own)",
             "overhead_ms": "the median of the fitted engines",
-            "moe_efficiency": "the median of the fitted MoE models (models without a calibration row)"}
+            "moe_efficiency": "the median of the fitted MoE models (models without a calibration row)",
+            "kv_efficiency": "the median of the fitted attention kinds"}
 
 
 def main() -> None:

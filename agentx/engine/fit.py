@@ -30,8 +30,8 @@ from agentx.engine.timing import Roofline
 
 GRIDS = {"mfu": np.arange(0.05, 0.951, 0.05), "mbu": np.arange(0.30, 1.001, 0.05),
          "overhead_ms": np.array([0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40], dtype=float),
-         "moe_efficiency": np.arange(0.20, 1.001, 0.05)}
-START = {"mfu": 0.4, "mbu": 0.7, "overhead_ms": 5.0, "moe_efficiency": 0.7}
+         "moe_efficiency": np.arange(0.20, 1.001, 0.05), "kv_efficiency": np.arange(0.10, 1.001, 0.05)}
+START = {"mfu": 0.4, "mbu": 0.7, "overhead_ms": 5.0, "moe_efficiency": 0.7, "kv_efficiency": 1.0}
 SWEEPS = 6
 
 
@@ -49,10 +49,11 @@ class PhaseTerms:
     compute: float
     dense: float
     experts: float
+    kv: float
     collective: float
 
     def step(self, c: dict) -> float:
-        memory = (self.dense + self.experts / c["moe_efficiency"]) / c["mbu"]
+        memory = (self.dense + self.experts / c["moe_efficiency"] + self.kv / c["kv_efficiency"]) / c["mbu"]
         return max(self.compute / c["mfu"], memory) + self.collective + c["overhead_ms"] / 1000
 
 
@@ -78,12 +79,13 @@ class Terms:
 
 
 def phase_terms(roof: Roofline, share: float, work) -> PhaseTerms:
-    roof.mfu = roof.mbu = roof.moe_eff = 1.0
+    roof.mfu = roof.mbu = roof.moe_eff = roof.kv_eff = 1.0
     compute, memory = roof.compute_s(work), roof.memory_s(work)
     weights = roof.weight_bytes_per_gpu(work.new_tokens)
     roof.moe_eff = 0.5
     experts = (roof.weight_bytes_per_gpu(work.new_tokens) - weights) / roof.hw.hbm_bw  # experts / 0.5 - experts
-    return PhaseTerms(share, compute, memory - experts, experts, roof.collective_s(work.new_tokens))
+    kv = roof.kv_bytes(work) / roof.hw.hbm_bw
+    return PhaseTerms(share, compute, memory - experts - kv, experts, kv, roof.collective_s(work.new_tokens))
 
 
 def terms(row: Row) -> Terms:
@@ -139,6 +141,7 @@ def held_out(rows: list[Row]) -> dict[str, tuple[dict, list[str]]]:
 
 
 def predict(roof: Roofline, row: Row, c: dict) -> Steady:
-    roof.mfu, roof.mbu, roof.overhead_s, roof.moe_eff = c["mfu"], c["mbu"], c["overhead_ms"] / 1000, c["moe_efficiency"]
+    roof.mfu, roof.mbu, roof.overhead_s = c["mfu"], c["mbu"], c["overhead_ms"] / 1000
+    roof.moe_eff, roof.kv_eff = c["moe_efficiency"], c["kv_efficiency"]
     mean = (1 + row.range_ratio) / 2
     return steady_state(roof, row.isl * mean, row.osl * mean, row.concurrency)

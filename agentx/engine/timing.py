@@ -11,8 +11,11 @@ Per iteration, per GPU of the tensor-parallel group (everything is split evenly 
   chunk of n new tokens after c computed ones attends n x c + n(n+1)/2 pairs; a decode token
   attends its whole context.
 - memory = bytes / (HBM bandwidth x MBU): weights read once per iteration (for MoE, the dense
-  part plus the routed experts the batch's tokens touch: 1 - (1 - k/E)^tokens of them) plus
-  the KV cache read (every context token of every scheduled sequence) and written.
+  part plus the routed experts the batch's tokens touch: 1 - (1 - k/E)^tokens of them, counted
+  1 / moe_efficiency times) plus the KV cache read (every context token of every scheduled
+  sequence) and written, counted 1 / kv_efficiency times (paged attention kernels stream the
+  cache less well than GEMMs stream weights; MLA's absorbed decode, 128 heads over one latent,
+  least: the profile's value per attention kind).
 - Prefill of prefix-cached tokens costs nothing. Tokens loaded from the CPU tier cost their KV
   bytes over the host link: bytes / (host link bandwidth x efficiency x host_links). With the
   default host_links = 1 the whole prefix's KV (all TP shards) crosses one link, the
@@ -73,6 +76,7 @@ class Roofline:
         self.overhead_s = cfg.overhead_s if cfg.overhead_s is not None else self.profile.overhead_ms / 1000
         self.collective_eff = self.profile.collective_efficiency
         self.moe_eff = cfg.moe_efficiency or self.profile.moe_efficiency
+        self.kv_eff = cfg.kv_efficiency or self.profile.kv_efficiency
         g, dep = cfg.gpus, cfg.parallelism == "dep"
         self.dtype_bytes = KV_BYTES[cfg.precision if cfg.kv_cache_dtype == "auto" else cfg.kv_cache_dtype]
         self.peak_flops, self.attn_flops = self._peaks(hw, cfg.precision)
@@ -168,9 +172,12 @@ class Roofline:
         matmul = 2 * self.model.params_active * work.new_tokens / (g * self.peak_flops * self.mfu)
         return matmul + self.attn_flops_per_pair * work.attn_pairs / (g * self.attn_flops * self.mfu)
 
+    def kv_bytes(self, work: Work) -> float:
+        """KV bytes one GPU reads and writes in an iteration."""
+        return (work.kv_read_tokens + work.new_tokens) * self.kv_bytes_per_token
+
     def memory_s(self, work: Work) -> float:
-        per_gpu = self.weight_bytes_per_gpu(work.new_tokens)
-        per_gpu += (work.kv_read_tokens + work.new_tokens) * self.kv_bytes_per_token
+        per_gpu = self.weight_bytes_per_gpu(work.new_tokens) + self.kv_bytes(work) / self.kv_eff
         return per_gpu / (self.hw.hbm_bw * self.mbu)
 
     def collective_s(self, tokens: int) -> float:
