@@ -11,8 +11,8 @@ only one number, its iteration time, so per-row constants would fit anything and
 
 They minimize the squared log error of throughput per GPU and TPOT of `steady_state` over the
 rows (coordinate descent over grids). `held_out` refits everything without each row in turn
-(leave one out): what `agentx sim calibrate` reports, so that no row is predicted from its own
-figures. `tools/fit_profiles.py` prints the constants fitted on every row (shipped in presets.toml).
+(leave one out; or without its whole hardware x engine group): what `agentx sim calibrate`
+reports, so that no row is predicted from its own figures. `tools/fit_profiles.py` prints the constants fitted on every row (shipped in presets.toml).
 The steady state's batch and work do not depend on the constants, so each row is reduced once
 to its roofline terms.
 """
@@ -119,24 +119,25 @@ def fit(rows: list[Row], table: dict[str, Terms]) -> dict[str, dict[str, float]]
 
 
 def constants(values: dict, row: Row) -> dict:
-    return {n: values[n][key_of(n, row)] for n in GRIDS}
+    """A row's constants; a key no fitted row had takes the median of that constant's fitted keys
+    (what presets.toml's `default` entries are)."""
+    return {n: values[n].get(key_of(n, row), float(np.median(list(values[n].values())))) for n in GRIDS}
 
 
 def term_table(rows: list[Row]) -> dict[str, Terms]:
     return {r.id: terms(r) for r in rows}
 
 
-def held_out(rows: list[Row]) -> dict[str, tuple[dict, list[str]]]:
-    """Per row: its constants fitted on every other row (leave one out), and those rows' ids.
-    A row whose key of some constant no other row shares gets none (it cannot be predicted)."""
-    table, out = term_table(rows), {}
+def held_out(rows: list[Row], group: bool = False) -> dict[str, tuple[dict, list[str]]]:
+    """Per row: its constants fitted without it, and the ids of the rows they were fitted on.
+    Leave one out by default; `group`: without every row of its hardware x engine (how a GPU or
+    engine pairing with no published point of its own would be predicted)."""
+    table, out, fits = term_table(rows), {}, {}
     for r in rows:
-        others = [o for o in rows if o.id != r.id]
-        values = fit(others, table)
-        try:
-            out[r.id] = (constants(values, r), [o.id for o in others])
-        except KeyError:
-            continue
+        others = tuple(o.id for o in rows if (o.group != r.group if group else o.id != r.id))
+        if others not in fits:
+            fits[others] = fit([o for o in rows if o.id in others], table)
+        out[r.id] = (constants(fits[others], r), list(others))
     return out
 
 
