@@ -7,14 +7,17 @@ only one number, its iteration time, so per-row constants would fit anything and
   efficiency is a property of the kernels of a number format;
 - MBU per GPU kind: how much of the datasheet HBM bandwidth streams in practice;
 - the per-iteration overhead per engine (scheduler, launches, sampling, collective latency);
-- the MoE efficiency per model (expert GEMMs of few tokens each stream weights less well).
+- the MoE efficiency per model (expert GEMMs of few tokens each stream weights less well);
+- the KV efficiency per attention kind (gqa, mla: how well the attention kernels stream the
+  paged KV cache, relative to MBU).
 
 They minimize the squared log error of throughput per GPU and TPOT of `steady_state` over the
 rows (coordinate descent over grids). `held_out` refits everything without each row in turn
 (leave one out; or without its whole hardware x engine group): what `agentx sim calibrate`
-reports, so that no row is predicted from its own figures. `tools/fit_profiles.py` prints the constants fitted on every row (shipped in presets.toml).
-The steady state's batch and work do not depend on the constants, so each row is reduced once
-to its roofline terms.
+reports, so that no row is predicted from its own figures. `tools/fit_profiles.py` prints the
+constants fitted on every row (shipped in presets.toml). The steady state's batch and work (two
+iteration kinds, decode-only and mixed) do not depend on the constants, so each row is reduced
+once to its roofline terms per kind.
 """
 
 from __future__ import annotations
