@@ -19,8 +19,11 @@ from agentx.engine.fit import GRIDS, fit, held_out, key_of, term_table
 COLLECTIVE = ("assumed, not fitted: 70 % of the datasheet scale-up bandwidth for NCCL / RCCL ring all-reduce "
               "and all-to-all (their latency is inside overhead_ms); its bandwidth term is 15 % of an iteration in "
               "the DSR1 DEP8 8k1k H200 row, under 8 % in every other calibration row")
+# GPUs without a calibration row of their own whose memory system is a fitted GPU's (Blackwell:
+# 8 TB/s of HBM3e per GPU in every preset, B300 and GB300 too): they take that GPU's MBU
+SIBLINGS = {"B300": "B200", "GB200": "B200", "GB300": "B200"}
 DEFAULTS = {"mfu": "the median of the fitted precision classes (bf16 and others have no calibration row)",
-            "mbu": "the median of the fitted GPUs (for B300, GB200, GB300: no calibration row of their own)",
+            "mbu": "the median of the fitted GPUs (GPUs with neither a calibration row nor a fitted sibling)",
             "overhead_ms": "the median of the fitted engines",
             "moe_efficiency": "the median of the fitted MoE models (models without a calibration row)",
             "kv_efficiency": "the median of the fitted attention kinds"}
@@ -62,6 +65,10 @@ def timing_section(rows, table, values) -> str:
             how = ("no routed experts: unused" if name == "moe_efficiency" and
                    all(not table[u].experts for u in users) else f"fitted on {', '.join(users)}")
             out.append(f'"{key}" = {{ value = {value:g}, source = "{how}" }}')
+        if name == "mbu":
+            for gpu, sibling in SIBLINGS.items():
+                out.append(f'"{gpu}" = {{ value = {values[name][sibling]:g}, source = "no calibration row: '
+                           f'{sibling}\'s fitted value (the same HBM3e memory system, 8 TB/s)" }}')
         dense = {r.model for r in rows if not table[r.id].experts}
         fitted = [v for k, v in values[name].items() if not (name == "moe_efficiency" and k in dense)]
         out.append(f'default = {{ value = {statistics.median(fitted):g}, source = "{DEFAULTS[name]}" }}')
