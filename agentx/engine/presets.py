@@ -56,6 +56,18 @@ class Model:
     spec_decode: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Drive:
+    """An NVMe drive of the SSD KV tier (`engine/tiers.py`): datasheet sequential figures."""
+
+    key: str
+    name: str
+    capacity_bytes: float
+    read_bw: float  # bytes/s, sequential 128 KiB
+    write_bw: float
+    sources: dict
+
+
 @cache
 def _table() -> dict:
     return tomllib.loads(files("agentx.engine").joinpath("presets.toml").read_text())
@@ -75,6 +87,10 @@ def hardware(key: str) -> Hardware:
 
 def model(key: str) -> Model:
     return _build(Model, "model", key)
+
+
+def ssd_drive(key: str) -> Drive:
+    return _build(Drive, "ssd", key)
 
 
 def gpu_cost(key: str) -> dict | None:
@@ -171,7 +187,12 @@ def preset_tables() -> list:
                      "precision class, MBU by GPU, overhead by engine, MoE efficiency by model)")
     for name, key, value, source in timing_entries():
         profiles.add_row(name, key, f"{value:g}", source)
-    return [hw, models, profiles]
+    drives = Table("ssd drive", "name", "TB", "read GB/s", "write GB/s", title="SSD tier drives (--ssd-drive; "
+                   "a tier of --ssd-drives N has N times each figure)")
+    for key in _table()["ssd"]:
+        d = ssd_drive(key)
+        drives.add_row(key, d.name, f"{d.capacity_bytes / 1e12:.2f}", f"{d.read_bw / 1e9:.1f}", f"{d.write_bw / 1e9:.1f}")
+    return [hw, models, profiles, drives]
 
 
 def source_table(key: str):
@@ -180,9 +201,10 @@ def source_table(key: str):
     from rich.table import Table
 
     table = _table()
-    section = "hardware" if key in table["hardware"] else "model" if key in table["model"] else None
+    section = next((name for name in ("hardware", "model", "ssd") if key in table[name]), None)
     if section is None:
-        raise AgentxError(f"unknown preset {key!r}; known: {', '.join(hardware_names() + model_names())}")
+        known = hardware_names() + model_names() + list(table["ssd"])
+        raise AgentxError(f"unknown preset {key!r}; known: {', '.join(known)}")
     entry = table[section][key]
     sources = entry.get("sources", {})
     out = Table("field", "value", "source", title=f"{section} preset {key}: {entry['name']}")
