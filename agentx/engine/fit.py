@@ -131,12 +131,14 @@ def term_table(rows: list[Row]) -> dict[str, Terms]:
     return {r.id: terms(r) for r in rows}
 
 
-def held_out(rows: list[Row], group: bool = False) -> dict[str, tuple[dict, list[str]]]:
-    """Per row: its constants fitted without it, and the ids of the rows they were fitted on.
-    Leave one out by default; `group`: without every row of its hardware x engine (how a GPU or
-    engine pairing with no published point of its own would be predicted)."""
+def held_out(rows: list[Row], group: bool = False,
+             targets: list[Row] | None = None) -> dict[str, tuple[dict, list[str]]]:
+    """Per row (of `targets`, default all): its constants fitted on `rows` without it, and the ids
+    of the rows they were fitted on. Leave one out by default; `group`: without every row of its
+    hardware x engine (how a GPU or engine pairing with no published point of its own would be
+    predicted)."""
     table, out, fits = term_table(rows), {}, {}
-    for r in rows:
+    for r in rows if targets is None else targets:
         others = tuple(o.id for o in rows if (o.group != r.group if group else o.id != r.id))
         if others not in fits:
             fits[others] = fit([o for o in rows if o.id in others], table)

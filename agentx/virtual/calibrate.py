@@ -93,8 +93,8 @@ def calibrate(out: Path, only: list[str] | None = None, in_sample: bool = False,
     each row's constants fitted without its whole hardware x engine group (else without the row)."""
     table = load_table()
     modeled = [r for r in table.row if r.modeled]
-    held = {} if in_sample else held_out(modeled, group)
     chosen = [r for r in modeled if not only or any(key in r.id for key in only)]
+    held = {} if in_sample else held_out(modeled, group, chosen)
     jobs = [(r, held.get(r.id, (None, []))[0], held.get(r.id, (None, []))[1], str(Path(out) / r.id), prompts_per_lane,
              group) for r in chosen]
     if workers > 1:
