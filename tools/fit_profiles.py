@@ -30,15 +30,19 @@ DEFAULTS = {"mfu": "the median of the fitted precision classes (bf16 and others 
 
 
 def check(rows, table, group: bool) -> None:
-    """Print each row's steady-state ratios under constants fitted without it (or its group)."""
+    """Print each row's steady-state ratios under constants fitted without it (or its group), and
+    per iteration kind its share and its compute / memory time (the larger binds)."""
     held, within, within_itl = held_out(rows, group), 0, 0
     print(f"# {'leave one hardware x engine group out' if group else 'leave one out'} (steady state):")
     for r in rows:
-        t = table[r.id]
-        step = t.step(held[r.id][0])
+        t, c = table[r.id], held[r.id][0]
+        step = t.step(c)
         ratio, itl = t.k / step / t.tok_s, step / t.tpot
         within, within_itl = within + (abs(ratio - 1) <= 0.15), within_itl + (abs(itl - 1) <= 0.20)
-        print(f"#  {r.id:34s} tok/s {ratio:5.2f}  TPOT {itl:5.2f}")
+        kinds = "  ".join(f"{p.share:4.0%} compute {p.compute / c['mfu'] * 1e3:6.1f} ms memory "
+                          f"{(p.dense + p.experts / c['moe_efficiency'] + p.kv / c['kv_efficiency']) / c['mbu'] * 1e3:5.1f}"
+                          for p in t.phases)
+        print(f"#  {r.id:30s} tok/s {ratio:5.2f}  TPOT {itl:5.2f}  {kinds}")
     print(f"# {within}/{len(rows)} within 15 % tok/s, {within_itl}/{len(rows)} within 20 % TPOT\n")
 
 
