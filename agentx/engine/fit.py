@@ -46,7 +46,7 @@ def key_of(name: str, row: Row) -> str:
 @dataclass
 class PhaseTerms:
     """One kind of iteration at unit efficiencies: time = max(compute / mfu, (dense + experts /
-    moe) / mbu) + collectives + overhead."""
+    moe + kv / kv_efficiency) / mbu) + collectives + overhead."""
 
     share: float
     compute: float
