@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from agentx.engine.config import EngineConfig
 from agentx.engine.hints import Hints
+from agentx.engine.hybrid import window_state
 from agentx.engine.kvcache import KVCache, block_hashes
 from agentx.engine.power import PowerModel
 from agentx.engine.timing import Roofline, Work
@@ -107,8 +108,10 @@ class EngineCore:
         self.cfg = cfg
         self.roofline = Roofline(cfg)
         bs = cfg.block_size
+        # hybrid attention: the window layers' share of the KV memory (None: not modeled)
+        self.hybrid, pool = window_state(cfg, self.roofline, max(1, self.roofline.kv_capacity_tokens // bs))
         self.kv = KVCache(
-            num_blocks=max(1, self.roofline.kv_capacity_tokens // bs),
+            num_blocks=pool,
             block_size=bs,
             cpu_blocks=self.roofline.cpu_capacity_tokens // bs,
             eviction=cfg.kv_policy,
@@ -211,7 +214,11 @@ class EngineCore:
                 emit = n
             else:
                 if before < prompt_len:  # prefill progressed: its full blocks become cacheable
-                    self.kv.commit(seq, seq.hashes, min(seq.computed, prompt_len) // bs)
+                    end = min(seq.computed, prompt_len) // bs
+                    self.kv.commit(seq, seq.hashes, end)
+                    if self.hybrid:
+                        self.hybrid.computed(seq.hashes, before // bs, min(end, len(seq.hashes)),
+                                             seq.computed >= prompt_len)
                 emit = 1 if seq.computed == prompt_len + len(out) else 0
             if emit:
                 self._emit(seq, emit)
@@ -328,6 +335,8 @@ class EngineCore:
             self.running.append(seq)
             seq.computed = hit
             if seq.cached_tokens < 0:  # first admission (not a resume after preemption)
+                if self.hybrid:
+                    self.hybrid.admitted(g + c, bs)
                 seq.cached_tokens = hit
                 seq.scheduled_at = self.now
                 if seq.corrupt and hit:
@@ -345,6 +354,9 @@ class EngineCore:
         bs, total = self.cfg.block_size, seq.context_len
         cacheable = seq.hashes[: (total - 1) // bs]  # at least one token is always computed
         g, c = self.kv.match(cacheable)
+        if self.hybrid:  # a hit resumes only where the window layers' KV is held
+            cacheable = cacheable[: self.hybrid.usable(cacheable, g + c)]
+            g, c = min(g, len(cacheable)), max(0, len(cacheable) - g)
         return total, cacheable, g, c, min(total - (g + c) * bs, budget)
 
     def admission_blocked(self, budget: int) -> bool:
