@@ -58,10 +58,15 @@ def test_truth_log_shows_the_hints_of_every_request(sim, tmp_path, level):
             assert 0 < hints["prefix_tokens"] <= line["prompt_tokens"]
         if level == "oracle" and not last:
             assert hints["next_gap_s"] == pytest.approx(chain_gap(node.request, stream[node.position + 1]), abs=1e-6)
+            # the tree's next use of the prompt's head is no later than its own stream's next request
+            assert hints["next_use"] and hints["next_use"][-1][1] <= hints["next_gap_s"] + 1e-6
         else:
             assert "next_gap_s" not in hints
         assert ("osl" in hints) == (level == "oracle")
-        assert line["hint_headers"] == {HEADERS[k]: (str(v).lower() if isinstance(v, bool) else str(v))
+        assert ("next_use" in hints) == (level == "oracle")
+        assert line["hint_headers"] == {HEADERS[k]: (str(v).lower() if isinstance(v, bool) else
+                                                     ",".join(f"{t}:{g:g}" for t, g in v) if isinstance(v, list)
+                                                     else str(v))
                                         for k, v in hints.items() if k in HEADERS}
     assert forks >= 2  # the two subagents of trace_0291, each time the tree is replayed
 
