@@ -26,6 +26,7 @@ from agentx.engine.hints import Hints
 from agentx.engine.hybrid import window_state
 from agentx.engine.kvcache import KVCache, block_hashes
 from agentx.engine.power import PowerModel
+from agentx.engine.prefetch import Prefetcher
 from agentx.engine.timing import Roofline, Work
 from agentx.engine.window import decode_window
 from agentx.errors import AgentxError
@@ -116,6 +117,8 @@ class EngineCore:
             cpu_blocks=self.roofline.cpu_capacity_tokens // bs,
             eviction=cfg.kv_policy,
         )
+        # --kv-policy prefetch with a DRAM tier: copies to HBM ahead of the requests (prefetch.py)
+        self.prefetcher = Prefetcher(self.kv, self.roofline) if cfg.kv_policy == "prefetch" and self.kv.cpu_blocks else None
         self.max_model_len = cfg.max_model_len or self.roofline.model.max_context
         if self.kv.num_blocks * bs < self.max_model_len:  # vLLM refuses to start too
             raise AgentxError(
@@ -194,6 +197,8 @@ class EngineCore:
             return None
         work, scheduled = Work(), []
         budget = self.cfg.max_num_batched_tokens
+        if self.prefetcher:
+            self.prefetcher.land(self.now)
         preempted = self._schedule_running(work, scheduled, budget)
         budget -= work.new_tokens
         if not preempted:
@@ -235,9 +240,16 @@ class EngineCore:
             self.spec_steps += 1
         if finished:
             for seq in finished:
-                self.kv.free_seq(seq, seq.hints, self.now)
+                self.free_finished(seq)
             self.running = [s for s in self.running if s.finish_reason is None]
         return Step(duration, emitted, finished, len(scheduled), work.new_tokens, decodes)
+
+    def free_finished(self, seq: Sequence) -> None:
+        """A finished sequence's blocks go to the free list, in its hints' order; a prefetch its
+        hints announce starts (`prefetch.py`)."""
+        self.kv.free_seq(seq, seq.hints, self.now)
+        if self.prefetcher:
+            self.prefetcher.finished(seq, self.now)
 
     def advance(self, until: float, itl: list | None = None) -> list[Sequence]:
         """Run the iterations that start before `until` (modeled time), up to the first one in
@@ -329,6 +341,9 @@ class EngineCore:
             if alloc is None:
                 return
             seq.capacity = len(alloc.blocks) * bs
+            if self.prefetcher:  # a hit on blocks still in flight: the first iteration waits for them
+                wait = self.prefetcher.wait(alloc.blocks[: alloc.gpu_hit_blocks], self.now)
+                work.loaded_tokens += math.ceil(wait / self.roofline.transfer_s(1)) if wait else 0
             self.waiting.popleft()
             if seq.stop_len - len(seq.output) == self._waiting_left:
                 self._waiting_left = None  # (it may have been the fewest)

@@ -221,6 +221,27 @@ class KVCache:
         self.seqs[seq] = alloc
         return alloc
 
+    def prefetch(self, key, hashes: list[int]) -> int:
+        """Load the DRAM blocks that continue `hashes`' GPU-cached prefix into fresh GPU blocks,
+        their content registered, held by `key` (a pseudo-sequence: `free_seq(key)` lets them go)
+        until the caller's modeled copy has landed; the blocks loaded (0: none in DRAM, or no room).
+        Counted as loads, not as prefix queries (`prefetch.py`)."""
+        blocks, c = self._match_blocks(hashes)
+        g = len(blocks)
+        if not c or not self._fits(blocks, g + c):
+            return 0
+        if g:
+            hit = np.fromiter(blocks, np.int64, g)
+            self.free_cached.remove(hit[self.ref[hit] == 0])
+            self.ref[hit] += 1
+        fresh = self._take(c)
+        loaded = hashes[g : g + c]
+        self._register(blocks[-1] if g else -1, loaded, fresh)
+        deque(map(self.cpu.move_to_end, loaded), maxlen=0)
+        self.counters.load_blocks += c
+        self.seqs[key] = Allocation(blocks + fresh, 0, c, committed=g + c, known=g + c)
+        return c
+
     def can_allocate(self, hashes: list[int], num_tokens: int) -> bool:
         """Whether `allocate(_, hashes, num_tokens)` would succeed (no side effects)."""
         need = -(-num_tokens // self.block_size)

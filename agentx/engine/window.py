@@ -145,7 +145,7 @@ def _apply(core, cumulative: list[int], rem: list[int], finished: list) -> None:
     core.generation_tokens += tokens
     core.spec_steps += len(cumulative)
     for seq in done:
-        kv.free_seq(seq, seq.hints, core.now)
+        core.free_finished(seq)
     if done:
         core.running = [s for s in running if s.finish_reason is None]
         finished.extend(done)
