@@ -14,7 +14,7 @@ runs. Each row is
     agentx sim bench --traces LONG14/ --concurrency 14 --hardware H200 --gpus G --model gpt-oss-120b \\
         --precision mxfp4 --max-model-len 1048576 --window-retention R [--checkpoint-blocks K] --duration D
 
-    python benchmarks/hybrid_retention.py [--gpus 4 1] [--duration 600]
+    python benchmarks/hybrid_retention.py [--gpus 4 2] [--duration 1800]
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ def point(corpus: Corpus, gpus: int, retention: str, every: int, args, out: Path
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gpus", type=int, nargs="+", default=[4, 1])
-    parser.add_argument("--duration", type=float, default=600.0)
+    parser.add_argument("--gpus", type=int, nargs="+", default=[4, 2])
+    parser.add_argument("--duration", type=float, default=1800.0)
     args = parser.parse_args()
     print(f"14 lanes of the 14 synthetic sessions past {LONG:,} tokens; gpt-oss-120b MXFP4 on H200, "
           f"max model length 1,048,576; {args.duration:g} s profiling (virtual time)")
