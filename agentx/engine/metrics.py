@@ -97,6 +97,31 @@ def engine_series(core, labels: dict) -> list[tuple]:
                     blocks * block_bytes))
         out.append(("counter", "vllm:kv_offload_total_time", "Seconds of host-link time those moves take.", moved,
                     blocks * block_bytes / core.roofline.host_bw))
+    return out + _policy_series(core, labels)
+
+
+def _policy_series(core, labels: dict) -> list[tuple]:
+    """The hybrid-attention window (engine/hybrid.py) and prefetch (engine/prefetch.py) counters."""
+    out = []
+    if core.hybrid:
+        w = core.hybrid.counters
+        out += [
+            ("counter", "agentx_sim:window_full_hit_tokens", "Prompt tokens the full-attention layers held at "
+             "admission (hybrid attention).", labels, w.full_hit_tokens),
+            ("counter", "agentx_sim:window_usable_hit_tokens", "Of them, resumable: window state held at the "
+             "boundary.", labels, w.usable_hit_tokens),
+            ("counter", "agentx_sim:window_checkpoints", "Window states retained (sparse checkpoints).", labels,
+             w.checkpoints),
+            ("counter", "agentx_sim:window_checkpoint_evictions", "Window states dropped from the store (LRU).",
+             labels, w.checkpoint_evictions),
+        ]
+    if core.prefetcher:
+        p = core.prefetcher.counters
+        for trigger, blocks in (("fork", p.fork_blocks), ("join", p.join_blocks)):
+            out.append(("counter", "agentx_sim:kv_prefetch_blocks", "KV blocks copied from DRAM to HBM ahead of use.",
+                        {**labels, "trigger": trigger}, blocks))
+        out.append(("counter", "agentx_sim:kv_prefetch_wait_seconds", "Modeled seconds first iterations waited for "
+                    "prefetches in flight.", labels, p.waited_s))
     return out
 
 
