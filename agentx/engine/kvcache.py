@@ -224,16 +224,15 @@ class KVCache:
     def prefetch(self, key, hashes: list[int]) -> int:
         """Load the DRAM blocks that continue `hashes`' GPU-cached prefix into fresh GPU blocks,
         their content registered, held by `key` (a pseudo-sequence: `free_seq(key)` lets them go)
-        until the caller's modeled copy has landed; the blocks loaded (0: none in DRAM, or no room;
-        fewer than in DRAM when only that many free blocks are left).
+        until the caller's modeled copy has landed; the blocks loaded (0: none in DRAM, or not room
+        for all of them: a copy that does not fit is not started).
         Counted as loads, not as prefix queries (`prefetch.py`)."""
         blocks, c = self._match_blocks(hashes)
         g = len(blocks)
-        hit = np.fromiter(blocks, np.int64, g)
-        c = min(c, self.free_blocks - int(np.count_nonzero(self.ref[hit] == 0)))  # as many as there is room for
-        if c <= 0:
+        if not c or not self._fits(blocks, g + c):
             return 0
         if g:
+            hit = np.fromiter(blocks, np.int64, g)
             self.free_cached.remove(hit[self.ref[hit] == 0])
             self.ref[hit] += 1
         fresh = self._take(c)

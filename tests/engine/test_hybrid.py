@@ -83,3 +83,28 @@ def test_the_store_forgets_its_least_recently_used_checkpoint():
 def test_a_model_without_window_layers_refuses_retention():
     with pytest.raises(AgentxError, match="no sliding-window layers"):
         EngineCore(EngineConfig(window_retention="sparse"))
+
+
+def test_sim_bench_shows_the_collapse_and_the_recovery(tmp_path):
+    """`sim bench` on the bundled traces (gpt-oss-120b on one H200): without window retention no
+    prompt resumes from the cache; sparse checkpoints recover about the hit rate of the model
+    whose window is not modeled."""
+    import json
+
+    from agentx.engine.config import Deployment
+    from agentx.replay.corpus import Corpus
+    from agentx.replay.settings import BenchSettings
+    from agentx.virtual.runner import sim_bench
+
+    corpus = Corpus(())
+    hit = {}
+    for retention in Retention:
+        out = tmp_path / retention
+        settings = BenchSettings.build(out=str(out), url="virtual", concurrency=4, duration=120, **corpus.labels)
+        engine = EngineConfig(hardware="H200", gpus=1, model="gpt-oss-120b", precision="mxfp4",
+                              window_retention=retention)
+        sim_bench(settings, corpus.sessions(4), Deployment(engine))
+        hit[retention] = json.loads((out / "result.json").read_text())["request_metrics"]["cache"]["measured_hit_rate"]
+    assert hit[Retention.NONE] == 0.0
+    assert hit[Retention.OFF] > 0.5
+    assert hit[Retention.OFF] - 0.03 <= hit[Retention.SPARSE] <= hit[Retention.OFF]
