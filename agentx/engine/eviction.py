@@ -204,8 +204,9 @@ class Retain(_Tiered):
         first); a block the tree never uses again is evicted before any other."""
         ends = (positions + 1) * self.block_size  # the tokens up to a block's end
         gap = np.full(len(blocks), np.inf)
-        for upto, g in steps:  # longest prefix first, the gaps falling: later steps overwrite
-            gap[ends <= upto] = g
+        for upto, g in steps:  # a block's next use: the soonest step covering it (any order)
+            covered = ends <= upto
+            gap[covered] = np.minimum(gap[covered], g)
         self.first.append(blocks[np.isinf(gap)])
         for g in np.unique(gap[~np.isinf(gap)]):
             self._timed(blocks[gap == g], now + float(g))

@@ -89,8 +89,12 @@ def test_bad_hints_are_refused(sim):
     import urllib.request
 
     url, _ = sim
-    body = json.dumps({"prompt": [1, 2, 3], "max_tokens": 2, "agentx_hints": {"tool_call": "teleport"}}).encode()
-    request = urllib.request.Request(url + "/v1/completions", body, {"Content-Type": "application/json"})
-    with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(request, timeout=30)
-    assert err.value.code == 400 and b"agentx_hints.tool_call" in err.value.read()
+    for hints, field in (({"tool_call": "teleport"}, b"agentx_hints.tool_call"),
+                         ({"next_use": [[128, -1.0]]}, b"agentx_hints.next_use"),
+                         ({"next_use": [[128, 1.0]] * 65}, b"agentx_hints.next_use"),
+                         ({"next_use": [[128]]}, b"agentx_hints.next_use")):
+        body = json.dumps({"prompt": [1, 2, 3], "max_tokens": 2, "agentx_hints": hints}).encode()
+        request = urllib.request.Request(url + "/v1/completions", body, {"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(request, timeout=30)
+        assert err.value.code == 400 and field in err.value.read()
