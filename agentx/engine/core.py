@@ -27,6 +27,7 @@ from agentx.engine.hybrid import window_state
 from agentx.engine.kvcache import KVCache, block_hashes
 from agentx.engine.power import PowerModel
 from agentx.engine.prefetch import Prefetcher
+from agentx.engine.tiers import build_tiers
 from agentx.engine.timing import Roofline, Work
 from agentx.engine.window import decode_window
 from agentx.errors import AgentxError
@@ -114,8 +115,8 @@ class EngineCore:
         self.kv = KVCache(
             num_blocks=pool,
             block_size=bs,
-            cpu_blocks=self.roofline.cpu_capacity_tokens // bs,
             eviction=cfg.kv_policy,
+            tiers=build_tiers(cfg, self.roofline),
         )
         # --kv-policy prefetch with a DRAM tier: copies to HBM ahead of the requests (prefetch.py)
         self.prefetcher = Prefetcher(self.kv, self.roofline) if cfg.kv_policy == "prefetch" and self.kv.cpu_blocks else None
@@ -196,18 +197,20 @@ class EngineCore:
         if self.idle:
             return None
         work, scheduled = Work(), []
+        self.kv.tiers.clock(self.now)
         budget = self.cfg.max_num_batched_tokens
         if self.prefetcher:
             self.prefetcher.land(self.now)
         preempted = self._schedule_running(work, scheduled, budget)
         budget -= work.new_tokens
-        if not preempted:
-            self._admit_waiting(work, scheduled, budget)
+        ssd_s = 0.0 if preempted else self._admit_waiting(work, scheduled, budget)
         duration = self.roofline.iteration_s(work)
-        if duration:  # busy: the roofline time, without the fixed overhead and host-link waits
-            busy = duration - self.roofline.overhead_s - self.roofline.transfer_s(work.loaded_tokens)
+        if duration:  # busy: the roofline time, without the fixed overhead and host-link and SSD waits
+            duration += ssd_s
+            busy = duration - self.roofline.overhead_s - self.roofline.transfer_s(work.loaded_tokens) - ssd_s
             self.power.iteration(self.now, duration, busy)
         self.now += duration
+        self.kv.tiers.clock(self.now)  # the chunks' blocks are written through from here
         emitted, finished, decodes, tokens = [], [], 0, 0
         bs = self.cfg.block_size
         for seq, n, decode in scheduled:
@@ -329,8 +332,9 @@ class EngineCore:
         seq.capacity = len(self.kv.seqs[seq].blocks) * self.cfg.block_size
         return True
 
-    def _admit_waiting(self, work: Work, scheduled: list, budget: int) -> None:
-        bs = self.cfg.block_size
+    def _admit_waiting(self, work: Work, scheduled: list, budget: int) -> float:
+        """Admit what fits; returns the seconds of SSD reads the admitted prompts' hits need."""
+        bs, ssd_s = self.cfg.block_size, 0.0
         while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
             seq = self.waiting[0]
             if seq.arrival > self.now:  # arrived after this iteration's start (a server loop catching up)
@@ -339,7 +343,8 @@ class EngineCore:
             hit = (g + c) * bs
             alloc = self.kv.allocate(seq, cacheable, hit + n, prompt_tokens=total)
             if alloc is None:
-                return
+                return ssd_s
+            ssd_s += self.kv.tiers.read_s(alloc.ssd_hit_blocks)
             seq.capacity = len(alloc.blocks) * bs
             if self.prefetcher:  # a hit on blocks still in flight: the first iteration waits for them
                 wait = self.prefetcher.wait(alloc.blocks[: alloc.gpu_hit_blocks], self.now)
@@ -363,6 +368,7 @@ class EngineCore:
             scheduled.append((seq, n, False))
             work.add(seq.computed, n)
             budget -= n
+        return ssd_s
 
     def _admission(self, seq: Sequence, budget: int) -> tuple:
         """(context tokens, cacheable hashes, GPU hit blocks, CPU hit blocks, tokens to compute)."""

@@ -13,7 +13,9 @@ link one after the other, at the roofline's host-link bandwidth, block by block;
 already in flight (or landed) is not repeated (its blocks are cached). A request whose prefix
 hit covers blocks not landed yet waits for the rest: its first iteration also takes the time
 until its last such block lands (the iteration waits on the link, as a DRAM hit's load does).
-A synchronous DRAM load does not queue behind a prefetch (not modeled).
+Blocks only on the SSD tier are read into DRAM first (the SSD's read time, before the copy).
+The prefetches' link queue is their own: a synchronous DRAM load, and the store path's writes
+(`tiers.py`), do not queue behind a prefetch (not modeled).
 """
 
 from __future__ import annotations
@@ -65,8 +67,9 @@ class Prefetcher:
         loaded = self.kv.prefetch(key, hashes)
         if not loaded:
             return 0
-        blocks = np.asarray(self.kv.seqs[key].blocks[-loaded:], dtype=np.int64)
-        begin = max(now, self.link_free)
+        alloc = self.kv.seqs[key]
+        blocks = np.asarray(alloc.blocks[-loaded:], dtype=np.int64)
+        begin = max(now, self.link_free) + self.kv.tiers.read_s(alloc.ssd_hit_blocks)  # SSD-only ones: read first
         lands = begin + self.block_s * np.arange(1, loaded + 1)
         self.lands_at[blocks] = lands
         self.link_free = float(lands[-1])

@@ -24,6 +24,8 @@ PLAN.yaml (every key but `grid.concurrency` optional):
       kv_policy: [lru, retain]   # engine/eviction.py (SPEC 6 "KV policies")
       hints: [none, harness]     # what the replay sends them (bench --hints)
       window_retention: [none, sparse]   # hybrid-attention models only (engine/hybrid.py; default off)
+      ssd_drives: [0, 8]         # NVMe drives of an SSD KV tier under DRAM (needs cpu_offload_gb > 0)
+      store_rules: [true, false] # the KV store path's rules (SPEC 6 "Offload tiers and the store path")
     cost_basis: neocloud
     scenario: 8k1k               # instead of traces: ISL:OSL or 1k1k / 8k1k / 1k8k
     range_ratio: 0.8             # scenario lengths uniform in [R L, L] (alias default 0.8, ISL:OSL 1)
@@ -53,13 +55,14 @@ from agentx.replay.hints import HintLevel
 from agentx.replay.plan import PlanConfig
 
 GRID_KEYS = ("hardware", "gpus", "kv_memory", "cpu_offload_gb", "replicas", "router", "spec_decode", "engine",
-             "parallelism", "kv_policy", "hints", "window_retention")
+             "parallelism", "kv_policy", "hints", "window_retention", "ssd_drives", "store_rules")
 # a grid key left out takes the engine's declared default (`kv_memory` is gpu_memory_utilization)
 DEFAULTS = {"hardware": [EngineConfig.hardware], "gpus": [EngineConfig.gpus], "kv_memory": [EngineConfig.gpu_memory_utilization],
             "cpu_offload_gb": [int(EngineConfig.cpu_offload_gb)], "replicas": [Deployment.replicas],
             "router": [Deployment.router], "spec_decode": ["none"], "engine": [EngineConfig.engine],
             "parallelism": [EngineConfig.parallelism], "kv_policy": [EngineConfig.kv_policy], "hints": ["none"],
-            "window_retention": [EngineConfig.window_retention]}
+            "window_retention": [EngineConfig.window_retention],
+            "ssd_drives": [EngineConfig.ssd_drives], "store_rules": [EngineConfig.store_rules]}
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,7 @@ def engine_config(plan: Plan, config: dict):
                           cpu_offload_gb=float(config["cpu_offload_gb"]), seed=plan.seed,
                           engine=str(config["engine"]), parallelism=str(config["parallelism"]),
                           kv_policy=str(config["kv_policy"]), window_retention=_retention(config),
+                          ssd_drives=int(config["ssd_drives"]), store_rules=_flag(config["store_rules"]),
                           **spec_fields(config["spec_decode"]))
     if config["hints"] not in tuple(HintLevel):
         raise AgentxError(f"plan: grid.hints entries are {', '.join(HintLevel)}, got {config['hints']!r}")
@@ -160,6 +164,12 @@ def _retention(config: dict) -> str:
     """The grid's window_retention (YAML reads a bare `off` as false)."""
     value = config["window_retention"]
     return "off" if value is False else str(value)
+
+
+def _flag(value) -> bool:
+    if not isinstance(value, bool):
+        raise AgentxError(f"plan: grid.store_rules entries are true or false, got {value!r}")
+    return value
 
 
 def config_name(config: dict) -> str:
@@ -174,6 +184,10 @@ def config_name(config: dict) -> str:
         parts.append(f"{config['kv_policy']}-hints-{config['hints']}")
     if _retention(config) != EngineConfig.window_retention:
         parts.append(f"window-{_retention(config)}")
+    if config["ssd_drives"]:
+        parts.append(f"ssd{config['ssd_drives']}")
+    if config["store_rules"] is not True:
+        parts.append("no-store-rules")
     return "_".join(parts)
 
 
@@ -207,6 +221,7 @@ def point_figures(result: dict) -> dict:
             "tok_s_per_mw": tp.get("total_tok_s_per_mw"),
             "hit_rate": cache.get("measured_hit_rate"), "theoretical_hit_rate": cache.get("theoretical_hit_rate"),
             "server_hit_rate": sm.get("prefix_hit_rate"), "kv_usage_mean": sm.get("kv_usage_mean"),
+            "hit_rate_by_tier": sm.get("hit_rate_by_tier"), "kv_written_bytes": sm.get("kv_written_bytes"),
             "isl_mean": (rm.get("isl") or {}).get("mean")}
 
 
@@ -237,8 +252,11 @@ def run_plan(plan: Plan, out: Path, ray_address: str | None = None, workers: int
         answers.append({"config": config_name(config), "settings": config, "max_concurrency": best_c,
                         "at_max": best, "kv_capacity_tokens": Roofline(kv).kv_capacity_tokens * int(config["replicas"]),
                         "curve": [{"concurrency": c, **p} for c, p in curve]})
-    (out / "plan.json").write_text(json.dumps({"slo": plan.slo, "plan": plan_settings(plan), "answers": answers},
-                                              indent=1))
+    from agentx.virtual.answer_table import winner
+
+    best = winner(answers)
+    (out / "plan.json").write_text(json.dumps({"slo": plan.slo, "plan": plan_settings(plan), "answers": answers,
+                                               "winner": best["config"] if best else None}, indent=1))
     return answers
 
 
