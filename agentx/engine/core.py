@@ -132,6 +132,7 @@ class EngineCore:
         self.accept_len = self.roofline.acceptance_length
         self.spec_steps = 0  # iterations that decoded (the acceptance pattern's clock)
         self.power = PowerModel(self.roofline.hw.idle_w, self.roofline.hw.tdp_w)  # per GPU of the group
+        self._blocked = None  # (head of the queue, budget, the cache's gains) last found blocked
 
     # ------------------------------------------------------------------ requests
 
@@ -352,8 +353,14 @@ class EngineCore:
         so while the cache only loses free blocks (fewer free blocks never admit more)."""
         if not self.waiting or budget <= 0 or len(self.running) >= self.cfg.max_num_seqs:
             return True
+        key = (self.waiting[0], budget, self.kv.gains)
+        if key == self._blocked:  # nothing since that could have unblocked it (a decode window's growth)
+            return True
         _, cacheable, g, c, n = self._admission(self.waiting[0], budget)
-        return not self.kv.can_allocate(cacheable, (g + c) * self.cfg.block_size + n)
+        if self.kv.can_allocate(cacheable, (g + c) * self.cfg.block_size + n):
+            return False
+        self._blocked = key
+        return True
 
     def _preempt(self, seq: Sequence) -> None:
         self.kv.free_seq(seq)

@@ -105,6 +105,9 @@ class KVCache:
         self.cpu: OrderedDict[int, None] = OrderedDict()  # hashes held in DRAM, LRU first
         self.seqs: dict[object, Allocation] = {}
         self.counters = Counters()
+        # changes that may let an allocation fit that did not (blocks freed, content cached): taking
+        # blocks (`grow`) only loses free blocks and cached content, which never does (`EngineCore.admission_blocked`)
+        self.gains = 0
 
     # ------------------------------------------------------------------ queries
 
@@ -211,6 +214,7 @@ class KVCache:
             loaded = hashes[g : g + c]
             self._register(blocks[-1] if g else -1, loaded, fresh[:c])
             deque(map(self.cpu.move_to_end, loaded), maxlen=0)
+        self.gains += 1
         alloc = Allocation(blocks + fresh, g, c, known=g + c)
         self.counters.gpu_queries += prompt_tokens
         self.counters.gpu_hits += min(prompt_tokens, g * self.block_size)
@@ -248,6 +252,7 @@ class KVCache:
         from now on), writing them through to the CPU tier."""
         alloc = self.seqs[seq]
         blocks = alloc.blocks
+        self.gains += 1
         start = alloc.known  # from here on: no content yet
         end = min(len(hashes), len(blocks), len(hashes) if end is None else end)
         if end > start:
@@ -280,6 +285,7 @@ class KVCache:
         the eviction policy, which reads the hints of the request (None: none)."""
         alloc = self.seqs.pop(seq)
         blocks, known = alloc.blocks, alloc.known
+        self.gains += 1
         if not blocks:
             return
         held = np.fromiter(reversed(blocks), np.int64, len(blocks))  # the tail is least likely reused: LRU first
