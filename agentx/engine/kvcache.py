@@ -288,7 +288,7 @@ class KVCache:
         self.gains += 1
         if not blocks:
             return
-        held = np.fromiter(reversed(blocks), np.int64, len(blocks))  # the tail is least likely reused: LRU first
+        held = np.fromiter(blocks, np.int64, len(blocks))[::-1]  # the tail is least likely reused: LRU first
         self.ref[held] -= 1
         zero = self.ref[held] == 0
         cut = len(blocks) - known  # the blocks without content (taken first) come before the cut
@@ -301,18 +301,28 @@ class KVCache:
 
     def _take(self, n: int) -> list[int]:
         """`n` blocks from the front of the free list (evicting cached content), held."""
-        empty = self.empty
+        empty, ref = self.empty, self.ref
         k = min(n, len(empty))
-        out = empty[len(empty) - k :][::-1]
-        del empty[len(empty) - k :]
-        if out:
-            self.ref[out] = 1
+        if k == 1:  # (a decode crossing a block boundary: scalars, not numpy's per-call cost)
+            out = [empty.pop()]
+            ref[out[0]] = 1
+        else:
+            out = empty[len(empty) - k :][::-1]
+            del empty[len(empty) - k :]
+            if out:
+                ref[out] = 1
         if n > k:  # evict the least recently used cached blocks
             victims = self.free_cached.pop(n - k)
-            self.run_of[victims] = -1  # their run entries go stale
             self.counters.evictions += n - k
-            self.ref[victims] = 1
-            out += victims.tolist()
+            if n - k == 1:
+                victim = int(victims[0])
+                self.run_of[victim] = -1
+                ref[victim] = 1
+                out.append(victim)
+            else:
+                self.run_of[victims] = -1  # their run entries go stale
+                ref[victims] = 1
+                out += victims.tolist()
         return out
 
     def _register(self, prev: int, hashes: list[int], blocks: list[int]) -> None:
