@@ -26,7 +26,7 @@ from agentx.engine.hints import Hints
 from agentx.engine.kvcache import KVCache, block_hashes
 from agentx.engine.power import PowerModel
 from agentx.engine.timing import Roofline, Work
-from agentx.engine.window import decode_window
+from agentx.engine.window import decode_window, prefill_window
 from agentx.errors import AgentxError
 
 # Without ignore_eos the simulated model ends its answer at a length drawn per prompt from a
@@ -236,13 +236,14 @@ class EngineCore:
     def advance(self, until: float, itl: list | None = None) -> list[Sequence]:
         """Run the iterations that start before `until` (modeled time), up to the first one in
         which sequences finish (the caller may add requests before the next); return those
-        sequences. Runs of pure-decode iterations between scheduling events are computed
-        together (`agentx/engine/window.py`), with the same token times as `step()`. Each
+        sequences. Runs of pure-decode iterations between scheduling events, and of a lone
+        sequence's prefill chunks, are computed together (`agentx/engine/window.py`), with the same
+        token times as `step()`. Each
         iteration with decodes appends (duration, decoding sequences) to `itl` when given."""
         finished: list[Sequence] = []
         log = itl if itl is not None else []
         while (self.running or self.waiting) and self.now < until and not finished:
-            if decode_window(self, until, finished, log):
+            if decode_window(self, until, finished, log) or prefill_window(self, until, finished, log):
                 continue
             step = self.step()
             finished.extend(step.finished)

@@ -60,6 +60,82 @@ def decode_finish_bound(core) -> float | None:
     return core.now + duration * n * (1 - 1e-6)
 
 
+def prefill_window(core, until: float, finished: list, itl: list) -> bool:
+    """Run >= 2 iterations of a lone prefill on `core` together; False (nothing done) if none fits.
+
+    When one sequence runs and it is prefilling with more than a full budget of tokens left, each
+    iteration computes exactly `max_num_batched_tokens` of its prompt and nothing else: no token is
+    emitted, nothing can be admitted (no budget is left), and its work differs from the previous
+    iteration's only by the context. Its blocks are taken and committed once at the end: the cache
+    ends as after the same iterations one by one as long as no block runs short (the window stops
+    before) and no commit finds its blocks cached by another sequence (none else runs; the window
+    is not opened when the next one is cached already), so taking and registering commute."""
+    from agentx.engine.kvcache import Chain
+
+    if len(core.running) != 1:
+        return False
+    seq, kv, budget = core.running[0], core.kv, core.cfg.max_num_batched_tokens
+    c, bs = seq.computed, core.cfg.block_size
+    left = seq.context_len - c
+    iterations = (left - 1) // budget  # those that leave more than nothing of the prompt to compute
+    if iterations < 2 or type(seq.hashes) is not Chain:
+        return False
+    alloc = kv.seqs[seq]
+    have, free = len(alloc.blocks), kv.free_blocks
+    iterations = min(iterations, (((have + free) * bs - c) // budget))  # blocks for all of them
+    if iterations < 2 or (c < seq.prompt_len and _next_block_cached(kv, seq.hashes, alloc)):
+        return False
+    roof, now, cumulative, durations = core.roofline, core.now, c, []
+    pairs_own = budget * (budget + 1) // 2
+    while len(durations) < iterations and now < until:
+        duration = roof.iteration_s(Work(budget, budget * cumulative + pairs_own, cumulative))
+        durations.append(duration)
+        now += duration
+        cumulative += budget
+    if len(durations) < 2:
+        return False
+    start, overhead, transfer = core.now, roof.overhead_s, roof.transfer_s(0)
+    for duration in durations:  # each iteration's power, as step() records it
+        core.power.iteration(start, duration, duration - overhead - transfer)
+        start += duration
+    core.now = now
+    if cumulative > seq.capacity:
+        kv.grow(seq, cumulative)
+        seq.capacity = len(alloc.blocks) * bs
+    seq.computed = cumulative
+    if c < seq.prompt_len:
+        kv.commit(seq, seq.hashes, min(cumulative, seq.prompt_len) // bs)
+    return True
+
+
+def prefill_finish_bound(core) -> float | None:
+    """A time before which `core`, left alone, cannot finish a sequence while one sequence runs and
+    it prefills with more than a budget of tokens left (else None): until the iteration in which its
+    prompt ends, each iteration gives it the whole budget, so nothing else computes or is admitted.
+    A preemption (its blocks run short) only delays it: it heads the queue again, its prefix hits at
+    most what it had computed (no block past it is cached, nobody else registers one). Those
+    iterations each last at least one of a budget of tokens at no context."""
+    from agentx.engine.kvcache import Chain
+
+    if len(core.running) != 1:
+        return None
+    seq, budget = core.running[0], core.cfg.max_num_batched_tokens
+    iterations = -(-(seq.context_len - seq.computed) // budget)  # the last one ends its prompt
+    if iterations < 2 or type(seq.hashes) is not Chain:
+        return None
+    if seq.computed < seq.prompt_len and _next_block_cached(core.kv, seq.hashes, core.kv.seqs[seq]):
+        return None
+    roof = core.roofline
+    shortest = roof.iteration_s(Work(budget, budget * (budget + 1) // 2, 0))
+    return core.now + ((iterations - 1) * shortest + roof.overhead_s) * (1 - 1e-6)
+
+
+def _next_block_cached(kv, hashes, alloc) -> bool:
+    """Whether the first block the sequence has not registered is cached (by another sequence)."""
+    k = alloc.known
+    return k < len(hashes) and bool(kv._cached_prefix(hashes, k, alloc.blocks[k - 1] if k else -1))
+
+
 def _decode_state(core) -> tuple[int, int, int, list[int]] | None:
     """(batch, tokens each decode computes, summed context, tokens left per sequence) when every
     running sequence decodes and nothing can be admitted; else None."""

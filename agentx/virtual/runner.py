@@ -33,7 +33,7 @@ from agentx.engine.config import Deployment, EngineConfig
 from agentx.engine.metrics import ServerStats, dcgm_series, samples
 from agentx.engine.replicas import Replicas
 from agentx.engine.timing import Roofline
-from agentx.engine.window import decode_finish_bound
+from agentx.engine.window import decode_finish_bound, prefill_finish_bound
 from agentx.power.readings import GpuReading
 from agentx.power.sampler import PowerSample, sample_line
 from agentx.records import Record, RecordWriter
@@ -188,9 +188,10 @@ class VirtualRun(RunSkeleton):
     @staticmethod
     def _finish_bound(core) -> float:
         """A time before which `core` cannot finish a sequence unless a request reaches it first:
-        from its decode window's iteration time when its batch only decodes, else from the
-        iteration overhead (`EngineCore.finish_bound()`)."""
-        return max(decode_finish_bound(core) or 0.0, core.finish_bound())
+        from its decode window's iteration time when its batch only decodes, from its prefill's
+        chunks when one sequence runs and prefills, else from the iteration overhead
+        (`EngineCore.finish_bound()`)."""
+        return max(decode_finish_bound(core) or 0.0, prefill_finish_bound(core) or 0.0, core.finish_bound())
 
     def _drain(self, deadline: float) -> None:
         """After the window: let requests in flight finish (up to the grace), cancel the rest."""
