@@ -37,6 +37,7 @@ LRU list would have.
 
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from itertools import islice, takewhile
@@ -51,6 +52,17 @@ class Chain(list):
     the cache already takes for equal content, so `commit` need not look for repeats in it (a set
     over every committed block's hash cost ~1.5 s of the 393-session benchmark). Any other list
     is checked, and a repeated hash handled as the per-block reference handles it."""
+
+
+class PackedChain(array):
+    """A Chain of unsigned 64-bit hashes packed 8 bytes each (`EngineBlocks`' for the virtual
+    runner: at rack scale ~18 million hashes are in flight, 40 bytes each as a list of ints)."""
+
+    def __new__(cls, values=()):
+        return super().__new__(cls, "Q", values)
+
+
+CHAINS = (Chain, PackedChain)
 
 
 def block_hashes(token_ids, block_size: int) -> Chain:
@@ -258,7 +270,7 @@ class KVCache:
         if end > start:
             new, own = hashes[start:end], blocks[start:end]
             prev = blocks[start - 1] if start else -1
-            if type(hashes) is Chain or len(set(new)) == len(new):
+            if type(hashes) in CHAINS or len(set(new)) == len(new):
                 # cached meanwhile by another sequence: a prefix of `new` (cached hashes are prefix-closed)
                 cached_in = self._cached_prefix(new, 0, prev)
                 shared = len(cached_in)

@@ -70,7 +70,7 @@ def prefill_window(core, until: float, finished: list, itl: list) -> bool:
     ends as after the same iterations one by one as long as no block runs short (the window stops
     before) and no commit finds its blocks cached by another sequence (none else runs; the window
     is not opened when the next one is cached already), so taking and registering commute."""
-    from agentx.engine.kvcache import Chain
+    from agentx.engine.kvcache import CHAINS
 
     if len(core.running) != 1:
         return False
@@ -78,7 +78,7 @@ def prefill_window(core, until: float, finished: list, itl: list) -> bool:
     c, bs = seq.computed, core.cfg.block_size
     left = seq.context_len - c
     iterations = (left - 1) // budget  # those that leave more than nothing of the prompt to compute
-    if iterations < 2 or type(seq.hashes) is not Chain:
+    if iterations < 2 or type(seq.hashes) not in CHAINS:
         return False
     alloc = kv.seqs[seq]
     have, free = len(alloc.blocks), kv.free_blocks
@@ -115,13 +115,13 @@ def prefill_finish_bound(core) -> float | None:
     A preemption (its blocks run short) only delays it: it heads the queue again, its prefix hits at
     most what it had computed (no block past it is cached, nobody else registers one). Those
     iterations each last at least one of a budget of tokens at no context."""
-    from agentx.engine.kvcache import Chain
+    from agentx.engine.kvcache import CHAINS
 
     if len(core.running) != 1:
         return None
     seq, budget = core.running[0], core.cfg.max_num_batched_tokens
     iterations = -(-(seq.context_len - seq.computed) // budget)  # the last one ends its prompt
-    if iterations < 2 or type(seq.hashes) is not Chain:
+    if iterations < 2 or type(seq.hashes) not in CHAINS:
         return None
     if seq.computed < seq.prompt_len and _next_block_cached(core.kv, seq.hashes, core.kv.seqs[seq]):
         return None
