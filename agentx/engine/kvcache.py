@@ -89,7 +89,7 @@ class Counters:
 class Allocation:
     """Blocks held by one sequence, and what its prompt found in the cache."""
 
-    blocks: list[int] = field(default_factory=list)
+    blocks: array = field(default_factory=lambda: array("q"))  # block ids, packed (see `_ids`)
     gpu_hit_blocks: int = 0
     cpu_hit_blocks: int = 0
     committed: int = 0  # leading blocks already passed to `commit`
@@ -112,7 +112,7 @@ class KVCache:
         self.entries = 0  # run entries, stale ones included
         self.entries_limit = 4 * num_blocks  # more than this: trim the runs
         # the free list: blocks without content (taken first, from the end), then cached ones
-        self.empty: list[int] = list(range(num_blocks - 1, -1, -1))
+        self.empty = array("q", range(num_blocks - 1, -1, -1))
         self.free_cached = eviction_policy(eviction, num_blocks, block_size)  # the free cached blocks (`eviction.py`)
         self.cpu: OrderedDict[int, None] = OrderedDict()  # hashes held in DRAM, LRU first
         self.seqs: dict[object, Allocation] = {}
@@ -130,7 +130,7 @@ class KVCache:
     @property
     def free(self) -> list[int]:
         """The free blocks in the order they are taken (for inspection; O(blocks))."""
-        return self.empty[::-1] + list(self.free_cached)
+        return list(self.empty[::-1]) + list(self.free_cached)
 
     @property
     def cached(self) -> dict[int, int]:
@@ -160,7 +160,7 @@ class KVCache:
         """The GPU blocks caching `hashes[start:]`'s leading hashes, up to the first miss;
         `prev`: the block caching `hashes[start - 1]` (-1 when start is 0)."""
         runs, starts, q, n = self.runs, self.starts, start, len(hashes)
-        out: list[int] = []
+        out = array("q")
         rid, k = (int(self.run_of[prev]), int(self.offset[prev]) + 1) if prev >= 0 else (-1, 0)
         fresh = False  # whether run `rid` starts at q (else it owns the block before q)
         while q < n:
@@ -218,7 +218,7 @@ class KVCache:
         if not self._fits(blocks, need):
             return None
         if g:
-            hit = np.fromiter(blocks, np.int64, g)
+            hit = _ids(blocks)
             self.free_cached.remove(hit[self.ref[hit] == 0])  # cached but unused: leave the free list
             self.ref[hit] += 1  # (a sequence holds a block once)
         fresh = self._take(need - g)
@@ -248,7 +248,7 @@ class KVCache:
         free, g = self.free_blocks, len(hit)
         if need - g > free:
             return False
-        return need - g <= free - int(np.count_nonzero(self.ref[np.fromiter(hit, np.int64, g)] == 0))
+        return need - g <= free - int(np.count_nonzero(self.ref[_ids(hit)] == 0))
 
     def grow(self, seq, num_tokens: int) -> bool:
         """Make room for `num_tokens` in total; False when no block can be had."""
@@ -300,29 +300,29 @@ class KVCache:
         self.gains += 1
         if not blocks:
             return
-        held = np.fromiter(blocks, np.int64, len(blocks))[::-1]  # the tail is least likely reused: LRU first
+        held = _ids(blocks)[::-1]  # the tail is least likely reused: LRU first
         self.ref[held] -= 1
         zero = self.ref[held] == 0
         cut = len(blocks) - known  # the blocks without content (taken first) come before the cut
-        self.empty += held[:cut][zero[:cut]].tolist()
+        self.empty.frombytes(held[:cut][zero[:cut]].tobytes())
         positions = np.arange(len(blocks) - 1 - cut, -1, -1) if hints is not None else None
         self.free_cached.append(held[cut:][zero[cut:]], hints, positions[zero[cut:]] if positions is not None else None,
                                 now)
 
     # ---------------------------------------------------------------- internals
 
-    def _take(self, n: int) -> list[int]:
+    def _take(self, n: int) -> array:
         """`n` blocks from the front of the free list (evicting cached content), held."""
         empty, ref = self.empty, self.ref
         k = min(n, len(empty))
         if k == 1:  # (a decode crossing a block boundary: scalars, not numpy's per-call cost)
-            out = [empty.pop()]
+            out = array("q", (empty.pop(),))
             ref[out[0]] = 1
         else:
             out = empty[len(empty) - k :][::-1]
             del empty[len(empty) - k :]
             if out:
-                ref[out] = 1
+                ref[_ids(out)] = 1
         if n > k:  # evict the least recently used cached blocks
             victims = self.free_cached.pop(n - k)
             self.counters.evictions += n - k
@@ -334,7 +334,7 @@ class KVCache:
             else:
                 self.run_of[victims] = -1  # their run entries go stale
                 ref[victims] = 1
-                out += victims.tolist()
+                out.frombytes(victims.astype(np.int64, copy=False).tobytes())
         return out
 
     def _register(self, prev: int, hashes: list[int], blocks: list[int]) -> None:
@@ -345,13 +345,13 @@ class KVCache:
             run_hashes, run_blocks = self.runs[rid]
             k = len(run_hashes)
             run_hashes += hashes
-            run_blocks += blocks
+            run_blocks.extend(blocks)
         else:
             rid, k = self.next_run, 0
             self.next_run += 1
-            self.runs[rid] = (list(hashes), list(blocks))
+            self.runs[rid] = (list(hashes), array("q", blocks))
             self.starts[hashes[0]] = rid  # (a run that started with it before owns no block now)
-        at = np.fromiter(blocks, np.int64, len(blocks))
+        at = _ids(blocks)
         self.run_of[at] = rid
         self.offset[at] = np.arange(k, k + len(at))
         self.entries += len(at)
@@ -395,3 +395,11 @@ class KVCache:
                 self.counters.offload_blocks += 1
                 if len(cpu) > self.cpu_blocks:
                     cpu.popitem(last=False)
+
+
+def _ids(blocks) -> np.ndarray:
+    """Block ids as an int64 array: a copy of an `array("q")` (a buffer copy, where numpy would
+    read an array's items one by one), or of a list."""
+    if type(blocks) is array:
+        return np.frombuffer(blocks, np.int64).copy()
+    return np.array(blocks, dtype=np.int64)
