@@ -18,7 +18,7 @@ below a parent its holder does not hold, and a hash is only registered while it 
 Counters follow vLLM's: queries and hits in tokens, for the GPU tier and the external tier.
 
 The index is one of runs, not of blocks: the blocks a sequence registers at consecutive
-positions form a run (its hashes and blocks, as lists), found by its first hash; a later commit
+positions form a run (its hashes and blocks, packed arrays), found by its first hash; a later commit
 of the same sequence extends it. A block belongs to the run that last registered it (`run_of`,
 -1 once evicted), at `offset`. Hashes are chained, so a prompt's cached prefix is found by a
 walk: from its first hash's run, as far as that run agrees with the prompt and still owns its
@@ -344,12 +344,14 @@ class KVCache:
         if rid >= 0 and int(self.offset[prev]) == len(self.runs[rid][0]) - 1:
             run_hashes, run_blocks = self.runs[rid]
             k = len(run_hashes)
-            run_hashes += hashes
+            run_hashes.extend(hashes)
             run_blocks.extend(blocks)
         else:
             rid, k = self.next_run, 0
             self.next_run += 1
-            self.runs[rid] = (list(hashes), array("q", blocks))
+            # a PackedChain's hashes stay packed (its slices are arrays of unsigned ints); a list's
+            # (Python's signed hash() values, the HTTP server's) stay a list
+            self.runs[rid] = (array("Q", hashes) if isinstance(hashes, array) else list(hashes), array("q", blocks))
             self.starts[hashes[0]] = rid  # (a run that started with it before owns no block now)
         at = _ids(blocks)
         self.run_of[at] = rid
