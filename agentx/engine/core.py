@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
+from itertools import repeat
 from dataclasses import dataclass, field
 
 from agentx.engine.config import EngineConfig
@@ -269,8 +270,14 @@ class EngineCore:
         return math.floor((g + 1) * al) - math.floor(g * al)
 
     def _emit(self, seq: Sequence, n: int) -> None:
-        """The next `n` output tokens: a function of the prompt (its digest) and the position."""
-        out, digest, vocab = seq.output, seq.digest, self.vocab
+        """The next `n` output tokens: a function of the prompt (its digest) and the position. A
+        sequence known only by its length and block hashes (`blocks_sequence`) has no token content:
+        its tokens are counted, not drawn (zeros)."""
+        out = seq.output
+        if not seq.prompt and seq.prompt_len:
+            out.extend(repeat(0, n))
+            return
+        digest, vocab = seq.digest, self.vocab
         out.extend([output_token(digest, i, vocab) for i in range(len(out), len(out) + n)])
 
     def _schedule_running(self, work: Work, scheduled: list, budget: int) -> bool:
