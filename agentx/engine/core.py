@@ -134,6 +134,8 @@ class EngineCore:
         self.spec_steps = 0  # iterations that decoded (the acceptance pattern's clock)
         self.power = PowerModel(self.roofline.hw.idle_w, self.roofline.hw.tdp_w)  # per GPU of the group
         self._blocked = None  # (head of the queue, budget, the cache's gains) last found blocked
+        self.version = 0  # changes whenever a request is queued or aborted or an iteration runs
+        self.window_memo = None  # engine/window.py's decode state at a version
 
     # ------------------------------------------------------------------ requests
 
@@ -168,6 +170,7 @@ class EngineCore:
     def add(self, seq: Sequence, now: float | None = None) -> None:
         """Queue a sequence that arrived at `now` (the caller's clock; default: the core's)."""
         seq.arrival = self.now if now is None else now
+        self.version += 1
         self.waiting.append(seq)
         self._waited(seq)
 
@@ -175,6 +178,7 @@ class EngineCore:
         if seq.finish_reason:
             return
         seq.finish_reason = "abort"
+        self.version += 1
         if seq in self.waiting:
             self.waiting.remove(seq)
             self._waiting_left = None
@@ -191,6 +195,7 @@ class EngineCore:
     def step(self) -> Step | None:
         if self.idle:
             return None
+        self.version += 1
         work, scheduled = Work(), []
         budget = self.cfg.max_num_batched_tokens
         preempted = self._schedule_running(work, scheduled, budget)

@@ -27,15 +27,16 @@ from agentx.engine.timing import Work
 
 def decode_window(core, until: float, finished: list, itl: list) -> bool:
     """Run a window of >= 2 pure-decode iterations on `core`; False (nothing done) if none fits."""
-    state = _decode_state(core)
-    if state is None:
+    window = _window_state(core)
+    if window is None:
         return False
-    batch, size, context, rem = state
+    (batch, size, context, rem), limit = window
     logged = len(itl)
-    cumulative, now = _iterations(core, until, batch, size, context, min(rem), _emission_limit(core, rem), itl)
+    cumulative, now = _iterations(core, until, batch, size, context, min(rem), limit, itl)
     if len(cumulative) < 2:
         del itl[logged:]
         return False
+    core.version += 1
     start, overhead, transfer = core.now, core.roofline.overhead_s, core.roofline.transfer_s(0)
     for duration, _ in itl[logged:]:  # each iteration's power, as step() records it
         core.power.iteration(start, duration, duration - overhead - transfer)
@@ -52,12 +53,11 @@ def decode_finish_bound(core) -> float | None:
     least n of them end before a sequence can finish or the free blocks run out (each keeps at
     most ceil(AL) tokens). A margin of 1e-6 of the span covers the rounding of summing the
     durations one by one."""
-    state = _decode_state(core)
-    if state is None:
+    window = _window_state(core)
+    if window is None:
         return None
-    batch, size, context, rem = state
-    first_end, limit = min(rem), _emission_limit(core, rem)
-    n = min(first_end, limit) // math.ceil(core.accept_len)
+    (batch, size, context, rem), limit = window
+    n = min(min(rem), limit) // math.ceil(core.accept_len)
     duration = core.roofline.iteration_s(Work(batch * size, size * context + batch * size * (size + 1) // 2, context))
     return core.now + duration * n * (1 - 1e-6)
 
@@ -101,6 +101,7 @@ def prefill_window(core, until: float, finished: list, itl: list) -> bool:
         core.power.iteration(start, duration, duration - overhead - transfer)
         start += duration
     core.now = now
+    core.version += 1
     if cumulative > seq.capacity:
         kv.grow(seq, cumulative)
         seq.capacity = len(alloc.blocks) * bs
@@ -136,6 +137,20 @@ def _next_block_cached(kv, hashes, alloc) -> bool:
     """Whether the first block the sequence has not registered is cached (by another sequence)."""
     k = alloc.known
     return k < len(hashes) and bool(kv._cached_prefix(hashes, k, alloc.blocks[k - 1] if k else -1))
+
+
+def _window_state(core) -> tuple[tuple, int] | None:
+    """(`_decode_state`, its emission limit), remembered until the core changes (`version`: a
+    request queued or aborted, an iteration or window run; its clock; its cache's gains): the
+    virtual runner's finish bound and the window that follows it read the same state."""
+    key = (core.version, core.now, core.kv.gains)
+    memo = core.window_memo
+    if memo is not None and memo[0] == key:
+        return memo[1]
+    state = _decode_state(core)
+    window = None if state is None else (state, _emission_limit(core, state[3]))
+    core.window_memo = (key, window)
+    return window
 
 
 def _decode_state(core) -> tuple[int, int, int, list[int]] | None:
