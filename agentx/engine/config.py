@@ -13,6 +13,7 @@ from agentx.options import check_bounds, option
 
 PRECISIONS = ("bf16", "fp8", "nvfp4", "mxfp4")
 PARALLELISMS = ("tp", "tep", "dep")
+KV_DTYPES = ("auto", "bf16", "fp8")
 
 
 @dataclass(frozen=True)
@@ -26,11 +27,19 @@ class EngineConfig:
                          "(`agentx sim presets`).", choices=ENGINES)
     parallelism: str = option("tp", "How --gpus split a model instance: tp, tep (TP attention + EP experts) or "
                               "dep (attention data-parallel + EP experts, e.g. DEP8).", choices=PARALLELISMS)
+    kv_cache_dtype: str = option("auto", "KV cache precision: auto (BF16 beside bf16 weights, FP8 beside fp8 and FP4 "
+                                 "weights), bf16 or fp8 (vLLM's --kv-cache-dtype).", choices=KV_DTYPES)
     gpu_memory_utilization: float = option(0.9, "Share of GPU memory the engine may use.", gt=0, max=1)
     block_size: int = option(16, "Tokens per KV block.", min=1)
     cpu_offload_gb: float = option(0.0, "Host DRAM for KV blocks, per replica.", min=0)
     kv_policy: str = option("lru", "Which free cached KV blocks go first: lru, or a policy reading harness hints "
                             "(bench --hints): retain, demote, prefetch (SPEC section 6).", choices=EvictionName)
+    ssd_drives: int = option(0, "NVMe drives of each replica's SSD KV tier under DRAM (0: none; a DGX H100 / H200 / "
+                             "B200 node has 8 data drives); needs --cpu-offload-gb.", min=0)
+    ssd_drive: str = option("micron-9550-pro", "The SSD tier's drive preset: capacity, read and write bandwidth "
+                            "(`agentx sim presets`).")
+    store_rules: bool = option(True, "The KV store path's rules (vLLM's AgentX work): only each turn's new blocks "
+                               "written, one copy per block per tier, no write repeated while in flight (SPEC 6).")
     max_num_seqs: int = option(256, "Most sequences in a batch.", min=1)
     max_num_batched_tokens: int = option(8192, "Most tokens in one iteration.", min=1)
     max_model_len: int = option(0, "0: the model's maximum context.", min=0)
@@ -41,6 +50,8 @@ class EngineConfig:
     overhead_s: float | None = option(None, "Fixed cost of one iteration: scheduling, launches, collective "
                                       "latency (default: the engine profile's).", min=0)
     moe_efficiency: float = option(0.0, "Expert-weight streaming relative to MBU (0: the profile's).", min=0, max=1)
+    kv_efficiency: float = option(0.0, "KV cache streaming by attention relative to MBU (0: the profile's).", min=0,
+                                  max=1)
     host_link_efficiency: float = option(0.5, "Achieved / peak host-link bandwidth for KV block copies.",
                                          gt=0, max=1)
     host_links: int = option(1, "Host links a KV transfer is striped over.", min=1)
@@ -57,6 +68,8 @@ class EngineConfig:
             (not self.spec_decode or self.draft_tokens >= 1, "spec_decode needs draft_tokens >= 1"),
             (self.acceptance_length == 0 or 1 <= self.acceptance_length <= self.draft_tokens + 1,
              "acceptance_length must be in [1, draft_tokens + 1]"),
+            (not self.ssd_drives or self.cpu_offload_gb > 0, "an SSD tier sits under DRAM: ssd_drives needs "
+             "cpu_offload_gb > 0"),
         ]
         for ok, problem in checks:
             if not ok:

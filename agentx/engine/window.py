@@ -71,10 +71,11 @@ def prefill_window(core, until: float, finished: list, itl: list) -> bool:
     iteration's only by the context. Its blocks are taken and committed once at the end: the cache
     ends as after the same iterations one by one as long as no block runs short (the window stops
     before) and no commit finds its blocks cached by another sequence (none else runs; the window
-    is not opened when the next one is cached already), so taking and registering commute."""
+    is not opened when the next one is cached already), so taking and registering commute. Not with
+    an offload tier: its store path is clocked iteration by iteration (`tiers.py`)."""
     from agentx.engine.kvcache import CHAINS
 
-    if len(core.running) != 1:
+    if len(core.running) != 1 or core.kv.cpu_blocks:  # (a tier's store path is clocked per iteration)
         return False
     seq, kv, budget = core.running[0], core.kv, core.cfg.max_num_batched_tokens
     c, bs = seq.computed, core.cfg.block_size
@@ -120,7 +121,7 @@ def prefill_finish_bound(core) -> float | None:
     iterations each last at least one of a budget of tokens at no context."""
     from agentx.engine.kvcache import CHAINS
 
-    if len(core.running) != 1:
+    if len(core.running) != 1 or core.kv.cpu_blocks:
         return None
     seq, budget = core.running[0], core.cfg.max_num_batched_tokens
     iterations = -(-(seq.context_len - seq.computed) // budget)  # the last one ends its prompt
