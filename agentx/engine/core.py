@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
+from itertools import repeat
 from dataclasses import dataclass, field
 
 from agentx.engine.config import EngineConfig
@@ -29,7 +30,7 @@ from agentx.engine.power import PowerModel
 from agentx.engine.prefetch import Prefetcher
 from agentx.engine.tiers import build_tiers
 from agentx.engine.timing import Roofline, Work
-from agentx.engine.window import decode_window
+from agentx.engine.window import decode_window, prefill_window
 from agentx.errors import AgentxError
 
 # Without ignore_eos the simulated model ends its answer at a length drawn per prompt from a
@@ -139,6 +140,9 @@ class EngineCore:
         self.accept_len = self.roofline.acceptance_length
         self.spec_steps = 0  # iterations that decoded (the acceptance pattern's clock)
         self.power = PowerModel(self.roofline.hw.idle_w, self.roofline.hw.tdp_w)  # per GPU of the group
+        self._blocked = None  # (head of the queue, budget, the cache's gains) last found blocked
+        self.version = 0  # changes whenever a request is queued or aborted or an iteration runs
+        self.window_memo = None  # engine/window.py's decode state at a version
 
     # ------------------------------------------------------------------ requests
 
@@ -173,6 +177,7 @@ class EngineCore:
     def add(self, seq: Sequence, now: float | None = None) -> None:
         """Queue a sequence that arrived at `now` (the caller's clock; default: the core's)."""
         seq.arrival = self.now if now is None else now
+        self.version += 1
         self.waiting.append(seq)
         self._waited(seq)
 
@@ -180,6 +185,7 @@ class EngineCore:
         if seq.finish_reason:
             return
         seq.finish_reason = "abort"
+        self.version += 1
         if seq in self.waiting:
             self.waiting.remove(seq)
             self._waiting_left = None
@@ -196,6 +202,7 @@ class EngineCore:
     def step(self) -> Step | None:
         if self.idle:
             return None
+        self.version += 1
         work, scheduled = Work(), []
         self.kv.tiers.clock(self.now)
         budget = self.cfg.max_num_batched_tokens
@@ -257,13 +264,14 @@ class EngineCore:
     def advance(self, until: float, itl: list | None = None) -> list[Sequence]:
         """Run the iterations that start before `until` (modeled time), up to the first one in
         which sequences finish (the caller may add requests before the next); return those
-        sequences. Runs of pure-decode iterations between scheduling events are computed
-        together (`agentx/engine/window.py`), with the same token times as `step()`. Each
+        sequences. Runs of pure-decode iterations between scheduling events, and of a lone
+        sequence's prefill chunks, are computed together (`agentx/engine/window.py`), with the same
+        token times as `step()`. Each
         iteration with decodes appends (duration, decoding sequences) to `itl` when given."""
         finished: list[Sequence] = []
         log = itl if itl is not None else []
         while (self.running or self.waiting) and self.now < until and not finished:
-            if decode_window(self, until, finished, log):
+            if decode_window(self, until, finished, log) or prefill_window(self, until, finished, log):
                 continue
             step = self.step()
             finished.extend(step.finished)
@@ -289,8 +297,14 @@ class EngineCore:
         return math.floor((g + 1) * al) - math.floor(g * al)
 
     def _emit(self, seq: Sequence, n: int) -> None:
-        """The next `n` output tokens: a function of the prompt (its digest) and the position."""
-        out, digest, vocab = seq.output, seq.digest, self.vocab
+        """The next `n` output tokens: a function of the prompt (its digest) and the position. A
+        sequence known only by its length and block hashes (`blocks_sequence`) has no token content:
+        its tokens are counted, not drawn (zeros)."""
+        out = seq.output
+        if not seq.prompt and seq.prompt_len:
+            out.extend(repeat(0, n))
+            return
+        digest, vocab = seq.digest, self.vocab
         out.extend([output_token(digest, i, vocab) for i in range(len(out), len(out) + n)])
 
     def _schedule_running(self, work: Work, scheduled: list, budget: int) -> bool:
@@ -385,8 +399,14 @@ class EngineCore:
         so while the cache only loses free blocks (fewer free blocks never admit more)."""
         if not self.waiting or budget <= 0 or len(self.running) >= self.cfg.max_num_seqs:
             return True
+        key = (self.waiting[0], budget, self.kv.gains)
+        if key == self._blocked:  # nothing since that could have unblocked it (a decode window's growth)
+            return True
         _, cacheable, g, c, n = self._admission(self.waiting[0], budget)
-        return not self.kv.can_allocate(cacheable, (g + c) * self.cfg.block_size + n)
+        if self.kv.can_allocate(cacheable, (g + c) * self.cfg.block_size + n):
+            return False
+        self._blocked = key
+        return True
 
     def _preempt(self, seq: Sequence) -> None:
         self.kv.free_seq(seq)

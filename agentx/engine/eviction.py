@@ -73,6 +73,8 @@ class LRU:
 
     def pop(self, n: int) -> np.ndarray:
         """The `n` (<= len) least recently used blocks, removed."""
+        if n == 1:
+            return self._pop_one()
         taken, stamp = [], self.stamp
         while n:
             run = self.runs[0]
@@ -89,6 +91,22 @@ class LRU:
         stamp[out] = -1
         self.count -= len(out)
         return out
+
+    def _pop_one(self) -> np.ndarray:
+        """`pop(1)` with scalars (a decode's next block: numpy's per-call cost would dominate)."""
+        stamp, runs = self.stamp, self.runs
+        while True:
+            run = runs[0]
+            blocks, pos, st = run
+            block = int(blocks[pos])
+            run[1] = pos + 1
+            self.entries -= 1
+            if pos + 1 == len(blocks):
+                runs.popleft()
+            if stamp[block] == st:
+                stamp[block] = -1
+                self.count -= 1
+                return blocks[pos : pos + 1]
 
     def _compact(self) -> None:
         """One run of the live entries, in order."""
