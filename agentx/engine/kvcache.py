@@ -265,6 +265,7 @@ class KVCache:
         loaded = hashes[g : g + c]
         self._register(blocks[-1] if g else -1, loaded, fresh)
         ssd = self.tiers.load(loaded)  # (the SSD-only ones read into DRAM on the way)
+        self.gains += 1  # content cached: a prompt may now hit more of it
         self.counters.load_blocks += c
         self.seqs[key] = Allocation(blocks + fresh, 0, c, ssd, committed=g + c, known=g + c)
         return c
