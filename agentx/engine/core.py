@@ -229,11 +229,7 @@ class EngineCore:
                 emit = n
             else:
                 if before < prompt_len:  # prefill progressed: its full blocks become cacheable
-                    end = min(seq.computed, prompt_len) // bs
-                    self.kv.commit(seq, seq.hashes, end)
-                    if self.hybrid:
-                        self.hybrid.computed(seq.hashes, before // bs, min(end, len(seq.hashes)),
-                                             seq.computed >= prompt_len)
+                    self.commit_prefill(seq, before)
                 emit = 1 if seq.computed == prompt_len + len(out) else 0
             if emit:
                 self._emit(seq, emit)
@@ -253,6 +249,15 @@ class EngineCore:
                 self.free_finished(seq)
             self.running = [s for s in self.running if s.finish_reason is None]
         return Step(duration, emitted, finished, len(scheduled), work.new_tokens, decodes)
+
+    def commit_prefill(self, seq: Sequence, before: int) -> None:
+        """A prefill advanced from `before` computed tokens: its full blocks become cacheable, and
+        the window checkpoints it passed are retained (hybrid attention, `hybrid.py`)."""
+        end = min(seq.computed, seq.prompt_len) // self.cfg.block_size
+        self.kv.commit(seq, seq.hashes, end)
+        if self.hybrid:
+            self.hybrid.computed(seq.hashes, before // self.cfg.block_size, min(end, len(seq.hashes)),
+                                 seq.computed >= seq.prompt_len)
 
     def free_finished(self, seq: Sequence) -> None:
         """A finished sequence's blocks go to the free list, in its hints' order; a prefetch its

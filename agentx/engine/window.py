@@ -108,7 +108,7 @@ def prefill_window(core, until: float, finished: list, itl: list) -> bool:
         seq.capacity = len(alloc.blocks) * bs
     seq.computed = cumulative
     if c < seq.prompt_len:
-        kv.commit(seq, seq.hashes, min(cumulative, seq.prompt_len) // bs)
+        core.commit_prefill(seq, c)
     return True
 
 
