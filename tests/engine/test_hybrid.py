@@ -59,6 +59,21 @@ def test_sparse_checkpoints_are_every_k_blocks_and_each_prompt_end():
     assert c.hybrid.counters.checkpoints == 10 + 4
 
 
+def test_a_long_lone_prefill_keeps_every_checkpoint():
+    """A prompt of several token budgets, alone (its chunks computed together, engine/window.py):
+    a checkpoint every K blocks and one at its end, as chunk by chunk."""
+    c = EngineCore(EngineConfig(hardware="H200", gpus=1, model="gpt-oss-120b", precision="mxfp4",
+                                window_retention="sparse", checkpoint_blocks=4, max_model_len=65536))
+    prompt = list(range(2501 * BS))  # 40,016 tokens: 5 budgets of 8,192
+    seq = c.new_sequence("long", prompt, 1, ignore_eos=True)
+    c.add(seq)
+    while c.running or c.waiting:
+        c.advance(float("inf"))  # (the windows run in advance, not in step)
+    assert seq.cached_tokens == 0
+    assert c.hybrid.counters.checkpoints == 2501 // 4 + 1  # every 4th block, and the end (2,501)
+    assert serve(c, "again", prompt[: 1001 * BS] + [7] * BS) == 1000 * BS  # resumes at the checkpoint at 1,000
+
+
 def test_checkpoints_cost_kv_memory():
     off, none, sparse = (core(r) for r in (Retention.OFF, Retention.NONE, Retention.SPARSE))
     rings = off.cfg.max_num_seqs * (128 // BS + 1)  # one window per running sequence (+ the block it fills)
