@@ -33,7 +33,7 @@ from agentx.engine.config import Deployment, EngineConfig
 from agentx.engine.metrics import ServerStats, dcgm_series, samples
 from agentx.engine.replicas import Replicas
 from agentx.engine.timing import Roofline
-from agentx.engine.window import decode_finish_bound
+from agentx.engine.window import decode_finish_bound, prefill_finish_bound
 from agentx.power.readings import GpuReading
 from agentx.power.sampler import PowerSample, sample_line
 from agentx.records import Record, RecordWriter
@@ -110,8 +110,9 @@ class VirtualRun(RunSkeleton):
         self.records = self.series = None
         self.turns = 0  # loop turns that advanced a core (the cost the windows save)
         self.time = 0.0  # the loop's clock: every event before it has been handled
-        # per core, its finish bound while no core's state changed but by its own advance (cleared
-        # when a request arrives, hands off or finishes), so a turn computes one bound, not one per core
+        # per core, its finish bound while its state is unchanged (a bound is a function of its own
+        # core's state only): dropped when it advances or a request reaches it, so a turn computes
+        # one bound, not one per core
         self.bounds: dict = {}
         self.ended = 0  # requests ended (the progress line)
         self.on_tick, self.next_tick = None, 0.0  # progress: called with snapshot() every TICK_S of wall time
@@ -198,9 +199,10 @@ class VirtualRun(RunSkeleton):
     @staticmethod
     def _finish_bound(core) -> float:
         """A time before which `core` cannot finish a sequence unless a request reaches it first:
-        from its decode window's iteration time when its batch only decodes, else from the
-        iteration overhead (`EngineCore.finish_bound()`)."""
-        return max(decode_finish_bound(core) or 0.0, core.finish_bound())
+        from its decode window's iteration time when its batch only decodes, from its prefill's
+        chunks when one sequence runs and prefills, else from the iteration overhead
+        (`EngineCore.finish_bound()`)."""
+        return max(decode_finish_bound(core) or 0.0, prefill_finish_bound(core) or 0.0, core.finish_bound())
 
     def _drain(self, deadline: float) -> None:
         """After the window: let requests in flight finish (up to the grace), cancel the rest."""
@@ -227,7 +229,6 @@ class VirtualRun(RunSkeleton):
 
     def _submit(self, d: Dispatch) -> None:
         """Hand a dispatch to the engine at the loop's time (or record its refusal)."""
-        self.bounds.clear()  # (a core's state changes outside its own advance: no cached bound holds)
         now, prompts = self.time, self.render.prompts
         if d.phase == "profile" and not self.window_open:
             self.window_open = True
@@ -256,17 +257,19 @@ class VirtualRun(RunSkeleton):
             self._add_to(self.disagg.prefill_core(), seq, now)
         else:
             # the stream's session id as bench sends it (`TREE`, `TREE.k`) less bench's random run id
-            self.replicas.add(seq, now, stream_session_id(str(d.tree), stream[1]))
+            self.bounds.pop(self.replicas.add(seq, now, stream_session_id(str(d.tree), stream[1])), None)
         self.inflight[seq] = (d, isl, osl, theo)
 
     def _wake(self, now: float) -> None:
         for core in self.replicas.cores:
             if core.idle and core.now < now:
                 core.now = now  # an idle engine starts its next iteration when work arrives
+                self.bounds.pop(core, None)
 
     def _add_to(self, index: int, seq, now: float) -> None:
         seq.replica = index
         self.replicas.cores[index].add(seq, now)
+        self.bounds.pop(self.replicas.cores[index], None)
 
     def _decode(self, handoff) -> None:
         """The prompt's KV has reached the decode side: its decode-stage sequence starts there."""
@@ -284,8 +287,7 @@ class VirtualRun(RunSkeleton):
 
     def _finish(self, seq) -> None:
         """A finished sequence at its time: its record, and the plan told (the loop then sends
-        what that made due at this time)."""
-        self.bounds.clear()
+        what that made due at this time; the cores' states are as they were: their bounds hold)."""
         d, isl, osl, theo = self.inflight[seq]
         if self.disagg and seq not in self.disagg.decode_of and osl > 1:
             self.disagg.hand_off(seq, seq.finished_at, osl)  # the first token is out; the KV moves
