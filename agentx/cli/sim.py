@@ -27,12 +27,9 @@ def _deployment(options: dict) -> dict:
     return {k: v for k, v in pick(Deployment, options).items() if k != "engine"}
 
 
-# disaggregated prefill / decode runs in virtual time only (virtual/disagg.py)
-DISAGG = ("prefill", "decode", "decode_gpus", "decode_parallelism")
-
 
 @sim_app.command("serve")
-@config_options(EngineConfig, Deployment, ServeConfig, FaultConfig, skip=("overhead_s",) + DISAGG,
+@config_options(EngineConfig, Deployment, ServeConfig, FaultConfig, skip=("overhead_s",),
                 help={"replicas": "Engine replicas (each --gpus GPUs) behind one endpoint."})
 def sim_serve_cmd(
     overhead_ms: Optional[float] = typer.Option(None, "--overhead-ms", min=0, help="Fixed cost of one iteration "

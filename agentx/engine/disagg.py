@@ -162,8 +162,14 @@ class Workers:
         """The request's arrival (its prefill stage's when it was disaggregated)."""
         return seq.stage.arrival if seq.stage is not None else seq.arrival
 
-    def in_transfer(self) -> list[Sequence]:
-        return [seq for _, _, seq in self.pending]
+    def series(self, i: int, labels: dict) -> list[tuple]:
+        """(kind, name, doc, labels, value) of worker i's KV transfers (engine/metrics.py)."""
+        if self.roles[i] != "decode":
+            return []
+        return [("counter", "agentx_sim:kv_transfer_tokens", "Prompt tokens whose KV this decode worker received "
+                 "from a prefill worker (not prefix-cache hits).", labels, self.received[i]),
+                ("counter", "agentx_sim:kv_transfer_seconds", "Modeled link seconds of those transfers.", labels,
+                 self.transfer_s[i])]
 
     def abort(self, seq: Sequence) -> None:
         if any(s is seq for _, _, s in self.pending):
@@ -181,5 +187,6 @@ def workers(dep: Deployment):
     return Replicas(dep.engine, dep.replicas, dep.router)
 
 
-def arrival_of(cores, seq: Sequence) -> float:
-    return cores.arrival_of(seq) if isinstance(cores, Workers) else seq.arrival
+def answer_len(seq: Sequence) -> int:
+    """The length the answer stops at (a prefill stage stops at 1 on its prefill worker)."""
+    return seq.stage.stop_len if seq.stage is not None else seq.stop_len
