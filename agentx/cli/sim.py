@@ -79,6 +79,9 @@ def sim_bench_cmd(
     levels = _offline(corpus, options) or _concurrencies(concurrency)
     engine, deployment = pick(EngineConfig, options), _deployment(options)
     sim = Deployment(EngineConfig(**engine), **deployment)
+    if sim.prefill_route == "tool" and options.get("hints") == "none":
+        _warn("--prefill-route tool reads the harness hints and --hints none sends none: every prompt prefills "
+              "on the decode workers (add --hints harness)")
     bench = {k: v for k, v in options.items() if k not in engine and k not in deployment}
     bench["mode"] = "lanes"
     schedule = _open_loop(bench, levels)  # --request-rate: an open loop
