@@ -108,6 +108,7 @@ def test_sim_serve_with_prefill_and_decode_workers_under_bench(tmp_path):
     assert decode["kv_transfer_tokens"] > 0 and decode["kv_transfer_s"] > 0 and decode["generation_tokens"] > 0
     assert http["server_metrics"]["prefix_hit_rate"] == pytest.approx(prefill["prefix_hit_rate"])
     lines = [json.loads(line) for line in truth.read_text().splitlines()]
+    assert any(x["hints"].get("tool_result_tokens", 0) > 0 for x in lines)  # the hint the tool route reads
     handed = [x["modeled"] for x in lines if x["completion_tokens"] > 1]
     assert handed and all(m["prefill_worker"] == 0 and m["replica"] in (1, 2) and m["kv_transfer_s"] > 0
                           for m in handed)
@@ -137,3 +138,33 @@ def test_sim_plan_grids_over_disaggregation(tmp_path):
     assert result["identity"]["parallelism"] == "TP1 prefill + 2 x TP1 decode" and result["identity"]["gpus"] == 3
     assert "prefill=1 decode=2" in result["identity"]["engine_settings"]
     assert result["requests"]["succeeded"] > 0
+
+
+def test_tool_result_tokens_count_the_tool_results_past_the_stable_prefix():
+    from agentx.replay.hints import _tool_result_tokens
+    from agentx.traces.model import Request, Segment
+
+    segments = (Segment("system", 1000), Segment("user", 500), Segment("tool_result", 3000), Segment("assistant", 200),
+                Segment("tool_result", 800))
+    req = Request(0.0, "m", 5500, 10, segments=segments)
+    assert _tool_result_tokens(req, 0) == 3800
+    assert _tool_result_tokens(req, 2500) == 2000 + 800  # the first tool result spans 1500..4500
+    assert _tool_result_tokens(Request(0.0, "m", 5000, 10, input_types=("tool_result",)), 1000) == 4000
+    assert _tool_result_tokens(Request(0.0, "m", 5000, 10, input_types=("tool_result", "text")), 1000) == 0
+
+
+def test_the_tool_route_in_virtual_time_on_real_traces(tmp_path):
+    """With harness hints, some of the bundled sessions' prompts are tool traffic: they prefill on the
+    prefill worker and their KV crosses; the rest prefill on the mixed workers; nothing is lost."""
+    traces = [str(WEKA / "trace_0291.json"), str(WEKA / "trace_0010.json"), str(WEKA / "trace_0043.json")]
+    result = sim_bench(BenchSettings.build(url="virtual", out=str(tmp_path / "tool"), concurrency=3, duration=120,
+                                           warmup_requests_per_lane=1, hints="harness", dataset=",".join(traces)),
+                       load_sessions(traces), Deployment(EngineConfig(**ENGINE), prefill=1, decode=2,
+                                                         router="session-affinity", prefill_route="tool"))
+    assert result["identity"]["parallelism"] == "TP1 prefill + 2 x TP1 decode (tool route)"
+    assert "prefill_route=tool" in result["identity"]["engine_settings"]
+    records = [r for r in read_records(tmp_path / "tool") if r.phase == "profile"]
+    assert len(records) >= 10 and all(r.error in (None, "cancelled") for r in records)  # (cancelled: at the grace's end)
+    prefill, decode = (result["server_metrics"]["workers"][g] for g in ("prefill", "decode"))
+    assert 0 < prefill["prompt_tokens"] < 0.5 * decode["prompt_tokens"]  # few prompts are tool traffic
+    assert decode["kv_transfer_tokens"] == pytest.approx(prefill["prompt_tokens"], rel=0.2)
