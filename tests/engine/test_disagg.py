@@ -134,6 +134,10 @@ def test_sim_plan_grids_over_disaggregation(tmp_path):
     names = [a["config"] for a in run_plan(plan, tmp_path / "out", workers=1)]
     assert names == ["1xH200_mem0.9_cpu0_r1-round-robin", "1xH200_mem0.9_cpu0_r1-round-robin_pd1x1-1x1tp-all",
                      "1xH200_mem0.9_cpu0_r1-round-robin_pd1x1-2x1tp-all"]  # no disaggregation: one point, not two
+    from agentx.results.points import deployment_key, deployment_labels
+
+    identities = [json.loads((tmp_path / "out" / n / "c2" / "result.json").read_text())["identity"] for n in names]
+    assert len({deployment_key(deployment_labels(i)) for i in identities}) == 3  # the frontier keeps them apart
     result = json.loads((tmp_path / "out" / names[2] / "c2" / "result.json").read_text())
     assert result["identity"]["parallelism"] == "TP1 prefill + 2 x TP1 decode" and result["identity"]["gpus"] == 3
     assert "prefill=1 decode=2" in result["identity"]["engine_settings"]
