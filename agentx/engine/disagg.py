@@ -12,16 +12,18 @@ implementation for `sim serve` (engine/server.py) and `sim bench` (virtual/runne
   same as on one engine: output tokens are a function of the prompt and the position.
 - The router in front sends a prompt to the least-loaded prefill worker (running + waiting,
   lowest index on ties); the decode worker is picked by the deployment's `--router` among the
-  decode workers, when the KV arrives.
+  decode workers when the first token is out.
 - `--prefill-route tool` (issue #30, the tool-traffic route): only low-reuse, tool-result-heavy
   prompts (`tool_traffic()`, read from the harness hints) go to the prefill workers; the rest
   prefill and decode on the decode workers (mixed workers), routed by `--router`.
-- The transfer takes the prompt's KV bytes per GPU over the GPU's KV-transfer link (presets
+- The transfer takes the KV bytes per GPU of the prompt's tokens the decode worker does not hold
+  (its cached prefix of the prompt is not sent again, as vLLM's NIXL connector pulls only the
+  blocks past the decode side's local hit) over the GPU's KV-transfer link (presets
   `kv_transfer_bw`) x the collective efficiency; the GPUs of the prefill instance send their
   shards in parallel.
 - Accounting: prefix-cache counters count the prefill side's lookups only (where the prompt is
-  computed); a decode worker counts what it receives as transferred KV (`received`), never as
-  a lookup or a hit.
+  computed); a decode worker counts the tokens it receives as transferred KV (`received`),
+  never as a lookup or a hit.
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ class Stage:
     prefill: int  # the prefill worker
     session: str | None = None  # the session id it was routed with (the decode worker's router reads it)
     sent_at: float | None = None  # when the KV left (the first token's time)
+    decode: int = -1  # the decode worker
+    moved: int = 0  # prompt tokens whose KV crossed (those the decode worker did not hold)
     transfer_s: float = 0.0
 
 
@@ -121,7 +125,10 @@ class Workers:
         if stage is None or stage.sent_at is not None or stage.stop_len <= 1 or seq.finish_reason == "abort":
             return False
         stage.sent_at = seq.finished_at
-        stage.transfer_s = self.transfer(seq.replica, seq.prompt_len)
+        stage.decode = self._decode_worker(seq, stage.session)
+        held = self.cores[stage.decode].kv.match(seq.hashes)[0] * self.cfg.block_size
+        stage.moved = max(0, seq.prompt_len - held)
+        stage.transfer_s = self.transfer(seq.replica, stage.moved)
         seq.stop_len, seq.finish_reason, seq.finished_at = stage.stop_len, None, None
         heapq.heappush(self.pending, (stage.sent_at + stage.transfer_s, next(self.order), seq))
         return True
@@ -135,12 +142,12 @@ class Workers:
         return self.pending[0][0] if self.pending else None
 
     def arrive(self, until: float) -> list[int]:
-        """The KV transfers that have arrived by `until`: each sequence joins a decode worker
+        """The KV transfers that have arrived by `until`: each sequence joins its decode worker
         (its prompt's blocks in that worker's cache); returns the workers' indices."""
         touched = []
         while self.pending and self.pending[0][0] <= until:
             at, _, seq = heapq.heappop(self.pending)
-            i = self._decode_worker(seq, seq.stage.session)
+            i = seq.stage.decode
             self._receive(i, seq)
             seq.replica, seq.transferred = i, True
             self.cores[i].add(seq, at)
@@ -155,7 +162,7 @@ class Workers:
         if kv.allocate(phantom, seq.hashes, seq.prompt_len, count=False) is not None:
             kv.commit(phantom, seq.hashes)
             kv.free_seq(phantom)
-        self.received[i] += seq.prompt_len
+        self.received[i] += seq.stage.moved
         self.transfer_s[i] += seq.stage.transfer_s
 
     def arrival_of(self, seq: Sequence) -> float:
@@ -167,7 +174,8 @@ class Workers:
         if self.roles[i] != "decode":
             return []
         return [("counter", "agentx_sim:kv_transfer_tokens", "Prompt tokens whose KV this decode worker received "
-                 "from a prefill worker (not prefix-cache hits).", labels, self.received[i]),
+                 "from a prefill worker (not prefix-cache hits; what it held already is not sent).", labels,
+                 self.received[i]),
                 ("counter", "agentx_sim:kv_transfer_seconds", "Modeled link seconds of those transfers.", labels,
                  self.transfer_s[i])]
 

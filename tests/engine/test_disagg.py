@@ -58,10 +58,12 @@ def test_a_request_answers_as_on_one_engine_and_its_transferred_kv_is_no_hit():
     prefill, decode = (c.kv.counters for c in workers.cores)
     assert prefill.gpu_queries == 2000 and decode.gpu_queries == decode.gpu_hits == 0
     assert workers.received == [0, 2000] and workers.cores[1].sources.local_cache_hit == 0
-    # the second turn of the session hits on the prefill worker (a prefill-side hit), and is transferred again
+    # the second turn of the session hits on the prefill worker (a prefill-side hit); only the 500 tokens
+    # the decode worker does not hold cross the link
     c = run(workers, workers.new_sequence("c", prompt + list(range(5000, 5500)), 8, ignore_eos=True), a.finished_at)
     assert c.cached_tokens == 2000 and workers.cores[0].kv.counters.gpu_hits == 2000  # the first prompt, whole blocks
-    assert workers.cores[1].kv.counters.gpu_queries == 0 and workers.received[1] == 2000 + 2500
+    assert workers.cores[1].kv.counters.gpu_queries == 0 and workers.received[1] == 2000 + 500
+    assert c.stage.moved == 500 and c.stage.transfer_s == pytest.approx(workers.transfer(0, 500))
 
 
 def test_the_tool_route_sends_only_low_reuse_tool_results_to_the_prefill_workers():
@@ -171,4 +173,4 @@ def test_the_tool_route_in_virtual_time_on_real_traces(tmp_path):
     assert len(records) >= 10 and all(r.error in (None, "cancelled") for r in records)  # (cancelled: at the grace's end)
     prefill, decode = (result["server_metrics"]["workers"][g] for g in ("prefill", "decode"))
     assert 0 < prefill["prompt_tokens"] < 0.5 * decode["prompt_tokens"]  # few prompts are tool traffic
-    assert decode["kv_transfer_tokens"] == pytest.approx(prefill["prompt_tokens"], rel=0.2)
+    assert 0 < decode["kv_transfer_tokens"] <= prefill["prompt_tokens"]  # (what a mixed worker held stays)
