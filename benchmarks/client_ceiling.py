@@ -19,9 +19,14 @@
    (input + output) tok/s and requests/s over the window, and per client core: tokens and
    requests per CPU second of the client (the driver's and every worker's CPU during the run).
    A deployment serving X total tok/s of this traffic needs X / (tok/s per client core) client
-   cores. AIPerf beside it where `aiperf` is on PATH (its Mooncake-trace input).
+   cores. AIPerf beside it where it is installed (`--aiperf PATH`, else `aiperf` on PATH; never a
+   dependency of agentx): its Mooncake-trace input replays the requests the `--workers 1` run
+   sent (at most `--aiperf-rows`, evenly spaced), same concurrency and window, its process tree's CPU
+   over its profiling window (benchmarks/aiperf_replay.py says how, and why its tokenizer is a
+   local Hub-cache entry).
 
     python benchmarks/client_ceiling.py [--seconds 15] [--replay-seconds 60] [--corpus DIR] [--only-agentic]
+                                        [--aiperf /tmp/aiperf-venv/bin/aiperf] [--aiperf-rows 1000]
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 
+from aiperf_replay import find_aiperf, run_aiperf, write_rows
 from cores import pin
 from agentx.serving import run_async  # uvloop where available, as `agentx bench` runs
 
@@ -54,7 +60,7 @@ async def instant_server(port: int, stream_pace: float = 0.0) -> None:
 
     async def completions(request: web.Request):
         body = await request.read()
-        m = MAX_TOKENS.search(body[:400])
+        m = MAX_TOKENS.search(body[:400]) or MAX_TOKENS.search(body[-400:])  # agentx's first, AIPerf's last
         n = int(m.group(1)) if m else 16
         pace = float(request.headers.get("X-Pace", stream_pace))  # tokens/s for this stream; 0: flat out
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -165,8 +171,10 @@ def agentic(url: str, traces: list[str], lanes: int, seconds: float, workers: in
             raise SystemExit(f"bench failed: {proc.stderr[-2000:]}")
         run, result = json.loads((out / "run.json").read_text()), json.loads((out / "result.json").read_text())
         tokens = requests = 0
-        for line in (out / "records.jsonl").read_bytes().splitlines():
-            r = json.loads(line)
+        sent = []  # (session, input, output) of every request, in the order sent: AIPerf's request set
+        for r in sorted((json.loads(line) for line in (out / "records.jsonl").read_bytes().splitlines()),
+                        key=lambda r: r["start"]):
+            sent.append((r["session"], r["isl_planned"], r["osl_planned"]))
             if not r.get("error"):
                 tokens += r["isl_planned"] + (r.get("osl") or 0)
                 requests += 1
@@ -175,29 +183,56 @@ def agentic(url: str, traces: list[str], lanes: int, seconds: float, workers: in
     tp = result["request_metrics"]["throughput"]
     return {"workers": workers, "tok_s": tp["total_tok_s"], "req_s": tp["requests_per_s"], "cpu": cpu,
             "tok_per_cpu_s": tokens / cpu, "req_per_cpu_s": requests / cpu, "errors": sum(result["requests"]["errors"].values()),
-            "load": (load + os.getloadavg()[0]) / 2, "isl_mean": tokens / max(1, requests)}
+            "load": (load + os.getloadavg()[0]) / 2, "isl_mean": tokens / max(1, requests), "sent": sent}
 
 
-def agentic_table(url: str, corpus: Path, lanes: int, seconds: float) -> None:
+def agentic_table(url: str, corpus: Path, lanes: int, seconds: float, aiperf: str | None = None,
+                  aiperf_rows: int = 1000) -> None:
     cores = len(os.sched_getaffinity(0))
     counts = sorted({1, 2, cores})
+    exe = find_aiperf(aiperf)
     print(f"3. the agentic shape: agentx bench --workers W against the instant server, {lanes} lanes back to back, "
           f"{seconds:g} s window ({cores} cores here, the server on one of them)")
-    print(f"{'traces':<26} {'W':>2} {'total tok/s':>12} {'req/s':>7} {'client CPU s':>12} {'tok/s per core':>15} "
+    print(f"{'traces':<26} {'client':>9} {'total tok/s':>12} {'req/s':>7} {'client CPU s':>12} {'tok/s per core':>15} "
           f"{'req/s per core':>14} {'mean tokens/req':>15} {'errors':>6} {'load':>5}")
-    for name, traces in (("bundled (14 real)", []), ("synthetic 393 (256k)", ["--traces", str(corpus), "--max-context", "256k"])):
+    bundled = Path(__import__("agentx").__file__).parent / "data" / "weka"
+    for name, traces, source in (("bundled (14 real)", [], [str(bundled)]),
+                                 ("synthetic 393 (256k)", ["--traces", str(corpus), "--max-context", "256k"],
+                                  [str(corpus), "--max-context", "256k"])):
+        sent = []
         for w in counts:
             r = agentic(url, traces, lanes, seconds, w)
-            print(f"{name:<26} {w:>2} {r['tok_s']:>12,.0f} {r['req_s']:>7,.1f} {r['cpu']:>12.1f} "
-                  f"{r['tok_per_cpu_s']:>15,.0f} {r['req_per_cpu_s']:>14,.1f} {r['isl_mean']:>15,.0f} "
-                  f"{r['errors']:>6} {r['load']:>5.1f}")
-    import shutil
+            sent = sent or r["sent"]
+            _agentic_row(name, f"agentx W{w}", r)
+        if exe:
+            _agentic_row(name, "AIPerf", _aiperf(exe, url, source, sent, lanes, seconds, aiperf_rows))
+    print(f"AIPerf: {exe} (its Mooncake-trace input: the requests agentx sent with --workers 1, at most "
+          f"{aiperf_rows:,} rows, drawn in a seeded shuffle)" if exe else
+          "AIPerf: not found (pass --aiperf PATH, e.g. /tmp/aiperf-venv/bin/aiperf after pip install "
+          "aiperf==0.13.0 in a venv of its own), so no AIPerf rows")
+    print()
 
-    # AIPerf's Mooncake-trace input synthesizes each prompt's text with a Hugging Face tokenizer
-    # (by model name from the Hub, or a local tokenizer folder): none is available offline here.
-    print("AIPerf: " + ("on PATH, not run: its Mooncake-trace replay needs a Hugging Face tokenizer folder "
-                        "(none offline here)" if shutil.which("aiperf")
-                        else "not installed here (pip install aiperf), so no AIPerf column") + "\n")
+
+def _agentic_row(name: str, client: str, r: dict) -> None:
+    if "error" in r:
+        print(f"{name:<26} {client:>9} failed: {r['error'].splitlines()[-1] if r['error'] else ''}")
+        return
+    print(f"{name:<26} {client:>9} {r['tok_s']:>12,.0f} {r['req_s']:>7,.1f} {r['cpu']:>12.1f} "
+          f"{r['tok_per_cpu_s']:>15,.0f} {r['req_per_cpu_s']:>14,.1f} {r['isl_mean']:>15,.0f} "
+          f"{r['errors']:>6} {r['load']:>5.1f}")
+
+
+def _aiperf(exe: str, url: str, source: list[str], sent: list, lanes: int, seconds: float, limit: int) -> dict:
+    """AIPerf on the requests the agentx run sent (see aiperf_replay.py)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        mooncake = work / "export.jsonl"
+        subprocess.run([sys.executable, "-m", "agentx.cli", "trace", "convert", *source, "--to", "mooncake",
+                        "--out", str(mooncake)], check=True, stdout=subprocess.DEVNULL)
+        rows, matched = write_rows(sent, mooncake, work / "rows.jsonl", limit)
+        print(f"  AIPerf's request set: {rows:,} of the {len(sent):,} requests agentx sent, evenly spaced "
+              f"({matched:,} with their trace's hash ids)", flush=True)
+        return run_aiperf(exe, url, work / "rows.jsonl", work, lanes, seconds)
 
 
 def main() -> None:
@@ -211,6 +246,9 @@ def main() -> None:
     ap.add_argument("--agentic-lanes", type=int, default=32)
     ap.add_argument("--agentic-seconds", type=float, default=20.0)
     ap.add_argument("--only-agentic", action="store_true", help="only the agentic-shape table (3)")
+    ap.add_argument("--aiperf", help="an aiperf executable (AIPerf 0.13, a venv of its own) for section 3's "
+                    "AIPerf rows (default: aiperf on PATH; absent: no AIPerf rows)")
+    ap.add_argument("--aiperf-rows", type=int, default=1000, help="at most this many of agentx's requests for AIPerf")
     args = ap.parse_args()
     if args.serve:
         run_async(instant_server(args.serve, args.stream_pace))
@@ -218,7 +256,8 @@ def main() -> None:
     server, url = start_server()
     try:
         if args.only_agentic:
-            agentic_table(url, args.corpus or _synth(), args.agentic_lanes, args.agentic_seconds)
+            agentic_table(url, args.corpus or _synth(), args.agentic_lanes, args.agentic_seconds, args.aiperf,
+                          args.aiperf_rows)
             return
         pin(os.getpid(), 1)
         print("1. streaming against an instant server (server on core 0, client on core 1)")
@@ -254,7 +293,7 @@ def main() -> None:
             print(f"{label:>22} {r['requests']:>9,} {r['rss_mb']:>12,.0f} {r['late_p50']:>16.2f} "
                   f"{r['late_p99']:>16.2f} {r['cpu']:>13.0f}")
         print("targets: peak RSS <= 2,048 MB, dispatch lateness p99 <= 2 ms\n")
-        agentic_table(url, corpus, args.agentic_lanes, args.agentic_seconds)
+        agentic_table(url, corpus, args.agentic_lanes, args.agentic_seconds, args.aiperf, args.aiperf_rows)
         if tmp:
             tmp.cleanup()
     finally:

@@ -1,62 +1,101 @@
-"""What each hint-reading KV policy buys, in virtual time (issue #30; SPEC §6 "KV policies").
+"""What each hint-reading KV policy, the SSD tier and the store path's rules buy, in virtual time
+(issue #30; SPEC §6 "KV policies", "Offload tiers and the store path").
 
-`agentx sim bench` on the bundled real traces, one point per (policy, hint level): LRU without
-hints, then retain, demote and prefetch with the harness's hints and with the oracle's. The
-deployment is the default 8 x H200 with the KV memory squeezed (`--mem`, default 0.55 of GPU
-memory: ~265k tokens of KV) so the traces' sessions compete for it. Prints measured prefix-cache
-hit rate, TTFT p90 and throughput per GPU; the runs are deterministic (virtual time).
+`agentx sim bench` on the bundled real traces (default) or on `--traces DIR` (e.g. the synthetic
+393-session corpus with `--max-context 256k`), one point per (concurrency, SSD drives, store
+rules, policy, hint level): LRU without hints, then retain, demote and prefetch with the harness's
+hints, then each with the oracle's (the upper bound the trace's knowledge gives). The deployment
+is the default 8 x H200 serving Qwen3-235B-A22B with the KV memory squeezed (`--mem`, default
+0.55 of GPU memory: ~265k tokens of KV) so the sessions compete for it; `--cpu-offload-gb` gives
+a DRAM tier, `--ssd-drives` an SSD tier under it. Prints per point the measured hit rate (usage),
+the server's hit rate by tier (HBM, DRAM, SSD), TTFT p90, total tok/s per GPU, the goodput in
+tokens per GPU at the SLO (`--slo`, default TTFT 5 s and 50 ms per output token, the plan's
+default SLO) and the bytes written to DRAM and the SSD. The runs are deterministic (virtual time).
 
-    python benchmarks/kv_policies.py [--concurrency 8 16] [--duration 1800] [--mem 0.55] [--cpu-offload-gb 0]
+    python benchmarks/kv_policies.py [--traces DIR --max-context 256k] [--concurrency 8 16]
+        [--duration 1800] [--mem 0.55] [--cpu-offload-gb 0] [--ssd-drives 0 8] [--store-rules on off]
+        [--points lru:none retain:harness ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentx.engine.config import Deployment, EngineConfig  # noqa: E402
+from agentx.metrics.goodput import parse_slo  # noqa: E402
 from agentx.replay.corpus import Corpus  # noqa: E402
 from agentx.replay.settings import BenchSettings  # noqa: E402
 from agentx.virtual.runner import sim_bench  # noqa: E402
 
-POINTS = (("lru", "none"), ("retain", "harness"), ("retain", "oracle"), ("demote", "harness"), ("demote", "oracle"),
-          ("prefetch", "harness"), ("prefetch", "oracle"))
+POINTS = ("lru:none", "retain:harness", "demote:harness", "prefetch:harness", "retain:oracle", "demote:oracle",
+          "prefetch:oracle")
 
 
-def point(sessions, labels, policy: str, hints: str, concurrency: int, args, out: Path) -> dict:
+def point(sessions, labels, policy: str, hints: str, concurrency: int, ssd: int, rules: bool, args, out: Path) -> dict:
     settings = BenchSettings.build(out=str(out), url="virtual", concurrency=concurrency, duration=args.duration,
-                                   hints=hints, **labels)
-    engine = EngineConfig(gpu_memory_utilization=args.mem, cpu_offload_gb=args.cpu_offload_gb, kv_policy=policy)
-    sim_bench(settings, sessions, Deployment(engine))
-    metrics = json.loads((out / "result.json").read_text())["request_metrics"]
-    return {"hit": metrics["cache"]["measured_hit_rate"], "ttft_p90": metrics["ttft_s"]["p90"],
-            "tok_gpu": metrics["throughput"]["total_tok_s_per_gpu"],
-            "out_gpu": metrics["throughput"]["output_tok_s_per_gpu"]}
+                                   hints=hints, slo=parse_slo(args.slo), **labels)
+    engine = EngineConfig(gpu_memory_utilization=args.mem, cpu_offload_gb=args.cpu_offload_gb, kv_policy=policy,
+                          ssd_drives=ssd, store_rules=rules)
+    result = sim_bench(settings, sessions, Deployment(engine))
+    rm, sm = result["request_metrics"], result["server_metrics"]
+    written = sm.get("kv_written_bytes") or {}
+    return {"hit": rm["cache"]["measured_hit_rate"], "tiers": sm.get("hit_rate_by_tier") or {},
+            "ttft_p90": rm["ttft_s"]["p90"], "tok_gpu": rm["throughput"]["total_tok_s_per_gpu"],
+            "good_gpu": rm["goodput"]["total_tok_s_per_gpu"], "dram_gb": written.get("DRAM", 0) / 1e9,
+            "ssd_gb": written.get("SSD", 0) / 1e9}
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{v:.1%}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--traces", nargs="*", default=[], help="Trace files or folders (default: the bundled traces).")
+    parser.add_argument("--max-context", default=None, help="The traces' variant (e.g. 256k).")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 16])
     parser.add_argument("--duration", type=float, default=1800.0)
     parser.add_argument("--mem", type=float, default=0.55)
     parser.add_argument("--cpu-offload-gb", type=float, default=0.0)
+    parser.add_argument("--ssd-drives", type=int, nargs="+", default=[0], help="SSD tier drives (0: none), each a row set.")
+    parser.add_argument("--store-rules", nargs="+", default=["on"], choices=("on", "off"))
+    parser.add_argument("--points", nargs="+", default=list(POINTS), help="policy:hints pairs.")
+    parser.add_argument("--slo", nargs="+", default=["ttft:5000", "tpot:50"])
     args = parser.parse_args()
-    corpus = Corpus(())
-    print(f"bundled traces, 8 x H200, qwen3-235b-a22b, gpu memory {args.mem}, DRAM {args.cpu_offload_gb:g} GB, "
-          f"{args.duration:g} s profiling (virtual time)")
-    print(f"{'c':>3}  {'policy':<9}{'hints':<9}{'hit rate':>9}{'TTFT p90':>10}{'tok/s/GPU':>11}{'out/s/GPU':>11}")
+    corpus = Corpus(tuple(args.traces), max_context=args.max_context)
+    name = f"{', '.join(args.traces)} ({args.max_context or 'all'})" if args.traces else "bundled traces"
+    print(f"{name}, 8 x H200, qwen3-235b-a22b, gpu memory {args.mem}, DRAM {args.cpu_offload_gb:g} GB, "
+          f"{args.duration:g} s profiling (virtual time), goodput SLO {' '.join(args.slo)}")
+    print(f"{'c':>3} {'ssd':>3} {'rules':<6}{'policy':<9}{'hints':<8}{'hit':>7}{'HBM':>7}{'DRAM':>7}{'SSD':>7}"
+          f"{'TTFT p90':>10}{'tok/s/GPU':>10}{'good/GPU':>10}{'DRAM GB':>9}{'SSD GB':>8}")
+    started, cpu0 = time.time(), time.process_time()
     with tempfile.TemporaryDirectory() as tmp:
         for c in args.concurrency:
             sessions = corpus.sessions(c)
-            for policy, hints in POINTS:
-                r = point(sessions, corpus.labels, policy, hints, c, args, Path(tmp) / f"{c}-{policy}-{hints}")
-                print(f"{c:>3}  {policy:<9}{hints:<9}{r['hit']:>8.1%}{r['ttft_p90']:>9.2f}s{r['tok_gpu']:>11,.0f}"
-                      f"{r['out_gpu']:>11.1f}")
+            for ssd in args.ssd_drives:
+                for rules in args.store_rules:
+                    for spec in args.points:
+                        policy, hints = spec.split(":")
+                        out = Path(tmp) / f"{c}-{ssd}-{rules}-{policy}-{hints}"
+                        r = point(sessions, corpus.labels, policy, hints, c, ssd, rules == "on", args, out)
+                        t = r["tiers"]
+                        print(f"{c:>3} {ssd:>3} {rules:<6}{policy:<9}{hints:<8}{_pct(r['hit']):>7}{_pct(t.get('HBM')):>7}"
+                              f"{_pct(t.get('DRAM')):>7}{_pct(t.get('SSD')):>7}{r['ttft_p90']:>9.2f}s"
+                              f"{r['tok_gpu']:>10,.0f}{r['good_gpu']:>10,.0f}{r['dram_gb']:>9,.0f}{r['ssd_gb']:>8,.0f}",
+                              flush=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    print(f"{time.time() - started:,.0f} s wall, {time.process_time() - cpu0:,.0f} CPU s, peak RSS {peak:,.0f} MB, "
+          f"load average {load}")
 
 
 if __name__ == "__main__":

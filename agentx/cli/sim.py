@@ -162,10 +162,12 @@ def sim_calibrate_cmd(
 
 
 @sim_app.command("presets")
-def sim_presets_cmd():
+def sim_presets_cmd(key: Optional[str] = typer.Argument(None, help="A hardware or model preset: every number of "
+                                                       "it with its source.")):
     """List the hardware and model presets and the timing constants, with their sources."""
-    from agentx.engine.presets import preset_tables
+    from agentx.engine.presets import preset_tables, source_table
 
-    for table in preset_tables():
+    for table in [source_table(key)] if key else preset_tables():
         console.print(table)
-    console.print("sources: agentx/engine/presets.toml")
+    console.print("sources: agentx/engine/presets.toml" + ("" if key else " (agentx sim presets KEY: one preset's, "
+                                                            "field by field)"))

@@ -31,6 +31,12 @@ class EngineConfig:
     cpu_offload_gb: float = option(0.0, "Host DRAM for KV blocks, per replica.", min=0)
     kv_policy: str = option("lru", "Which free cached KV blocks go first: lru, or a policy reading harness hints "
                             "(bench --hints): retain, demote, prefetch (SPEC section 6).", choices=EvictionName)
+    ssd_drives: int = option(0, "NVMe drives of each replica's SSD KV tier under DRAM (0: none; a DGX H100 / H200 / "
+                             "B200 node has 8 data drives); needs --cpu-offload-gb.", min=0)
+    ssd_drive: str = option("micron-9550-pro", "The SSD tier's drive preset: capacity, read and write bandwidth "
+                            "(`agentx sim presets`).")
+    store_rules: bool = option(True, "The KV store path's rules (vLLM's AgentX work): only each turn's new blocks "
+                               "written, one copy per block per tier, no write repeated while in flight (SPEC 6).")
     max_num_seqs: int = option(256, "Most sequences in a batch.", min=1)
     max_num_batched_tokens: int = option(8192, "Most tokens in one iteration.", min=1)
     max_model_len: int = option(0, "0: the model's maximum context.", min=0)
@@ -57,6 +63,8 @@ class EngineConfig:
             (not self.spec_decode or self.draft_tokens >= 1, "spec_decode needs draft_tokens >= 1"),
             (self.acceptance_length == 0 or 1 <= self.acceptance_length <= self.draft_tokens + 1,
              "acceptance_length must be in [1, draft_tokens + 1]"),
+            (not self.ssd_drives or self.cpu_offload_gb > 0, "an SSD tier sits under DRAM: ssd_drives needs "
+             "cpu_offload_gb > 0"),
         ]
         for ok, problem in checks:
             if not ok:

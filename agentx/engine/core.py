@@ -25,6 +25,7 @@ from agentx.engine.config import EngineConfig
 from agentx.engine.hints import Hints
 from agentx.engine.kvcache import KVCache, block_hashes
 from agentx.engine.power import PowerModel
+from agentx.engine.tiers import build_tiers
 from agentx.engine.timing import Roofline, Work
 from agentx.engine.window import decode_window
 from agentx.errors import AgentxError
@@ -115,8 +116,8 @@ class EngineCore:
         self.kv = KVCache(
             num_blocks=max(1, self.roofline.kv_capacity_tokens // bs),
             block_size=bs,
-            cpu_blocks=self.roofline.cpu_capacity_tokens // bs,
             eviction=cfg.kv_policy,
+            tiers=build_tiers(cfg, self.roofline),
         )
         self.max_model_len = cfg.max_model_len or self.roofline.model.max_context
         if self.kv.num_blocks * bs < self.max_model_len:  # vLLM refuses to start too
@@ -195,16 +196,18 @@ class EngineCore:
         if self.idle:
             return None
         work, scheduled = Work(), []
+        self.kv.tiers.clock(self.now)
         budget = self.cfg.max_num_batched_tokens
         preempted = self._schedule_running(work, scheduled, budget)
         budget -= work.new_tokens
-        if not preempted:
-            self._admit_waiting(work, scheduled, budget)
+        ssd_s = 0.0 if preempted else self._admit_waiting(work, scheduled, budget)
         duration = self.roofline.iteration_s(work)
-        if duration:  # busy: the roofline time, without the fixed overhead and host-link waits
-            busy = duration - self.roofline.overhead_s - self.roofline.transfer_s(work.loaded_tokens)
+        if duration:  # busy: the roofline time, without the fixed overhead and host-link and SSD waits
+            duration += ssd_s
+            busy = duration - self.roofline.overhead_s - self.roofline.transfer_s(work.loaded_tokens) - ssd_s
             self.power.iteration(self.now, duration, busy)
         self.now += duration
+        self.kv.tiers.clock(self.now)  # the chunks' blocks are written through from here
         emitted, finished, decodes, tokens = [], [], 0, 0
         bs = self.cfg.block_size
         for seq, n, decode in scheduled:
@@ -315,8 +318,9 @@ class EngineCore:
         seq.capacity = len(self.kv.seqs[seq].blocks) * self.cfg.block_size
         return True
 
-    def _admit_waiting(self, work: Work, scheduled: list, budget: int) -> None:
-        bs = self.cfg.block_size
+    def _admit_waiting(self, work: Work, scheduled: list, budget: int) -> float:
+        """Admit what fits; returns the seconds of SSD reads the admitted prompts' hits need."""
+        bs, ssd_s = self.cfg.block_size, 0.0
         while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
             seq = self.waiting[0]
             if seq.arrival > self.now:  # arrived after this iteration's start (a server loop catching up)
@@ -325,7 +329,8 @@ class EngineCore:
             hit = (g + c) * bs
             alloc = self.kv.allocate(seq, cacheable, hit + n, prompt_tokens=total, count=not seq.transferred)
             if alloc is None:
-                return
+                return ssd_s
+            ssd_s += self.kv.tiers.read_s(alloc.ssd_hit_blocks)
             seq.capacity = len(alloc.blocks) * bs
             self.waiting.popleft()
             if seq.stop_len - len(seq.output) == self._waiting_left:
@@ -344,6 +349,7 @@ class EngineCore:
             scheduled.append((seq, n, False))
             work.add(seq.computed, n)
             budget -= n
+        return ssd_s
 
     def _admission(self, seq: Sequence, budget: int) -> tuple:
         """(context tokens, cacheable hashes, GPU hit blocks, CPU hit blocks, tokens to compute)."""

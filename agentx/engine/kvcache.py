@@ -8,7 +8,8 @@ Modelled on vLLM's block manager and Dynamo's mocker:
   use is never evicted;
 - the CPU tier (`cpu_blocks > 0`) receives every computed full block (write-through) and has
   its own LRU; a prefix that misses on the GPU continues its lookup there, and the hit blocks
-  are loaded into fresh GPU blocks (the caller costs the transfer).
+  are loaded into fresh GPU blocks (the caller costs the transfer). The tiers under HBM (DRAM,
+  and an SSD under it) and the store path that writes them are `tiers.py`'s.
 
 The GPU's cached hashes are prefix-closed: a cached block's parent is cached. Whoever holds a
 block holds its parents, and a freed sequence's tail enters the LRU before its head, so a parent
@@ -37,13 +38,13 @@ LRU list would have.
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from itertools import islice, takewhile
 
 import numpy as np
 
 from agentx.engine.eviction import EvictionName, eviction_policy
+from agentx.engine.tiers import Tiers
 
 class Chain(list):
     """Block hashes that chain (each covers its parent's, as `block_hashes` and the virtual
@@ -68,6 +69,7 @@ class Counters:
     gpu_hits: int = 0  # prompt tokens found in GPU blocks
     external_queries: int = 0  # tokens looked up in the CPU tier (GPU misses)
     external_hits: int = 0  # tokens loaded from the CPU tier
+    ssd_hits: int = 0  # of them, tokens only the SSD tier under DRAM held (`tiers.py`)
     offload_blocks: int = 0  # blocks written to the CPU tier
     load_blocks: int = 0  # blocks loaded back from it
     evictions: int = 0  # GPU blocks whose cached content was dropped
@@ -80,16 +82,18 @@ class Allocation:
     blocks: list[int] = field(default_factory=list)
     gpu_hit_blocks: int = 0
     cpu_hit_blocks: int = 0
+    ssd_hit_blocks: int = 0  # of them, read off the SSD tier
     committed: int = 0  # leading blocks already passed to `commit`
     known: int = 0  # leading blocks whose content is known (registered)
 
 
 class KVCache:
     def __init__(self, num_blocks: int, block_size: int = 16, cpu_blocks: int = 0,
-                 eviction: str = EvictionName.LRU):
+                 eviction: str = EvictionName.LRU, tiers: Tiers | None = None):
         if num_blocks <= 0 or block_size <= 0:
             raise ValueError("num_blocks and block_size must be positive")
-        self.num_blocks, self.block_size, self.cpu_blocks = num_blocks, block_size, cpu_blocks
+        self.tiers = tiers if tiers is not None else Tiers(cpu_blocks)  # DRAM and SSD under HBM (`tiers.py`)
+        self.num_blocks, self.block_size, self.cpu_blocks = num_blocks, block_size, self.tiers.dram.capacity
         self.ref = np.zeros(num_blocks, dtype=np.int32)  # holders per block (numpy: bulk updates)
         # the index of runs (see the module docstring): run id -> (hashes, blocks), first hash -> run id
         self.runs: dict[int, tuple[list[int], list[int]]] = {}
@@ -102,11 +106,15 @@ class KVCache:
         # the free list: blocks without content (taken first, from the end), then cached ones
         self.empty: list[int] = list(range(num_blocks - 1, -1, -1))
         self.free_cached = eviction_policy(eviction, num_blocks, block_size)  # the free cached blocks (`eviction.py`)
-        self.cpu: OrderedDict[int, None] = OrderedDict()  # hashes held in DRAM, LRU first
         self.seqs: dict[object, Allocation] = {}
         self.counters = Counters()
 
     # ------------------------------------------------------------------ queries
+
+    @property
+    def cpu(self) -> OrderedDict[int, None]:
+        """The hashes held in DRAM, LRU first."""
+        return self.tiers.dram.blocks
 
     @property
     def free_blocks(self) -> int:
@@ -137,9 +145,9 @@ class KVCache:
     def _match_blocks(self, hashes: list[int]) -> tuple[list[int], int]:
         """(the GPU blocks of the cached prefix, CPU hit blocks continuing it)."""
         hit = self._cached_prefix(hashes, 0, -1)
-        if not self.cpu:
+        if not self.tiers.dram.blocks:
             return hit, 0
-        return hit, sum(1 for _ in takewhile(self.cpu.__contains__, islice(hashes, len(hit), None)))
+        return hit, self.tiers.match(hashes, len(hit))
 
     def _cached_prefix(self, hashes: list[int], start: int, prev: int) -> list[int]:
         """The GPU blocks caching `hashes[start:]`'s leading hashes, up to the first miss;
@@ -209,11 +217,12 @@ class KVCache:
             self.free_cached.remove(hit[self.ref[hit] == 0])  # cached but unused: leave the free list
             self.ref[hit] += 1  # (a sequence holds a block once)
         fresh = self._take(need - g)
-        if c:  # loaded from DRAM: their content is known
+        ssd = 0
+        if c:  # loaded from DRAM (or the SSD under it): their content is known
             loaded = hashes[g : g + c]
             self._register(blocks[-1] if g else -1, loaded, fresh[:c])
-            deque(map(self.cpu.move_to_end, loaded), maxlen=0)
-        alloc = Allocation(blocks + fresh, g, c, known=g + c)
+            ssd = self.tiers.load(loaded)
+        alloc = Allocation(blocks + fresh, g, c, ssd, known=g + c)
         self.seqs[seq] = alloc
         if not count:
             return alloc
@@ -222,6 +231,7 @@ class KVCache:
         if self.cpu_blocks:
             self.counters.external_queries += max(0, prompt_tokens - g * self.block_size)
             self.counters.external_hits += c * self.block_size
+            self.counters.ssd_hits += ssd * self.block_size
             self.counters.load_blocks += c
         return alloc
 
@@ -275,8 +285,9 @@ class KVCache:
                     cached_in.append(b if other < 0 else other)
                 self._swap(alloc, start, own, cached_in)
             alloc.known = end
-        if self.cpu_blocks and end > alloc.committed:
-            self._offload(hashes[alloc.committed : end])
+        if self.cpu_blocks and end > alloc.committed:  # written through (the store path: `tiers.py`)
+            found = alloc.gpu_hit_blocks + alloc.cpu_hit_blocks - alloc.committed
+            self.counters.offload_blocks += self.tiers.store(hashes[alloc.committed : end], max(0, found))
         alloc.committed = max(alloc.committed, end)
 
     def free_seq(self, seq, hints=None, now: float = 0.0) -> None:
@@ -357,17 +368,3 @@ class KVCache:
                 alloc.blocks[i] = other
                 self.ref[block] = 0
                 self.empty.append(block)
-
-    def _offload(self, hashes: list[int]) -> None:
-        """Write blocks through to the CPU tier (LRU-bounded)."""
-        cpu, before = self.cpu, len(self.cpu)
-        if before + len(hashes) <= self.cpu_blocks:  # nothing to drop: in bulk
-            cpu.update(dict.fromkeys(hashes))
-            self.counters.offload_blocks += len(cpu) - before
-            return
-        for h in hashes:
-            if h not in cpu:
-                cpu[h] = None
-                self.counters.offload_blocks += 1
-                if len(cpu) > self.cpu_blocks:
-                    cpu.popitem(last=False)

@@ -91,12 +91,43 @@ def engine_series(core, labels: dict) -> list[tuple]:
         ("counter", "vllm:num_preemptions", "Cumulative number of preemptions.", labels, core.preemptions),
     ]
     block_bytes = kv.block_size * core.roofline.kv_bytes_per_token * core.cfg.gpus
-    for kind, blocks in (("GPU_to_CPU", c.offload_blocks), ("CPU_to_GPU", c.load_blocks)):
+    host_s = block_bytes / core.roofline.host_bw
+    moves = [("GPU_to_CPU", c.offload_blocks, c.offload_blocks * host_s), ("CPU_to_GPU", c.load_blocks, c.load_blocks * host_s)]
+    ssd = kv.tiers.ssd
+    if ssd is not None:  # the SSD tier's writes (from DRAM) and reads (promotions to DRAM)
+        moves += [("CPU_to_SSD", ssd.counters.written_blocks, ssd.counters.write_s),
+                  ("SSD_to_CPU", ssd.counters.read_blocks, ssd.counters.read_blocks * ssd.read_s_per_block)]
+    for kind, blocks, seconds in moves:
         moved = {**labels, "transfer_type": kind}
-        out.append(("counter", "vllm:kv_offload_total_bytes", "KV bytes moved between GPU and CPU.", moved,
-                    blocks * block_bytes))
-        out.append(("counter", "vllm:kv_offload_total_time", "Seconds of host-link time those moves take.", moved,
-                    blocks * block_bytes / core.roofline.host_bw))
+        out.append(("counter", "vllm:kv_offload_total_bytes", "KV bytes moved between GPU and CPU (and CPU and SSD).",
+                    moved, blocks * block_bytes))
+        out.append(("counter", "vllm:kv_offload_total_time", "Seconds of link time those moves take.", moved, seconds))
+    return out + tier_series(kv, labels, block_bytes)
+
+
+def tier_series(kv, labels: dict, block_bytes: float) -> list[tuple]:
+    """Hits by tier (HBM, DRAM, SSD), and what the store path's rules kept from being written
+    (`engine/tiers.py`; SPEC §6 "Offload tiers and the store path")."""
+    c, tiers = kv.counters, kv.tiers
+    hits = {"HBM": c.gpu_hits}
+    if tiers:
+        hits["DRAM"] = c.external_hits - c.ssd_hits
+    if tiers.ssd is not None:
+        hits["SSD"] = c.ssd_hits
+    out = [("counter", "agentx_sim:prefix_cache_hits_by_tier", "Prefix cache hits by the tier that held them, in "
+            "tokens.", {**labels, "tier": tier}, tokens) for tier, tokens in hits.items()]
+    if not tiers:
+        return out
+    out.append(("gauge", "agentx_sim:kv_store_rules", "1 when the store path's rules are on (only new blocks, one "
+                "copy per tier, no repeat in flight).", labels, int(tiers.rules)))
+    if tiers.ssd is not None:
+        out.append(("gauge", "agentx_sim:ssd_cache_usage_perc", "SSD tier KV usage. 1 means 100 percent usage.",
+                    labels, len(tiers.ssd) / tiers.ssd.capacity))
+    for tier in tiers.all:
+        for rule, blocks in tier.counters.skipped.items():
+            out.append(("counter", "agentx_sim:kv_store_skipped_bytes", "KV bytes the store path's rules did not "
+                        "write, by tier and rule (not_new, stored, in_flight).",
+                        {**labels, "tier": tier.name, "rule": rule}, blocks * block_bytes))
     return out
 
 

@@ -56,6 +56,18 @@ class Model:
     spec_decode: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Drive:
+    """An NVMe drive of the SSD KV tier (`engine/tiers.py`): datasheet sequential figures."""
+
+    key: str
+    name: str
+    capacity_bytes: float
+    read_bw: float  # bytes/s, sequential 128 KiB
+    write_bw: float
+    sources: dict
+
+
 @cache
 def _table() -> dict:
     return tomllib.loads(files("agentx.engine").joinpath("presets.toml").read_text())
@@ -75,6 +87,10 @@ def hardware(key: str) -> Hardware:
 
 def model(key: str) -> Model:
     return _build(Model, "model", key)
+
+
+def ssd_drive(key: str) -> Drive:
+    return _build(Drive, "ssd", key)
 
 
 def gpu_cost(key: str) -> dict | None:
@@ -149,20 +165,50 @@ def preset_tables() -> list:
     from rich.table import Table
 
     hw = Table("hardware", "name", "BF16 TFLOP/s", "FP8 TFLOP/s", "FP4 TFLOP/s", "HBM GB", "HBM TB/s",
-               "host link GB/s", "scale-up GB/s", title="Hardware presets (per GPU, dense, per direction)")
+               "host link GB/s", "scale-up GB/s", "TDP / idle W", title="Hardware presets (per GPU, dense, per direction)")
     for key in hardware_names():
         h = hardware(key)
         hw.add_row(key, h.name, f"{h.bf16_flops / 1e12:,.0f}", f"{h.fp8_flops / 1e12:,.0f}",
                    f"{h.fp4_flops / 1e12:,.0f}" if h.fp4_flops else "-", f"{h.hbm_bytes / 1e9:.0f}",
-                   f"{h.hbm_bw / 1e12:.2f}", f"{h.host_link_bw / 1e9:.0f}", f"{h.scale_up_bw / 1e9:.0f}")
-    models = Table("model", "name", "attention", "layers", "params total / active", "max context", "vocab",
-                   title="Model presets")
+                   f"{h.hbm_bw / 1e12:.2f}", f"{h.host_link_bw / 1e9:.0f}", f"{h.scale_up_bw / 1e9:.0f}",
+                   f"{h.tdp_w:,.0f} / {h.idle_w:,.0f}" if h.tdp_w else "-")
+    models = Table("model", "name", "attention", "layers (full KV)", "routed experts", "params total / active",
+                   "max context", "vocab", title="Model presets")
     for key in model_names():
         m = model(key)
-        models.add_row(key, m.name, m.attention, str(m.layers), f"{m.params_total / 1e9:.1f}B / {m.params_active / 1e9:.1f}B",
-                       f"{m.max_context:,}", f"{m.vocab:,}")
+        models.add_row(key, m.name, m.attention, f"{m.layers} ({m.kv_layers or m.layers})",
+                       f"{m.experts_per_token} of {m.experts}" if m.experts else "-",
+                       f"{m.params_total / 1e9:.1f}B / {m.params_active / 1e9:.1f}B", f"{m.max_context:,}", f"{m.vocab:,}")
     profiles = Table("constant", "key", "value", "source", title="Timing constants (a deployment takes MFU by "
                      "precision class, MBU by GPU, overhead by engine, MoE efficiency by model)")
     for name, key, value, source in timing_entries():
         profiles.add_row(name, key, f"{value:g}", source)
-    return [hw, models, profiles]
+    drives = Table("ssd drive", "name", "TB", "read GB/s", "write GB/s", title="SSD tier drives (--ssd-drive; "
+                   "a tier of --ssd-drives N has N times each figure)")
+    for key in _table()["ssd"]:
+        d = ssd_drive(key)
+        drives.add_row(key, d.name, f"{d.capacity_bytes / 1e12:.2f}", f"{d.read_bw / 1e9:.1f}", f"{d.write_bw / 1e9:.1f}")
+    return [hw, models, profiles, drives]
+
+
+def source_table(key: str):
+    """A Rich table of one hardware or model preset: every field with its value and source, then
+    the preset's notes (sources that name no field: sizing, approximations)."""
+    from rich.table import Table
+
+    table = _table()
+    section = next((name for name in ("hardware", "model", "ssd") if key in table[name]), None)
+    if section is None:
+        known = hardware_names() + model_names() + list(table["ssd"])
+        raise AgentxError(f"unknown preset {key!r}; known: {', '.join(known)}")
+    entry = table[section][key]
+    sources = entry.get("sources", {})
+    out = Table("field", "value", "source", title=f"{section} preset {key}: {entry['name']}")
+    for name, value in entry.items():
+        if name not in ("name", "sources") and not isinstance(value, dict):
+            text = f"{value:g}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int) else str(value)
+            out.add_row(name, text, sources.get(name, "-"))
+    for name, note in sources.items():
+        if name not in entry:
+            out.add_row(name, "", note)
+    return out

@@ -42,11 +42,19 @@ def meets(r: Record, slo: dict[str, float]) -> bool:
     return all(values[k] is None or values[k] * 1000 <= ms for k, ms in slo.items())
 
 
-def goodput(prof: list[Record], slo, window_s: float | None) -> dict | None:
-    """`{slo, met, of, share, requests_per_s}` over the profiled requests; None without SLOs."""
+def goodput(prof: list[Record], slo, window_s: float | None, gpus: int | None = None) -> dict | None:
+    """`{slo, met, of, share, requests_per_s, total_tok_s[, total_tok_s_per_gpu]}` over the profiled
+    requests (tokens: prompt and answer tokens of the requests that met every objective); None
+    without SLOs."""
     slo = dict(slo or ())
     if not slo:
         return None
-    met = sum(1 for r in prof if meets(r, slo))
-    return {"slo_ms": slo, "met": met, "of": len(prof), "share": met / len(prof) if prof else None,
-            "requests_per_s": met / window_s if window_s else None}
+    met = [r for r in prof if meets(r, slo)]
+    tokens = sum((r.isl if r.isl is not None else r.isl_planned) + (r.osl if r.osl is not None else r.chunks)
+                 for r in met)
+    out = {"slo_ms": slo, "met": len(met), "of": len(prof), "share": len(met) / len(prof) if prof else None,
+           "requests_per_s": len(met) / window_s if window_s else None,
+           "total_tok_s": tokens / window_s if window_s else None}
+    if gpus and window_s:
+        out["total_tok_s_per_gpu"] = tokens / window_s / gpus
+    return out

@@ -24,6 +24,10 @@ GAUGES = {
     "waiting": ["vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred"],
 }
 BY_SOURCE = "vllm:prompt_tokens_by_source_total"
+TIER_HITS = "agentx_sim:prefix_cache_hits_by_tier_total"
+OFFLOAD_BYTES, OFFLOAD_TIME = "vllm:kv_offload_total_bytes_total", "vllm:kv_offload_total_time_total"
+SKIPPED = "agentx_sim:kv_store_skipped_bytes_total"
+WRITES = {"DRAM": "GPU_to_CPU", "SSD": "CPU_to_SSD"}  # a tier's writes: their transfer_type
 
 
 def metric_name(key: str) -> str:
@@ -71,10 +75,12 @@ def summarize_server(series: list[dict]) -> dict:
                 "missing": ["no scrape inside the profiling window"]}
     if opened and closed:
         first, last = opened["samples"], closed["samples"]
+        span = closed["t"] - opened["t"]
         profile = profile or [opened, closed]
     else:
         before = [row for row in series if row["phase"] not in ("profile", "close") and row["t"] <= profile[0]["t"]]
-        first, last = (before[-1] if before else profile[0])["samples"], profile[-1]["samples"]
+        start = before[-1] if before else profile[0]
+        first, last, span = start["samples"], profile[-1]["samples"], profile[-1]["t"] - start["t"]
     out: dict = {"engine": detect_engine(series), "scrapes": len(profile),
                  "window": "exact" if opened and closed else "periodic"}
     missing = []
@@ -112,6 +118,7 @@ def summarize_server(series: list[dict]) -> dict:
         out["prompt_tokens_by_source"] = sources
     else:
         missing.append("prompt_tokens_by_source")
+    out.update(tier_summary(first, last, span, deltas.get("prefix_queries")))
     out["counters"] = deltas
     groups = _worker_groups(first, last)
     if groups:
@@ -142,3 +149,44 @@ def _worker_groups(first: dict, last: dict) -> dict:
     for row in groups.values():
         row["prefix_hit_rate"] = row["prefix_hits"] / row["prefix_queries"] if row["prefix_queries"] else None
     return groups
+
+
+def _by_label(samples: dict, name: str, label: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key, value in samples.items():
+        if metric_name(key) == name:
+            v = label_value(key, label)
+            out[v] = out.get(v, 0.0) + value  # summed over replicas
+    return out
+
+
+def _delta(first: dict, last: dict, name: str, label: str) -> dict[str, float]:
+    before = _by_label(first, name, label)
+    return {k: v - before.get(k, 0.0) for k, v in _by_label(last, name, label).items()}
+
+
+def tier_summary(first: dict, last: dict, span_s: float, queries: float | None) -> dict:
+    """The KV tiers over the window (the simulated engine's series; SPEC §3): the hit rate by
+    tier (tokens each tier held / prompt tokens looked up), bytes written to DRAM and the SSD,
+    the write bandwidth that used (bytes / window seconds) and the share of the window each
+    write link was busy, and the bytes the store path's rules did not write. Empty without the
+    series (another engine)."""
+    hits = _delta(first, last, TIER_HITS, "tier")
+    if not hits:
+        return {}
+    out: dict = {"hit_rate_by_tier": {t: v / queries for t, v in hits.items()} if queries else None}
+    moved, busy = _delta(first, last, OFFLOAD_BYTES, "transfer_type"), _delta(first, last, OFFLOAD_TIME, "transfer_type")
+    written = {tier: moved[kind] for tier, kind in WRITES.items() if kind in moved}
+    if written:
+        out["kv_written_bytes"] = written
+        out["kv_write_bytes_per_s"] = {t: b / span_s for t, b in written.items()} if span_s > 0 else None
+        out["kv_write_link_busy"] = {t: busy.get(WRITES[t], 0.0) / span_s for t in written} if span_s > 0 else None
+    skipped: dict[str, dict[str, float]] = {}
+    for key, value in last.items():
+        if metric_name(key) == SKIPPED:
+            tier, rule = label_value(key, "tier"), label_value(key, "rule")
+            per = skipped.setdefault(tier, {})
+            per[rule] = per.get(rule, 0.0) + value - first.get(key, 0.0)
+    if skipped:
+        out["kv_store_skipped_bytes"] = skipped
+    return out

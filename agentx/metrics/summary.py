@@ -169,7 +169,7 @@ def summarize(records: list[Record], run: dict, series: list[dict], trees: list[
         exact_hits = server.get("counters", {}).get("prefix_hits") if server.get("window") == "exact" else None
         rm["cache"].update(cache_summary(ok, ident.get("block_size"), exact_hits))
     if settings.get("slo"):
-        rm["goodput"] = goodput(prof, settings["slo"], rm.get("throughput", {}).get("window_s"))
+        rm["goodput"] = goodput(prof, settings["slo"], rm.get("throughput", {}).get("window_s"), settings.get("gpus"))
     measured = power_metrics(power, rm.get("throughput"))
     if "throughput" in rm:
         rm["throughput"]["power_valid"] = measured["valid"]  # the per-MW figures above are the table's

@@ -133,6 +133,8 @@ def result_lines(result: dict) -> list[str]:
     if cache.get("cache_efficiency") is not None:
         lines.append(f"cache efficiency: {cache['cache_efficiency']:.3f} ({cache['cache_efficiency_source']} hits over "
                      "the engine-block ceiling; 1 = nothing lost to eviction or routing)")
+    if sm.get("hit_rate_by_tier") or sm.get("kv_written_bytes"):
+        lines.append(_tiers_line(sm))
     if "kv_usage_mean" in sm:
         lines.append(f"server: KV usage mean {_pct(sm['kv_usage_mean'])} max {_pct(sm['kv_usage_max'])}; "
                      f"running mean {sm.get('running_mean', 0):.1f}, waiting mean {sm.get('waiting_mean', 0):.1f} "
@@ -143,8 +145,10 @@ def result_lines(result: dict) -> list[str]:
 
 def _goodput_line(good: dict) -> str:
     slo = ", ".join(f"{k} <= {v:g} ms" for k, v in good["slo_ms"].items())
+    per_gpu = good.get("total_tok_s_per_gpu")
     return (f"goodput: {_f(good['requests_per_s'], fmt='{:.2f}')} req/s, {good['met']:,} of {good['of']:,} "
-            f"requests ({_pct(good['share'])}) met {slo}")
+            f"requests ({_pct(good['share'])}) met {slo}"
+            + (f"; {per_gpu:,.0f} tok/s per GPU at the SLO" if per_gpu is not None else ""))
 
 
 def _cache_line(cache: dict, sm: dict) -> str:
@@ -155,6 +159,17 @@ def _cache_line(cache: dict, sm: dict) -> str:
     return line + (f", measured {_f(cache.get('measured_hit_rate'), 100, '{:.1f}%')} (usage), "
                    f"server {_f(hit, 100, '{:.1f}%')} ({sm.get('engine')})"
                    + (f", CPU tier {_f(cpu, 100, '{:.1f}%')}" if cpu is not None else ""))
+
+
+def _tiers_line(sm: dict) -> str:
+    """Hit rate by tier, and per tier the bytes written, the write bandwidth and link share used."""
+    hits = sm.get("hit_rate_by_tier") or {}
+    line = "server: KV tiers: hit " + ", ".join(f"{t} {_pct(v)}" for t, v in hits.items())
+    rate, busy = sm.get("kv_write_bytes_per_s") or {}, sm.get("kv_write_link_busy") or {}
+    for tier, b in (sm.get("kv_written_bytes") or {}).items():
+        line += (f"; written to {tier} {b / 1e9:,.1f} GB ({_f(rate.get(tier) and rate[tier] / 1e9, fmt='{:.2f}')} GB/s, "
+                 f"link busy {_pct(busy.get(tier))})")
+    return line
 
 
 def _sessions_line(sessions: dict) -> str:

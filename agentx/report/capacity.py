@@ -12,7 +12,7 @@ from agentx.errors import AgentxError
 from agentx.report.figures import figure
 from agentx.report.toolkit import bundle_for, page_assets, plotly_js, script_json, templates, trace_types
 from agentx.results.frontier import pareto
-from agentx.virtual.answer_table import answer_rows
+from agentx.virtual.answer_table import answer_rows, winner_line
 
 SLO_LINE = {"color": "#d1495b", "dash": "dash", "width": 1.5}
 ANSWER = {"symbol": "star", "size": 16, "color": "#d1495b", "line": {"width": 1, "color": "#222"}}
@@ -153,7 +153,8 @@ def write_plan_report(path: Path, out: Path | None = None) -> Path:
     figures = plan_figures(plan)
     page = templates().get_template("plan.html.j2").render(
         title=f"agentx capacity plan: {path.resolve().name}", settings=plan.get("plan") or {}, slo=slo,
-        rows=answer_rows(plan["answers"]), configs=[a["config"] for a in plan["answers"]],
+        rows=answer_rows(plan["answers"]), winner=winner_line(plan["answers"]),
+        configs=[a["config"] for a in plan["answers"]],
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         plotly_js=plotly_js(bundle_for(trace_types(figures))), data_json=script_json(figures), **page_assets())
     out.write_text(page, encoding="utf-8")

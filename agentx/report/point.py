@@ -75,6 +75,7 @@ def summary_rows(result: dict) -> dict:
          "/metrics over the profiling window (GPU tier)."),
         ("server CPU-tier hit", pct(sm.get("external_hit_rate")), "Δ external hits / Δ external queries (CPU / "
          "offload tier)."),
+        *_tier_rows(sm),
         ("KV usage mean / max", f"{pct(sm.get('kv_usage_mean'))} / {pct(sm.get('kv_usage_max'))}",
          "The engine's KV-cache usage gauge over the profiling scrapes."),
         ("dispatch lateness p50 / p99 ms", f"{_fmt(late.get('p50'), '{:.2f}')} / {_fmt(late.get('p99'), '{:.2f}')}",
@@ -86,6 +87,19 @@ def summary_rows(result: dict) -> dict:
             "provenance": provenance(result), "diagnosis": diagnosis(result),
             "rules": [(r["rule"], _rule_figure(r), "pass" if r["ok"] else "FAIL: " + r["reason"])
                       for r in (result["validity"].get("rules") or [])]}
+
+
+def _tier_rows(sm: dict) -> list[tuple[str, str, str]]:
+    """The KV tiers' figures, where the engine published them (the simulated engine; SPEC §3)."""
+    rows, pct = [], lambda v: _fmt(v, "{:.1f}%", 100)  # noqa: E731
+    if sm.get("hit_rate_by_tier"):
+        rows.append(("server hit by tier", " / ".join(f"{t} {pct(v)}" for t, v in sm["hit_rate_by_tier"].items()),
+                     "Δ hits of each tier (HBM, DRAM, SSD) / Δ prefix-cache queries over the window."))
+    rate = sm.get("kv_write_bytes_per_s") or {}
+    for tier, b in (sm.get("kv_written_bytes") or {}).items():
+        rows.append((f"KV written to {tier}", f"{b / 1e9:,.1f} GB, {_fmt(rate.get(tier) and rate[tier] / 1e9, '{:.2f}')} GB/s",
+                     "Δ bytes the store path wrote to the tier over the window, and per second of it."))
+    return rows
 
 
 def _rule_figure(rule: dict) -> str:

@@ -26,11 +26,27 @@ def answer_rows(answers: list[dict]) -> list[dict[str, str]]:
     return rows
 
 
+def winner(answers: list[dict]) -> dict | None:
+    """The configuration with the most throughput per GPU at its answer (the SLO met), or None."""
+    met = [a for a in answers if a.get("at_max") and a["at_max"].get("tok_s_per_gpu") is not None]
+    return max(met, key=lambda a: (a["at_max"]["tok_s_per_gpu"], a["max_concurrency"]), default=None)
+
+
+def winner_line(answers: list[dict]) -> str:
+    best = winner(answers)
+    if best is None:
+        return "wins: none (no configuration meets the SLO at any concurrency)"
+    tiers = best["at_max"].get("hit_rate_by_tier") or {}
+    hit = ", ".join(f"{t} {v:.0%}" for t, v in tiers.items())
+    return (f"wins: {best['config']}: {best['at_max']['tok_s_per_gpu']:,.0f} tok/s per GPU at "
+            f"{best['max_concurrency']} lanes meeting the SLO" + (f" (hit {hit})" if hit else ""))
+
+
 def plan_table(plan, answers: list[dict]) -> Table:
     slo = plan.slo
     t = Table(title=f"capacity: largest concurrency with p90 E2E-normalized interactivity >= "
                     f"{slo['p90_e2e_normalized_interactivity']:g} tok/s and p90 TTFT <= {slo['p90_ttft_s']:g} s",
-              title_justify="left", show_edge=False)
+              title_justify="left", show_edge=False, caption=winner_line(answers), caption_justify="left")
     rows = answer_rows(answers)
     for col in rows[0] if rows else ():
         t.add_column(col, justify="left" if col in ("configuration", "hit rate by lanes") else "right",

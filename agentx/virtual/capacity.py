@@ -28,6 +28,8 @@ PLAN.yaml (every key but `grid.concurrency` optional):
       decode_gpus: [0]           # GPUs of a decode worker (0: gpus)
       decode_parallelism: [""]   # a decode worker's parallelism ("": parallelism)
       prefill_route: [all, tool] # which prompts prefill on the prefill workers (SPEC 6)
+      ssd_drives: [0, 8]         # NVMe drives of an SSD KV tier under DRAM (needs cpu_offload_gb > 0)
+      store_rules: [true, false] # the KV store path's rules (SPEC 6 "Offload tiers and the store path")
     cost_basis: neocloud
     scenario: 8k1k               # instead of traces: ISL:OSL or 1k1k / 8k1k / 1k8k
     range_ratio: 0.8             # scenario lengths uniform in [R L, L] (alias default 0.8, ISL:OSL 1)
@@ -57,13 +59,14 @@ from agentx.replay.hints import HintLevel
 from agentx.replay.plan import PlanConfig
 
 GRID_KEYS = ("hardware", "gpus", "kv_memory", "cpu_offload_gb", "replicas", "router", "spec_decode", "engine",
-             "parallelism", "kv_policy", "hints", "prefill", "decode", "decode_gpus", "decode_parallelism",
-             "prefill_route")
+             "parallelism", "kv_policy", "hints", "ssd_drives", "store_rules", "prefill", "decode", "decode_gpus",
+             "decode_parallelism", "prefill_route")
 # a grid key left out takes the engine's declared default (`kv_memory` is gpu_memory_utilization)
 DEFAULTS = {"hardware": [EngineConfig.hardware], "gpus": [EngineConfig.gpus], "kv_memory": [EngineConfig.gpu_memory_utilization],
             "cpu_offload_gb": [int(EngineConfig.cpu_offload_gb)], "replicas": [Deployment.replicas],
             "router": [Deployment.router], "spec_decode": ["none"], "engine": [EngineConfig.engine],
             "parallelism": [EngineConfig.parallelism], "kv_policy": [EngineConfig.kv_policy], "hints": ["none"],
+            "ssd_drives": [EngineConfig.ssd_drives], "store_rules": [EngineConfig.store_rules],
             "prefill": [Deployment.prefill], "decode": [Deployment.decode], "decode_gpus": [Deployment.decode_gpus],
             "decode_parallelism": [Deployment.decode_parallelism], "prefill_route": [Deployment.prefill_route]}
 DISAGG_KEYS = ("prefill", "decode", "decode_gpus", "decode_parallelism", "prefill_route")
@@ -170,7 +173,8 @@ def engine_config(plan: Plan, config: dict):
                           precision=plan.precision, gpu_memory_utilization=float(config["kv_memory"]),
                           cpu_offload_gb=float(config["cpu_offload_gb"]), seed=plan.seed,
                           engine=str(config["engine"]), parallelism=str(config["parallelism"]),
-                          kv_policy=str(config["kv_policy"]), **spec_fields(config["spec_decode"]))
+                          kv_policy=str(config["kv_policy"]), ssd_drives=int(config["ssd_drives"]),
+                          store_rules=_flag(config["store_rules"]), **spec_fields(config["spec_decode"]))
     if config["hints"] not in tuple(HintLevel):
         raise AgentxError(f"plan: grid.hints entries are {', '.join(HintLevel)}, got {config['hints']!r}")
     return engine
@@ -183,6 +187,12 @@ def check_config(plan: Plan, config: dict) -> None:
     workers(deployment(plan, config))
 
 
+def _flag(value) -> bool:
+    if not isinstance(value, bool):
+        raise AgentxError(f"plan: grid.store_rules entries are true or false, got {value!r}")
+    return value
+
+
 def config_name(config: dict) -> str:
     spec = spec_fields(config["spec_decode"])
     parts = [f"{config['gpus']}x{config['hardware']}", f"mem{config['kv_memory']:g}",
@@ -193,6 +203,10 @@ def config_name(config: dict) -> str:
         parts.append(f"{config['engine']}-{config['parallelism']}")
     if config["kv_policy"] != EngineConfig.kv_policy or config["hints"] != "none":
         parts.append(f"{config['kv_policy']}-hints-{config['hints']}")
+    if config["ssd_drives"]:
+        parts.append(f"ssd{config['ssd_drives']}")
+    if config["store_rules"] is not True:
+        parts.append("no-store-rules")
     if int(config["prefill"]):
         decode = f"{config['decode_gpus'] or config['gpus']}{config['decode_parallelism'] or config['parallelism']}"
         parts.append(f"pd{config['prefill']}x{config['gpus']}-{config['decode']}x{decode}-{config['prefill_route']}")
@@ -229,6 +243,7 @@ def point_figures(result: dict) -> dict:
             "tok_s_per_mw": tp.get("total_tok_s_per_mw"),
             "hit_rate": cache.get("measured_hit_rate"), "theoretical_hit_rate": cache.get("theoretical_hit_rate"),
             "server_hit_rate": sm.get("prefix_hit_rate"), "kv_usage_mean": sm.get("kv_usage_mean"),
+            "hit_rate_by_tier": sm.get("hit_rate_by_tier"), "kv_written_bytes": sm.get("kv_written_bytes"),
             "isl_mean": (rm.get("isl") or {}).get("mean")}
 
 
@@ -259,8 +274,11 @@ def run_plan(plan: Plan, out: Path, ray_address: str | None = None, workers: int
         answers.append({"config": config_name(config), "settings": config, "max_concurrency": best_c,
                         "at_max": best, "kv_capacity_tokens": sum(c.roofline.kv_capacity_tokens for c in cores),
                         "curve": [{"concurrency": c, **p} for c, p in curve]})
-    (out / "plan.json").write_text(json.dumps({"slo": plan.slo, "plan": plan_settings(plan), "answers": answers},
-                                              indent=1))
+    from agentx.virtual.answer_table import winner
+
+    best = winner(answers)
+    (out / "plan.json").write_text(json.dumps({"slo": plan.slo, "plan": plan_settings(plan), "answers": answers,
+                                               "winner": best["config"] if best else None}, indent=1))
     return answers
 
 

@@ -54,7 +54,16 @@ def engine_settings(e: EngineConfig, sim: Deployment | None = None) -> str:
              f"max_num_batched_tokens={e.max_num_batched_tokens}"]
     if e.num_gpu_blocks_override:
         parts.append(f"num_gpu_blocks_override={e.num_gpu_blocks_override}")
+    if e.cpu_offload_gb and not e.store_rules:
+        parts.append("store_rules=off")
     return ", ".join(parts)
+
+
+def kv_offload_label(e: EngineConfig) -> str | None:
+    """`100 GB CPU`, `100 GB CPU + 8 x micron-9550-pro SSD` (the tiers under HBM), or None."""
+    if not e.cpu_offload_gb:
+        return None
+    return f"{e.cpu_offload_gb:g} GB CPU" + (f" + {e.ssd_drives} x {e.ssd_drive} SSD" if e.ssd_drives else "")
 
 
 class VirtualRun(RunSkeleton):
@@ -70,7 +79,7 @@ class VirtualRun(RunSkeleton):
         e = sim.engine
         simulated = {
             "engine": f"agentx-sim {e.engine} profile (virtual time)", "hardware": e.hardware, "gpus": sim.gpus(),
-            "precision": e.precision, "kv_offload": f"{e.cpu_offload_gb:g} GB CPU" if e.cpu_offload_gb else None,
+            "precision": e.precision, "kv_offload": kv_offload_label(e),
             "router": sim.router if sim.replicas > 1 or sim.prefill else None, "url": None,
             "parallelism": sim.label(),
             "engine_settings": engine_settings(e, sim),

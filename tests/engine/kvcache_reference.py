@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from agentx.engine.kvcache import Counters
+from agentx.engine.tiers import Tiers
 
 
 @dataclass
@@ -19,6 +20,7 @@ class Allocation:
     blocks: list[int] = field(default_factory=list)
     gpu_hit_blocks: int = 0
     cpu_hit_blocks: int = 0
+    ssd_hit_blocks: int = 0  # (no SSD tier here)
     committed: int = 0  # leading blocks already passed to `commit`
 
 
@@ -32,6 +34,7 @@ class ReferenceKVCache:
         self.cached: dict[int, int] = {}  # hash -> GPU block
         self.free: OrderedDict[int, None] = OrderedDict((b, None) for b in range(num_blocks))  # LRU first
         self.cpu: OrderedDict[int, None] = OrderedDict()  # hashes held in DRAM, LRU first
+        self.tiers = Tiers()  # what the engine core clocks and asks for SSD reads (no tier: no-ops)
         self.seqs: dict[object, Allocation] = {}
         self.counters = Counters()
 
@@ -144,11 +147,18 @@ class ReferenceKVCache:
                     self.ref[block] = 0
                     self.free[block] = None
                     self.free.move_to_end(block, last=False)
-            if self.cpu_blocks and h not in self.cpu:
-                self.cpu[h] = None
-                self.counters.offload_blocks += 1
-                if len(self.cpu) > self.cpu_blocks:
-                    self.cpu.popitem(last=False)
+        if self.cpu_blocks:  # the store path (SPEC 6): the chunk's held blocks touched, its new absent ones written
+            chunk = hashes[alloc.committed : min(len(hashes), len(blocks))]
+            new_from = alloc.gpu_hit_blocks + alloc.cpu_hit_blocks - alloc.committed
+            for h in chunk:
+                if h in self.cpu:
+                    self.cpu.move_to_end(h)
+            for i, h in enumerate(chunk):
+                if i >= new_from and h not in self.cpu:
+                    self.cpu[h] = None
+                    self.counters.offload_blocks += 1
+            while len(self.cpu) > self.cpu_blocks:
+                self.cpu.popitem(last=False)
         alloc.committed = max(alloc.committed, min(len(hashes), len(blocks)))
 
     def free_seq(self, seq, hints=None, now=0.0) -> None:  # LRU reads no hints

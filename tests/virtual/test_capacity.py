@@ -51,3 +51,47 @@ def test_bad_plans_name_the_problem(tmp_path):
         path.write_text(text)
         with pytest.raises(AgentxError, match=problem):
             load_plan(path)
+
+
+TIER_PLAN = """
+duration: 40
+warmup_requests_per_lane: 2
+slo: {p90_e2e_normalized_interactivity: 5, p90_ttft_s: 60}
+grid:
+  concurrency: [4]
+  kv_memory: [0.55]
+  cpu_offload_gb: [20]
+  ssd_drives: [0, 8]
+  store_rules: [true, false]
+"""
+
+
+def test_plan_grids_the_ssd_tier_and_the_store_rules_and_names_the_winner(tmp_path):
+    from rich.console import Console
+
+    from agentx.virtual.answer_table import plan_table, winner
+
+    path = tmp_path / "plan.yaml"
+    path.write_text(TIER_PLAN)
+    plan = load_plan(path)
+    answers = run_plan(plan, tmp_path / "out", workers=2)
+    names = [a["config"] for a in answers]
+    base = "8xH200_mem0.55_cpu20_r1-round-robin"
+    assert names == [base, f"{base}_no-store-rules", f"{base}_ssd8", f"{base}_ssd8_no-store-rules"]
+    point = {a["config"]: a["curve"][0] for a in answers}
+    for ssd in ("", "_ssd8"):  # without the rules every turn writes its whole prompt again
+        assert point[f"{base}{ssd}_no-store-rules"]["kv_written_bytes"]["DRAM"] > 2 * point[f"{base}{ssd}"]["kv_written_bytes"]["DRAM"]
+    assert "SSD" in point[f"{base}_ssd8"]["hit_rate_by_tier"] and "SSD" not in point[base]["hit_rate_by_tier"]
+    best = winner(answers)
+    met = [a for a in answers if a["max_concurrency"]]
+    assert best is not None and best["at_max"]["tok_s_per_gpu"] == max(a["at_max"]["tok_s_per_gpu"] for a in met)
+    assert json.loads((tmp_path / "out" / "plan.json").read_text())["winner"] == best["config"]
+    console = Console(width=250, record=True)
+    console.print(plan_table(plan, answers))
+    assert f"wins: {best['config']}" in console.export_text()
+    from agentx.report.capacity import write_plan_report
+
+    assert f'<p id="winner">wins: {best["config"]}' in write_plan_report(tmp_path / "out").read_text()
+    path.write_text(TIER_PLAN.replace("[true, false]", "[maybe]"))
+    with pytest.raises(AgentxError, match="store_rules entries are true or false"):
+        load_plan(path)
