@@ -519,6 +519,9 @@ def serve(cfg: ServeConfig) -> None:
     print(f"agentx sim: {replicas}GPU KV cache size: {roof.kv_capacity_tokens:,} tokens "
           f"({server.core.cores[0].kv.num_blocks:,} blocks of {dep.engine.block_size}); "
           f"max model length {server.core.max_model_len:,}; speed x{cfg.speed:g}", flush=True)
+    if dep.prefill:
+        decode = server.core.cores[dep.prefill]
+        print(f"agentx sim: each decode worker: {decode.roofline.describe()}", flush=True)
     if cfg.faults.rate:
         print(f"agentx sim: injecting faults {','.join(cfg.faults.kinds)} at rate {cfg.faults.rate:g} "
               f"(seed {cfg.faults.seed})", flush=True)
