@@ -174,3 +174,17 @@ def test_the_tool_route_in_virtual_time_on_real_traces(tmp_path):
     prefill, decode = (result["server_metrics"]["workers"][g] for g in ("prefill", "decode"))
     assert 0 < prefill["prompt_tokens"] < 0.5 * decode["prompt_tokens"]  # few prompts are tool traffic
     assert 0 < decode["kv_transfer_tokens"] <= prefill["prompt_tokens"]  # (what a mixed worker held stays)
+
+
+def test_bad_disaggregation_settings_name_the_problem(tmp_path):
+    from agentx.errors import AgentxError
+
+    for grid, problem in (("prefill: [1]\n  prefill_route: [sideways]", "prefill_route"),
+                          ("prefill: [1]\n  decode_parallelism: [pp]", "decode_parallelism")):
+        path = tmp_path / "plan.yaml"
+        path.write_text(f"grid:\n  concurrency: [1]\n  {grid}\n")
+        with pytest.raises(AgentxError) as e:
+            load_plan(path)
+        assert problem in str(e.value) + str(getattr(e.value, "setting", ""))
+    with pytest.raises(AgentxError, match="--prefill-route needs --prefill"):
+        Deployment(prefill_route="tool")
