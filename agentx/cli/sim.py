@@ -48,7 +48,7 @@ def sim_serve_cmd(
 
 
 # what `sim bench` leaves to `sim serve` (the timing model's tuning) and to bench (schedule mode)
-SIM_BENCH_SKIPS = ("block_size", "num_gpu_blocks_override", "mfu", "mbu", "overhead_s", "moe_efficiency",
+SIM_BENCH_SKIPS = ("block_size", "num_gpu_blocks_override", "mfu", "mbu", "overhead_s", "moe_efficiency", "kv_efficiency",
                    "host_link_efficiency", "host_links", "mode", "time_scale", "warmup_seconds")
 
 
@@ -126,6 +126,8 @@ def sim_calibrate_cmd(
     rows: Optional[str] = typer.Option(None, "--rows", help="Only rows whose id contains one of these (comma list)."),
     in_sample: bool = typer.Option(False, "--in-sample", help="Use the shipped profiles (fitted on every row) "
                                    "instead of held-out fits."),
+    leave_out: str = typer.Option("row", "--leave-out", help="Held-out fits without the row (row) or without its "
+                                  "whole hardware x engine (group)."),
     workers: int = typer.Option(1, "--workers", min=1, help="Rows run in parallel processes."),
     prompts_per_lane: int = typer.Option(10, "--prompts-per-lane", min=1, max=100,
                                          help="Profiled prompts per lane (InferenceX: 10 x concurrency)."),
@@ -141,10 +143,13 @@ def sim_calibrate_cmd(
     from agentx.virtual.calibrate import as_json, calibrate
 
     only = [k.strip() for k in rows.split(",") if k.strip()] if rows else None
-    outcomes, skipped = calibrate(out or _default_out("calibrate"), only, in_sample, workers, prompts_per_lane)
+    if leave_out not in ("row", "group"):
+        raise AgentxError(f"--leave-out {leave_out!r}: row or group", "leave_out")
+    group = leave_out == "group"
+    outcomes, skipped = calibrate(out or _default_out("calibrate"), only, in_sample, workers, prompts_per_lane, group)
     if not outcomes:
         raise AgentxError(f"no modeled row matches {rows!r}", "rows")
-    report = as_json(outcomes, skipped, in_sample)
+    report = as_json(outcomes, skipped, in_sample, group)
     from rich.console import Console
 
     wide = Console(width=max(console.width, 190))  # the row table is wide: keep one line per row

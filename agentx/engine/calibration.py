@@ -4,6 +4,7 @@ simulated deployment each row maps to."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 import tomllib
 from functools import cache
 from importlib.resources import files
@@ -49,6 +50,17 @@ class Row(msgspec.Struct, forbid_unknown_fields=True):
     attention_dp: bool = False
     modeled: bool = True
     why_not: Short = ""
+    # the engine settings of the run's launch script (`recipe`, in `recipe_source`: InferenceX's
+    # benchmarks/ at the last commit of the row's date):
+    # the step token budget, the KV cache precision, and the memory given to weights + KV
+    # (vLLM's --gpu-memory-utilization, SGLang's --mem-fraction-static: a share of all HBM) or to
+    # KV alone (TensorRT-LLM's free_gpu_memory_fraction: a share of what the weights leave)
+    recipe_source: Short = ""
+    recipe: Short = ""
+    max_num_batched_tokens: Count = 8192
+    kv_cache_dtype: Annotated[str, msgspec.Meta(pattern="^(auto|bf16|fp8)$")] = "auto"
+    gpu_memory_utilization: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.9
+    kv_free_fraction: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None
 
     @property
     def group(self) -> str:
@@ -83,6 +95,8 @@ def load_table() -> Table:
                                     ("model", row.model, presets.model_names())):
             if value not in known:
                 raise AgentxError(f"{where}: {field} {value!r} unknown")
+        if row.recipe and row.recipe_source not in table.sources:
+            raise AgentxError(f"{where}: recipe_source {row.recipe_source!r} unknown")
         if row.modeled and not row.tp_candidates:
             raise AgentxError(f"{where}: tp_candidates: a modeled row needs at least one")
     return table
@@ -120,8 +134,9 @@ def tp_choice(row: Row) -> list[int]:
 
 def row_engine(row: Row, **timing) -> EngineConfig:
     """The deployment a row runs on: the TP of `tp_choice` (the first whose weights fit), the
-    engine's batch limits not binding (the recipes size them to the concurrency), an 8,192-token
-    step budget (vLLM's, SGLang's and TensorRT-LLM's default chunk), 90 % of HBM for weights and KV."""
+    engine's batch limits not binding (every recipe allows at least the concurrency: vLLM's
+    --max-num-seqs is the concurrency or 1024, TensorRT-LLM's max_batch_size 512 to 2048, SGLang's
+    unset), and the recipe's token budget, KV precision and memory split."""
     from agentx.engine.timing import Roofline
 
     assert parallelism(row) in PARALLELISMS
@@ -129,10 +144,16 @@ def row_engine(row: Row, **timing) -> EngineConfig:
     for tp in tp_choice(row):
         cfg = EngineConfig(hardware=row.hardware, model=row.model, gpus=tp, precision=row.precision,
                            engine=row.engine, parallelism=parallelism(row), max_num_seqs=max(256, row.concurrency),
-                           max_num_batched_tokens=8192, gpu_memory_utilization=0.9, **timing)
+                           max_num_batched_tokens=row.max_num_batched_tokens, kv_cache_dtype=row.kv_cache_dtype,
+                           gpu_memory_utilization=1.0 if row.kv_free_fraction else row.gpu_memory_utilization,
+                           **timing)
         try:
-            Roofline(cfg)
-            return cfg
+            roof = Roofline(cfg)
         except AgentxError as e:
             problems.append(str(e))
+            continue
+        if row.kv_free_fraction:  # KV gets this share of the memory the weights leave
+            blocks = int(roof.kv_capacity_tokens * row.kv_free_fraction) // cfg.block_size
+            cfg = replace(cfg, num_gpu_blocks_override=blocks)
+        return cfg
     raise AgentxError(f"{TABLE}: {row.id}: no TP candidate fits ({'; '.join(problems)})")

@@ -13,6 +13,7 @@ from agentx.options import check_bounds, option
 
 PRECISIONS = ("bf16", "fp8", "nvfp4", "mxfp4")
 PARALLELISMS = ("tp", "tep", "dep")
+KV_DTYPES = ("auto", "bf16", "fp8")
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ class EngineConfig:
                          "(`agentx sim presets`).", choices=ENGINES)
     parallelism: str = option("tp", "How --gpus split a model instance: tp, tep (TP attention + EP experts) or "
                               "dep (attention data-parallel + EP experts, e.g. DEP8).", choices=PARALLELISMS)
+    kv_cache_dtype: str = option("auto", "KV cache precision: auto (BF16 beside bf16 weights, FP8 beside fp8 and FP4 "
+                                 "weights), bf16 or fp8 (vLLM's --kv-cache-dtype).", choices=KV_DTYPES)
     gpu_memory_utilization: float = option(0.9, "Share of GPU memory the engine may use.", gt=0, max=1)
     block_size: int = option(16, "Tokens per KV block.", min=1)
     cpu_offload_gb: float = option(0.0, "Host DRAM for KV blocks, per replica.", min=0)
@@ -47,6 +50,8 @@ class EngineConfig:
     overhead_s: float | None = option(None, "Fixed cost of one iteration: scheduling, launches, collective "
                                       "latency (default: the engine profile's).", min=0)
     moe_efficiency: float = option(0.0, "Expert-weight streaming relative to MBU (0: the profile's).", min=0, max=1)
+    kv_efficiency: float = option(0.0, "KV cache streaming by attention relative to MBU (0: the profile's).", min=0,
+                                  max=1)
     host_link_efficiency: float = option(0.5, "Achieved / peak host-link bandwidth for KV block copies.",
                                          gt=0, max=1)
     host_links: int = option(1, "Host links a KV transfer is striped over.", min=1)

@@ -7,14 +7,17 @@ only one number, its iteration time, so per-row constants would fit anything and
   efficiency is a property of the kernels of a number format;
 - MBU per GPU kind: how much of the datasheet HBM bandwidth streams in practice;
 - the per-iteration overhead per engine (scheduler, launches, sampling, collective latency);
-- the MoE efficiency per model (expert GEMMs of few tokens each stream weights less well).
+- the MoE efficiency per model (expert GEMMs of few tokens each stream weights less well);
+- the KV efficiency per attention kind (gqa, mla: how well the attention kernels stream the
+  paged KV cache, relative to MBU).
 
 They minimize the squared log error of throughput per GPU and TPOT of `steady_state` over the
 rows (coordinate descent over grids). `held_out` refits everything without each row in turn
-(leave one out): what `agentx sim calibrate` reports, so that no row is predicted from its own
-figures. `tools/fit_profiles.py` prints the constants fitted on every row (shipped in presets.toml).
-The steady state's batch and work do not depend on the constants, so each row is reduced once
-to its roofline terms.
+(leave one out; or without its whole hardware x engine group): what `agentx sim calibrate`
+reports, so that no row is predicted from its own figures. `tools/fit_profiles.py` prints the
+constants fitted on every row (shipped in presets.toml). The steady state's batch and work (two
+iteration kinds, decode-only and mixed) do not depend on the constants, so each row is reduced
+once to its roofline terms per kind.
 """
 
 from __future__ import annotations
@@ -25,55 +28,74 @@ import numpy as np
 
 from agentx.engine import presets
 from agentx.engine.calibration import Row, row_engine
-from agentx.engine.steady import Steady, steady_state, steady_work
+from agentx.engine.steady import Steady, steady_mix, steady_state
 from agentx.engine.timing import Roofline
 
 GRIDS = {"mfu": np.arange(0.05, 0.951, 0.05), "mbu": np.arange(0.30, 1.001, 0.05),
          "overhead_ms": np.array([0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40], dtype=float),
-         "moe_efficiency": np.arange(0.20, 1.001, 0.05)}
-START = {"mfu": 0.4, "mbu": 0.7, "overhead_ms": 5.0, "moe_efficiency": 0.7}
+         "moe_efficiency": np.arange(0.20, 1.001, 0.05), "kv_efficiency": np.arange(0.10, 1.001, 0.05)}
+START = {"mfu": 0.4, "mbu": 0.7, "overhead_ms": 5.0, "moe_efficiency": 0.7, "kv_efficiency": 1.0}
 SWEEPS = 6
 
 
 def key_of(name: str, row: Row) -> str:
     """Which entry of constant `name` a row uses (presets.toml [timing.NAME])."""
-    if name == "mfu":
-        return presets.precision_class(row.precision, row.hardware)
-    return {"mbu": row.hardware, "overhead_ms": row.engine, "moe_efficiency": row.model}[name]
+    return presets.timing_key(name, row.engine, row.hardware, row.precision, row.model)
+
+
+@dataclass
+class PhaseTerms:
+    """One kind of iteration at unit efficiencies: time = max(compute / mfu, (dense + experts /
+    moe + kv / kv_efficiency) / mbu) + collectives + overhead."""
+
+    share: float
+    compute: float
+    dense: float
+    experts: float
+    kv: float
+    collective: float
+
+    def step(self, c: dict) -> float:
+        memory = (self.dense + self.experts / c["moe_efficiency"] + self.kv / c["kv_efficiency"]) / c["mbu"]
+        return max(self.compute / c["mfu"], memory) + self.collective + c["overhead_ms"] / 1000
 
 
 @dataclass
 class Terms:
-    """A row's steady state at unit efficiencies: iteration = max(compute / mfu, (dense + experts /
-    moe) / mbu) + collectives + overhead; throughput per GPU = k / iteration."""
+    """A row's steady state: the mean iteration over its kinds; throughput per GPU = k / it."""
 
-    compute: float
-    dense: float
-    experts: float
-    collective: float
+    phases: list[PhaseTerms]
     k: float
     tok_s: float
     tpot: float | None
 
+    @property
+    def experts(self) -> float:
+        return sum(p.experts for p in self.phases)
+
     def step(self, c: dict) -> float:
-        memory = (self.dense + self.experts / c["moe_efficiency"]) / c["mbu"]
-        return max(self.compute / c["mfu"], memory) + self.collective + c["overhead_ms"] / 1000
+        return sum(p.share * p.step(c) for p in self.phases)
 
     def loss(self, c: dict) -> float:
         step = self.step(c)
         return float(np.log(self.k / step / self.tok_s) ** 2 + (np.log(step / self.tpot) ** 2 if self.tpot else 0))
 
 
-def terms(row: Row) -> Terms:
-    roof = Roofline(row_engine(row))
-    mean = (1 + row.range_ratio) / 2
-    work, k = steady_work(roof, row.isl * mean, row.osl * mean, row.concurrency)
-    roof.mfu = roof.mbu = roof.moe_eff = 1.0
+def phase_terms(roof: Roofline, share: float, work) -> PhaseTerms:
+    roof.mfu = roof.mbu = roof.moe_eff = roof.kv_eff = 1.0
     compute, memory = roof.compute_s(work), roof.memory_s(work)
     weights = roof.weight_bytes_per_gpu(work.new_tokens)
     roof.moe_eff = 0.5
     experts = (roof.weight_bytes_per_gpu(work.new_tokens) - weights) / roof.hw.hbm_bw  # experts / 0.5 - experts
-    return Terms(compute, memory - experts, experts, roof.collective_s(work.new_tokens), k, row.tok_s_per_gpu,
+    kv = roof.kv_bytes(work) / roof.hw.hbm_bw
+    return PhaseTerms(share, compute, memory - experts - kv, experts, kv, roof.collective_s(work.new_tokens))
+
+
+def terms(row: Row) -> Terms:
+    roof = Roofline(row_engine(row))
+    mean = (1 + row.range_ratio) / 2
+    mix = steady_mix(roof, row.isl * mean, row.osl * mean, row.concurrency)
+    return Terms([phase_terms(roof, p.share, p.work) for p in mix.phases], mix.k, row.tok_s_per_gpu,
                  row.tpot_ms_p50 / 1000 if row.tpot_ms_p50 else None)
 
 
@@ -100,28 +122,32 @@ def fit(rows: list[Row], table: dict[str, Terms]) -> dict[str, dict[str, float]]
 
 
 def constants(values: dict, row: Row) -> dict:
-    return {n: values[n][key_of(n, row)] for n in GRIDS}
+    """A row's constants; a key no fitted row had takes the median of that constant's fitted keys
+    (what presets.toml's `default` entries are)."""
+    return {n: values[n].get(key_of(n, row), float(np.median(list(values[n].values())))) for n in GRIDS}
 
 
 def term_table(rows: list[Row]) -> dict[str, Terms]:
     return {r.id: terms(r) for r in rows}
 
 
-def held_out(rows: list[Row]) -> dict[str, tuple[dict, list[str]]]:
-    """Per row: its constants fitted on every other row (leave one out), and those rows' ids.
-    A row whose key of some constant no other row shares gets none (it cannot be predicted)."""
-    table, out = term_table(rows), {}
-    for r in rows:
-        others = [o for o in rows if o.id != r.id]
-        values = fit(others, table)
-        try:
-            out[r.id] = (constants(values, r), [o.id for o in others])
-        except KeyError:
-            continue
+def held_out(rows: list[Row], group: bool = False,
+             targets: list[Row] | None = None) -> dict[str, tuple[dict, list[str]]]:
+    """Per row (of `targets`, default all): its constants fitted on `rows` without it, and the ids
+    of the rows they were fitted on. Leave one out by default; `group`: without every row of its
+    hardware x engine (how a GPU or engine pairing with no published point of its own would be
+    predicted)."""
+    table, out, fits = term_table(rows), {}, {}
+    for r in rows if targets is None else targets:
+        others = tuple(o.id for o in rows if (o.group != r.group if group else o.id != r.id))
+        if others not in fits:
+            fits[others] = fit([o for o in rows if o.id in others], table)
+        out[r.id] = (constants(fits[others], r), list(others))
     return out
 
 
 def predict(roof: Roofline, row: Row, c: dict) -> Steady:
-    roof.mfu, roof.mbu, roof.overhead_s, roof.moe_eff = c["mfu"], c["mbu"], c["overhead_ms"] / 1000, c["moe_efficiency"]
+    roof.mfu, roof.mbu, roof.overhead_s = c["mfu"], c["mbu"], c["overhead_ms"] / 1000
+    roof.moe_eff, roof.kv_eff = c["moe_efficiency"], c["kv_efficiency"]
     mean = (1 + row.range_ratio) / 2
     return steady_state(roof, row.isl * mean, row.osl * mean, row.concurrency)

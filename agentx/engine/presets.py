@@ -108,12 +108,13 @@ class Profile:
     mbu: float
     overhead_ms: float
     moe_efficiency: float  # expert-weight streaming, relative to mbu (grouped GEMMs of few tokens per expert)
+    kv_efficiency: float  # KV cache streaming by the attention kernels, relative to mbu, per attention kind
     collective_efficiency: float
     sources: dict
 
 
 ENGINES = ("vllm", "sglang", "trtllm", "atom")
-TIMING = ("mfu", "mbu", "overhead_ms", "moe_efficiency")
+TIMING = ("mfu", "mbu", "overhead_ms", "moe_efficiency", "kv_efficiency")
 
 
 def precision_class(precision: str, hardware_key: str) -> str:
@@ -124,8 +125,11 @@ def precision_class(precision: str, hardware_key: str) -> str:
 
 
 def timing_key(name: str, engine: str, hardware_key: str, precision: str, model_key: str) -> str:
-    return {"mfu": precision_class(precision, hardware_key), "mbu": hardware_key, "overhead_ms": engine,
-            "moe_efficiency": model_key}[name]
+    if name == "mfu":
+        return precision_class(precision, hardware_key)
+    if name == "kv_efficiency":
+        return model(model_key).attention  # gqa or mla
+    return {"mbu": hardware_key, "overhead_ms": engine, "moe_efficiency": model_key}[name]
 
 
 def profile(engine: str, hardware_key: str, precision: str, model_key: str) -> Profile:

@@ -6,12 +6,19 @@ points without running the event loop thousands of times (`tools/fit_profiles.py
 calibration report itself runs the real simulator (`agentx sim calibrate`).
 
 - Batch: B = min(C, max_num_seqs, KV capacity / mean context), mean context ISL + OSL / 2.
-- Each iteration decodes B tokens and prefills B x ISL / OSL (every finished request is replaced
-  by a new prompt: in steady state ISL prompt tokens enter per OSL decode steps), capped by the
-  token budget max_num_batched_tokens - B.
-- TPOT = the iteration time; throughput = B (ISL + OSL) / (OSL x iteration) per instance.
-- TTFT = the closed-loop queue wait (C - B) / B x OSL iterations, plus the prefill iterations of
-  one prompt at the budget.
+- Prompts arrive as requests finish, B / OSL per decode step, and the scheduler prefills each in
+  the next iteration beside the B decodes (chunks of the budget max_num_batched_tokens - B when a
+  prompt is longer). So iterations are of two kinds, as in the event loop: decode-only ones
+  (memory-bound: weights and KV streamed for B tokens) and mixed ones (B decodes plus a chunk of
+  c = min(budget, ISL x max(1, B / OSL)) prompt tokens, usually compute-bound), a share
+  f = B ISL / (OSL c) of them mixed. Averaging the prompt tokens over every iteration instead
+  (one kind) misses that an iteration costs the larger of its compute and memory time: it
+  underestimates the mixed iterations' compute and overestimates the MoE experts the decode-only
+  iterations touch.
+- TPOT = the mean iteration time; throughput = B (ISL + OSL) / (OSL x mean iteration) per
+  instance, times the share of the prompts' demand the budget serves (f capped at 1).
+- TTFT = the closed-loop queue wait (C - B) / B x OSL iterations, plus the mixed iterations of
+  one prompt.
 """
 
 from __future__ import annotations
@@ -30,30 +37,44 @@ class Steady:
     ttft_s: float
 
 
-def _batch(roof: Roofline, isl: float, osl: float, concurrency: int) -> tuple[float, float, float]:
-    """Decoding batch, prompt tokens per iteration, and the share of the prompts' demand served."""
+@dataclass(frozen=True)
+class Phase:
+    """One kind of iteration and its share of all iterations."""
+
+    share: float
+    work: Work
+
+
+@dataclass(frozen=True)
+class Mix:
+    batch: float
+    chunk: float  # prompt tokens of a mixed iteration
+    served: float  # share of the prompts' demand served (below 1 when the budget binds)
+    phases: tuple[Phase, ...]
+    k: float  # throughput per GPU = k / mean iteration time
+
+
+def steady_mix(roof: Roofline, isl: float, osl: float, concurrency: int) -> Mix:
     cfg = roof.cfg
-    batch = max(1.0, min(concurrency, cfg.max_num_seqs, roof.kv_capacity_tokens / (isl + osl / 2)))
-    budget = max(1.0, cfg.max_num_batched_tokens - batch)
-    prefill = min(batch * isl / osl, budget)
-    return batch, prefill, min(1.0, prefill / (batch * isl / osl))
-
-
-def steady_work(roof: Roofline, isl: float, osl: float, concurrency: int) -> tuple[Work, float]:
-    """One steady iteration's work, and k with throughput per GPU = k / iteration time."""
-    batch, prefill, share = _batch(roof, isl, osl, concurrency)
     context = isl + osl / 2
-    work = Work(new_tokens=round(batch + prefill), attn_pairs=round(batch * context + prefill * isl / 2),
-                kv_read_tokens=round(batch * context + prefill * isl / 2))
-    return work, batch * (isl + osl) / osl * share / roof.cfg.gpus
+    batch = max(1.0, min(concurrency, cfg.max_num_seqs, roof.kv_capacity_tokens / context))
+    budget = max(1.0, cfg.max_num_batched_tokens - batch)
+    demand = batch * isl / osl  # prompt tokens per decode step
+    chunk = min(budget, isl * max(1.0, batch / osl))
+    mixed = min(1.0, demand / chunk)
+    served = mixed * chunk / demand
+    pieces = math.ceil(isl / budget)  # chunks of one prompt; a chunk reads the prompt's earlier ones
+    prefix = (pieces - 1) / 2 * budget if pieces > 1 else 0.0
+    decode = Work(new_tokens=round(batch), attn_pairs=round(batch * context), kv_read_tokens=round(batch * context))
+    both = Work(new_tokens=round(batch + chunk), attn_pairs=round(batch * context + chunk * isl / 2),
+                kv_read_tokens=round(batch * context + prefix * max(1.0, chunk / isl)))
+    phases = tuple(p for p in (Phase(1 - mixed, decode), Phase(mixed, both)) if p.share > 0)
+    return Mix(batch, chunk, served, phases, batch * (isl + osl) / osl * served / cfg.gpus)
 
 
 def steady_state(roof: Roofline, isl: float, osl: float, concurrency: int) -> Steady:
-    batch, prefill, share = _batch(roof, isl, osl, concurrency)
-    work, k = steady_work(roof, isl, osl, concurrency)
-    step = roof.iteration_s(work)
-    budget = max(1.0, roof.cfg.max_num_batched_tokens - batch)
-    wait = max(0.0, concurrency - batch) / batch * osl * step / share
-    ttft = wait + math.ceil(isl / budget) * step
-    return Steady(batch, step, k / step, ttft)
-
+    mix = steady_mix(roof, isl, osl, concurrency)
+    step = sum(p.share * roof.iteration_s(p.work) for p in mix.phases)
+    wait = max(0.0, concurrency - mix.batch) / mix.batch * osl * step / mix.served
+    prompt = math.ceil(isl / mix.chunk) * roof.iteration_s(mix.phases[-1].work)
+    return Steady(mix.batch, step, mix.k / step, wait + prompt)

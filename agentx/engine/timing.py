@@ -11,8 +11,11 @@ Per iteration, per GPU of the tensor-parallel group (everything is split evenly 
   chunk of n new tokens after c computed ones attends n x c + n(n+1)/2 pairs; a decode token
   attends its whole context.
 - memory = bytes / (HBM bandwidth x MBU): weights read once per iteration (for MoE, the dense
-  part plus the routed experts the batch's tokens touch: 1 - (1 - k/E)^tokens of them) plus
-  the KV cache read (every context token of every scheduled sequence) and written.
+  part plus the routed experts the batch's tokens touch: 1 - (1 - k/E)^tokens of them, counted
+  1 / moe_efficiency times) plus the KV cache read (every context token of every scheduled
+  sequence) and written, counted 1 / kv_efficiency times (paged attention kernels stream the
+  cache less well than GEMMs stream weights; MLA's absorbed decode, 128 heads over one latent,
+  least: the profile's value per attention kind).
 - Prefill of prefix-cached tokens costs nothing. Tokens loaded from the CPU tier cost their KV
   bytes over the host link: bytes / (host link bandwidth x efficiency x host_links). With the
   default host_links = 1 the whole prefix's KV (all TP shards) crosses one link, the
@@ -56,8 +59,8 @@ class Work:
 
 # bytes per weight of each precision (FP4 formats with their block scales: NVFP4 one FP8 scale per
 # 16 values = 4.5 bits, MXFP4 one E8M0 scale per 32 values = 4.25 bits; OCP MX and NVIDIA NVFP4
-# specifications) and of the KV cache it runs with (FP8 KV beside FP4 weights, as InferenceX's
-# FP4 recipes configure it: kv_cache_config.dtype fp8)
+# specifications) and of the KV cache it runs with by default (--kv-cache-dtype auto: FP8 KV beside
+# FP8 and FP4 weights, as InferenceX's FP4 recipes configure it: kv_cache_config.dtype fp8)
 WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "nvfp4": 0.5625, "mxfp4": 0.53125}
 KV_BYTES = {"bf16": 2, "fp8": 1, "nvfp4": 1, "mxfp4": 1}
 ACTIVATION_BYTES = 2  # BF16 activations on the wire (all-reduce, all-to-all)
@@ -73,8 +76,9 @@ class Roofline:
         self.overhead_s = cfg.overhead_s if cfg.overhead_s is not None else self.profile.overhead_ms / 1000
         self.collective_eff = self.profile.collective_efficiency
         self.moe_eff = cfg.moe_efficiency or self.profile.moe_efficiency
+        self.kv_eff = cfg.kv_efficiency or self.profile.kv_efficiency
         g, dep = cfg.gpus, cfg.parallelism == "dep"
-        self.dtype_bytes = KV_BYTES[cfg.precision]
+        self.dtype_bytes = KV_BYTES[cfg.precision if cfg.kv_cache_dtype == "auto" else cfg.kv_cache_dtype]
         self.peak_flops, self.attn_flops = self._peaks(hw, cfg.precision)
         kv_layers = m.kv_layers or m.layers
         if m.attention == "mla":
@@ -168,9 +172,12 @@ class Roofline:
         matmul = 2 * self.model.params_active * work.new_tokens / (g * self.peak_flops * self.mfu)
         return matmul + self.attn_flops_per_pair * work.attn_pairs / (g * self.attn_flops * self.mfu)
 
+    def kv_bytes(self, work: Work) -> float:
+        """KV bytes one GPU reads and writes in an iteration."""
+        return (work.kv_read_tokens + work.new_tokens) * self.kv_bytes_per_token
+
     def memory_s(self, work: Work) -> float:
-        per_gpu = self.weight_bytes_per_gpu(work.new_tokens)
-        per_gpu += (work.kv_read_tokens + work.new_tokens) * self.kv_bytes_per_token
+        per_gpu = self.weight_bytes_per_gpu(work.new_tokens) + self.kv_bytes(work) / self.kv_eff
         return per_gpu / (self.hw.hbm_bw * self.mbu)
 
     def collective_s(self, tokens: int) -> float:

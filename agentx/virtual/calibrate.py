@@ -55,17 +55,18 @@ class Outcome:
         return self.itl_ms / self.published_tpot_ms if self.itl_ms and self.published_tpot_ms else None
 
 
-def run_row(row: Row, params, fitted_on: list[str], out: str, prompts_per_lane: int = PROMPTS_PER_LANE) -> Outcome:
+def run_row(row: Row, params, fitted_on: list[str], out: str, prompts_per_lane: int = PROMPTS_PER_LANE,
+            group: bool = False) -> Outcome:
     from agentx.replay.scenarios import Scenario, scenario_sessions
     from agentx.replay.settings import BenchSettings
     from agentx.engine.config import Deployment, parallelism_label
     from agentx.virtual.runner import sim_bench
 
     timing = {"mfu": params["mfu"], "mbu": params["mbu"], "overhead_s": params["overhead_ms"] / 1000,
-              "moe_efficiency": params["moe_efficiency"]} if params else {}
+              "moe_efficiency": params["moe_efficiency"], "kv_efficiency": params["kv_efficiency"]} if params else {}
     cfg = row_engine(row, **timing)
     profile = (f"left out: mfu {params['mfu']:g}, mbu {params['mbu']:g}, overhead {params['overhead_ms']:g} ms, "
-               f"MoE efficiency {params['moe_efficiency']:g}, fitted on the {len(fitted_on)} other rows"
+               f"MoE efficiency {params['moe_efficiency']:g}, KV efficiency {params['kv_efficiency']:g}, fitted on the {len(fitted_on)} {'rows of other hardware x engine pairs' if group else 'other rows'}"
                if params else "shipped constants (fitted on every row)")
     sc = Scenario(row.isl, row.osl, row.range_ratio)
     base = dict(id=row.id, group=row.group, model=row.model, precision=row.precision,
@@ -87,14 +88,15 @@ def run_row(row: Row, params, fitted_on: list[str], out: str, prompts_per_lane: 
 
 
 def calibrate(out: Path, only: list[str] | None = None, in_sample: bool = False, workers: int = 1,
-              prompts_per_lane: int = PROMPTS_PER_LANE) -> tuple[list[Outcome], list[Row]]:
-    """Run the (selected) modeled rows; return their outcomes and the rows not modeled."""
+              prompts_per_lane: int = PROMPTS_PER_LANE, group: bool = False) -> tuple[list[Outcome], list[Row]]:
+    """Run the (selected) modeled rows; return their outcomes and the rows not modeled. `group`:
+    each row's constants fitted without its whole hardware x engine group (else without the row)."""
     table = load_table()
     modeled = [r for r in table.row if r.modeled]
-    held = {} if in_sample else held_out(modeled)
     chosen = [r for r in modeled if not only or any(key in r.id for key in only)]
-    jobs = [(r, held.get(r.id, (None, []))[0], held.get(r.id, (None, []))[1], str(Path(out) / r.id), prompts_per_lane)
-            for r in chosen]
+    held = {} if in_sample else held_out(modeled, group, chosen)
+    jobs = [(r, held.get(r.id, (None, []))[0], held.get(r.id, (None, []))[1], str(Path(out) / r.id), prompts_per_lane,
+             group) for r in chosen]
     if workers > 1:
         with ProcessPoolExecutor(max_workers=min(workers, os.cpu_count() or 1)) as pool:
             outcomes = list(pool.map(run_row, *zip(*jobs)))
@@ -128,10 +130,12 @@ def summary(outcomes: list[Outcome]) -> dict:
     return {"total": block(outcomes), "groups": {g: block([o for o in outcomes if o.group == g]) for g in groups}}
 
 
-def as_json(outcomes: list[Outcome], skipped: list[Row], in_sample: bool) -> dict:
+def as_json(outcomes: list[Outcome], skipped: list[Row], in_sample: bool, group: bool = False) -> dict:
     table = load_table()
+    held = ("leave one group out (refitted without the row's hardware x engine)" if group
+            else "leave one out (refitted without the row)")
     return {"bands": {"tok_s_per_gpu": TOK_S_BAND, "itl_p50": ITL_BAND},
-            "profiles": "shipped constants, in sample" if in_sample else "leave one out (refitted without the row)",
+            "profiles": "shipped constants, in sample" if in_sample else held,
             "summary": summary(outcomes),
             "rows": [{**asdict(o), "ratio": o.ratio, "itl_ratio": o.itl_ratio,
                       "source": asdict_source(table, o.id)} for o in outcomes],

@@ -54,6 +54,8 @@ def engine_settings(e: EngineConfig, sim: Deployment | None = None) -> str:
              f"max_num_batched_tokens={e.max_num_batched_tokens}"]
     if e.num_gpu_blocks_override:
         parts.append(f"num_gpu_blocks_override={e.num_gpu_blocks_override}")
+    if e.kv_cache_dtype != "auto":
+        parts.append(f"kv_cache_dtype={e.kv_cache_dtype}")
     if e.cpu_offload_gb and not e.store_rules:
         parts.append("store_rules=off")
     return ", ".join(parts)

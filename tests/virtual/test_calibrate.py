@@ -3,12 +3,13 @@ arithmetic, and `agentx sim calibrate` on a few rows (real virtual-time runs).""
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
 from agentx.engine.calibration import implied_gpus, load_table, row_engine, tp_choice
 from agentx.engine.config import EngineConfig
-from agentx.engine.fit import held_out
+from agentx.engine.fit import held_out, predict
 from agentx.engine.timing import Roofline
 from agentx.errors import AgentxError
 from agentx.replay.scenarios import parse_scenario, scenario_sessions
@@ -45,6 +46,55 @@ def test_leave_one_out_never_fits_a_row_on_itself():
     for row_id, (constants, fitted_on) in held.items():
         assert row_id not in fitted_on and len(fitted_on) == len(rows) - 1
         assert 0 < constants["mfu"] <= 1 and 0 < constants["mbu"] <= 1
+
+
+def test_leave_one_group_out_never_fits_a_row_on_its_hardware_and_engine():
+    rows = [r for r in load_table().row if r.modeled]
+    by_id = {r.id: r for r in rows}
+    held = held_out(rows, group=True)
+    assert set(held) == {r.id for r in rows}
+    for row_id, (constants, fitted_on) in held.items():
+        assert all(by_id[o].group != by_id[row_id].group for o in fitted_on) and fitted_on
+        assert 0 < constants["mbu"] <= 1 and 0 < constants["kv_efficiency"] <= 1
+
+
+def test_rows_run_with_their_launch_scripts_settings():
+    """The recipe's token budget and KV precision reach the engine; TensorRT-LLM's
+    free_gpu_memory_fraction is a share of the memory the weights leave."""
+    rows = {r.id: r for r in load_table().row}
+    trt = rows["l70-8k1k-h200-fp8-trt"]
+    cfg = row_engine(trt)
+    assert cfg.max_num_batched_tokens == 16384 and cfg.kv_cache_dtype == "fp8"
+    whole = Roofline(EngineConfig(hardware="H200", gpus=1, model="llama-3.1-70b", precision="fp8",
+                                  gpu_memory_utilization=1.0))
+    assert Roofline(cfg).kv_capacity_tokens == pytest.approx(whole.kv_capacity_tokens * trt.kv_free_fraction, rel=1e-3)
+    sglang = row_engine(rows["dsr1-8k1k-mi300x-fp8-sglang"])
+    assert sglang.max_num_batched_tokens == 131072 and sglang.gpu_memory_utilization == 0.8
+    bf16_kv = row_engine(rows["gptoss-8k1k-h100-fp4-vllm"])
+    assert bf16_kv.kv_cache_dtype == "bf16"
+    assert Roofline(bf16_kv).kv_bytes_per_token == 2 * Roofline(replace(bf16_kv, kv_cache_dtype="auto")).kv_bytes_per_token
+
+
+def test_the_closed_form_the_fit_uses_agrees_with_the_event_loop(tmp_path):
+    """The steady state (two iteration kinds) predicts what `sim calibrate` runs within 10 %:
+    the constants are fitted on a faithful proxy of the simulator."""
+    from agentx.virtual.calibrate import run_row
+
+    rows = {r.id: r for r in load_table().row}
+    for row_id in ("l70-8k1k-h100-fp8-vllm", "gptoss-1k1k-mi300x-fp4-vllm"):
+        row = rows[row_id]
+        c = fit_constants(row)
+        steady = predict(Roofline(row_engine(row)), row, c)
+        outcome = run_row(row, c, [], str(tmp_path / row_id), prompts_per_lane=4)
+        assert outcome.itl_ms == pytest.approx(steady.iteration_s * 1000, rel=0.1), row_id
+        assert outcome.tok_s_per_gpu == pytest.approx(steady.tok_s_per_gpu, rel=0.1), row_id
+
+
+def fit_constants(row):
+    from agentx.engine.fit import constants, fit, term_table
+
+    rows = [r for r in load_table().row if r.modeled]
+    return constants(fit(rows, term_table(rows)), row)
 
 
 def test_scenarios_parse_as_published_runs_name_them():
