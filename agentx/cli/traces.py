@@ -11,6 +11,8 @@ import typer
 from agentx.cli import (OPT_FMT, OPT_MAX_CONTEXT, PLAIN, Basis, Format, WriteFormat, _choices, _count, _load,
                         _max_context, console)
 
+SubagentContext = _choices("SubagentContext", ("own", "parent"))
+
 HitRule = _choices("HitRule", ("agentx", "source"))
 trace_app = typer.Typer(help="Inspect, generate and convert agent traces.", **PLAIN)
 
@@ -57,11 +59,14 @@ def trace_synth_cmd(
     sessions: int = typer.Option(393, "--sessions", min=1, help="Number of sessions."),
     seed: int = typer.Option(1, "--seed", help="Seed; the same seed gives the same corpus."),
     max_context: Optional[str] = OPT_MAX_CONTEXT,
+    subagent_context: SubagentContext = typer.Option(
+        "own", "--subagent-context", help="A subagent starts from its type's own prefix (own: the calibrated "
+        "corpus) or from the prompt of the request that spawned it (parent: context-forking subagents)."),
 ):
     """Generate a synthetic corpus calibrated to the published AgentX statistics."""
     from agentx.traces.synth import write_corpus
 
-    written, requests = write_corpus(out, sessions, seed, _max_context(max_context))
+    written, requests = write_corpus(out, sessions, seed, _max_context(max_context), subagent_context.value)
     console.print(f"wrote {_count(written, 'session')}, {_count(requests, 'request')} to {out}")
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from agentx.content.tokens import MARKER_TOKENS, PromptBuilder, mix64
-from agentx.engine.kvcache import Chain
+from agentx.engine.kvcache import PackedChain
 
 _ID, _TAIL, _MARKER = 1, 2, 3  # tags of a piece: a hash block's tokens, the request's tail, the marker
 _M = (1 << 64) - 1
@@ -45,17 +45,17 @@ class EngineBlocks:
         self._powers = (np.ones(1, np.uint64), np.ones(1, np.uint64))  # P^t, P^-t
 
     def hashes(self, session, request, request_key: int, marker: int, prev: list[int] | None = None,
-               shared_ids: int = 0) -> Chain:
+               shared_ids: int = 0) -> PackedChain:
         """Chained hashes of the full blocks of the request's prompt; `prev`: its stream's last
         request's, of which the blocks inside its first `shared_ids` hash blocks are reused."""
         p, bs = self.prompts, self.block_size
         isl, width = p.isl(session, request), p.block_tokens(session)
         full = isl // bs
         reuse = min(len(prev), shared_ids * width // bs, full) if prev else 0
-        out = Chain(prev[:reuse] if reuse else ())
+        out = PackedChain(prev[:reuse] if reuse else ())
         if full > reuse:
             content = self._contents(session, request, request_key, marker, reuse, full, isl, width)
-            out += self._chain(out[-1] if out else 0, content)
+            out.frombytes(self._chain(out[-1] if out else 0, content).tobytes())
         return out
 
     def _contents(self, session, request, request_key: int, marker: int, first: int, end: int, isl: int,
@@ -103,13 +103,13 @@ class EngineBlocks:
             value = _mix(value ^ ((piece * _P) & _M))
         return value
 
-    def _chain(self, parent: int, content: np.ndarray) -> list[int]:
+    def _chain(self, parent: int, content: np.ndarray) -> np.ndarray:
         """H_t = P^(t+1) parent + sum_(i<=t) content_i P^(t-i), mod 2^64."""
         n = len(content)
         up, down = self._powers_to(n + 1)
         with np.errstate(over="ignore"):
             sums = np.cumsum(content * down[:n], dtype=np.uint64)
-            return (up[1: n + 1] * np.uint64(parent) + up[:n] * sums).tolist()
+            return up[1: n + 1] * np.uint64(parent) + up[:n] * sums
 
     def _powers_to(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         up, down = self._powers

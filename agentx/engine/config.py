@@ -9,6 +9,7 @@ from agentx.engine.faults import FaultConfig
 from agentx.engine.presets import ENGINES
 from agentx.errors import AgentxError
 from agentx.engine.eviction import EvictionName
+from agentx.engine.hybrid import Retention
 from agentx.options import check_bounds, option
 
 PRECISIONS = ("bf16", "fp8", "nvfp4", "mxfp4")
@@ -34,6 +35,12 @@ class EngineConfig:
     cpu_offload_gb: float = option(0.0, "Host DRAM for KV blocks, per replica.", min=0)
     kv_policy: str = option("lru", "Which free cached KV blocks go first: lru, or a policy reading harness hints "
                             "(bench --hints): retain, demote, prefetch (SPEC section 6).", choices=EvictionName)
+    window_retention: str = option("off", "Hybrid-attention models (sliding-window layers): which window-layer KV "
+                                   "outlives its request: off (not modeled), none, or sparse (checkpoints every "
+                                   "--checkpoint-blocks blocks and at each prompt's end; SPEC section 6).",
+                                   choices=Retention)
+    checkpoint_blocks: int = option(64, "With --window-retention sparse: blocks between retained window checkpoints.",
+                                    min=1)
     ssd_drives: int = option(0, "NVMe drives of each replica's SSD KV tier under DRAM (0: none; a DGX H100 / H200 / "
                              "B200 node has 8 data drives); needs --cpu-offload-gb.", min=0)
     ssd_drive: str = option("micron-9550-pro", "The SSD tier's drive preset: capacity, read and write bandwidth "

@@ -19,15 +19,18 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
+from itertools import repeat
 from dataclasses import dataclass, field
 
 from agentx.engine.config import EngineConfig
 from agentx.engine.hints import Hints
+from agentx.engine.hybrid import window_state
 from agentx.engine.kvcache import KVCache, block_hashes
 from agentx.engine.power import PowerModel
+from agentx.engine.prefetch import Prefetcher
 from agentx.engine.tiers import build_tiers
 from agentx.engine.timing import Roofline, Work
-from agentx.engine.window import decode_window
+from agentx.engine.window import decode_window, prefill_window
 from agentx.errors import AgentxError
 
 # Without ignore_eos the simulated model ends its answer at a length drawn per prompt from a
@@ -113,12 +116,16 @@ class EngineCore:
         self.cfg = cfg
         self.roofline = Roofline(cfg)
         bs = cfg.block_size
+        # hybrid attention: the window layers' share of the KV memory (None: not modeled)
+        self.hybrid, pool = window_state(cfg, self.roofline, max(1, self.roofline.kv_capacity_tokens // bs))
         self.kv = KVCache(
-            num_blocks=max(1, self.roofline.kv_capacity_tokens // bs),
+            num_blocks=pool,
             block_size=bs,
             eviction=cfg.kv_policy,
             tiers=build_tiers(cfg, self.roofline),
         )
+        # --kv-policy prefetch with a DRAM tier: copies to HBM ahead of the requests (prefetch.py)
+        self.prefetcher = Prefetcher(self.kv, self.roofline) if cfg.kv_policy == "prefetch" and self.kv.cpu_blocks else None
         self.max_model_len = cfg.max_model_len or self.roofline.model.max_context
         if self.kv.num_blocks * bs < self.max_model_len:  # vLLM refuses to start too
             raise AgentxError(
@@ -138,6 +145,9 @@ class EngineCore:
         self.accept_len = self.roofline.acceptance_length
         self.spec_steps = 0  # iterations that decoded (the acceptance pattern's clock)
         self.power = PowerModel(self.roofline.hw.idle_w, self.roofline.hw.tdp_w)  # per GPU of the group
+        self._blocked = None  # (head of the queue, budget, the cache's gains) last found blocked
+        self.version = 0  # changes whenever a request is queued or aborted or an iteration runs
+        self.window_memo = None  # engine/window.py's decode state at a version
 
     # ------------------------------------------------------------------ requests
 
@@ -172,6 +182,7 @@ class EngineCore:
     def add(self, seq: Sequence, now: float | None = None) -> None:
         """Queue a sequence that arrived at `now` (the caller's clock; default: the core's)."""
         seq.arrival = self.now if now is None else now
+        self.version += 1
         self.waiting.append(seq)
         self._waited(seq)
 
@@ -179,6 +190,7 @@ class EngineCore:
         if seq.finish_reason:
             return
         seq.finish_reason = "abort"
+        self.version += 1
         if seq in self.waiting:
             self.waiting.remove(seq)
             self._waiting_left = None
@@ -195,9 +207,12 @@ class EngineCore:
     def step(self) -> Step | None:
         if self.idle:
             return None
+        self.version += 1
         work, scheduled = Work(), []
         self.kv.tiers.clock(self.now)
         budget = self.cfg.max_num_batched_tokens
+        if self.prefetcher:
+            self.prefetcher.land(self.now)
         preempted = self._schedule_running(work, scheduled, budget)
         budget -= work.new_tokens
         ssd_s = 0.0 if preempted else self._admit_waiting(work, scheduled, budget)
@@ -219,7 +234,7 @@ class EngineCore:
                 emit = n
             else:
                 if before < prompt_len:  # prefill progressed: its full blocks become cacheable
-                    self.kv.commit(seq, seq.hashes, min(seq.computed, prompt_len) // bs)
+                    self.commit_prefill(seq, before)
                 emit = 1 if seq.computed == prompt_len + len(out) else 0
             if emit:
                 self._emit(seq, emit)
@@ -236,20 +251,37 @@ class EngineCore:
             self.spec_steps += 1
         if finished:
             for seq in finished:
-                self.kv.free_seq(seq, seq.hints, self.now)
+                self.free_finished(seq)
             self.running = [s for s in self.running if s.finish_reason is None]
         return Step(duration, emitted, finished, len(scheduled), work.new_tokens, decodes)
+
+    def commit_prefill(self, seq: Sequence, before: int) -> None:
+        """A prefill advanced from `before` computed tokens: its full blocks become cacheable, and
+        the window checkpoints it passed are retained (hybrid attention, `hybrid.py`)."""
+        end = min(seq.computed, seq.prompt_len) // self.cfg.block_size
+        self.kv.commit(seq, seq.hashes, end)
+        if self.hybrid:
+            self.hybrid.computed(seq.hashes, before // self.cfg.block_size, min(end, len(seq.hashes)),
+                                 seq.computed >= seq.prompt_len)
+
+    def free_finished(self, seq: Sequence) -> None:
+        """A finished sequence's blocks go to the free list, in its hints' order; a prefetch its
+        hints announce starts (`prefetch.py`)."""
+        self.kv.free_seq(seq, seq.hints, self.now)
+        if self.prefetcher:
+            self.prefetcher.finished(seq, self.now)
 
     def advance(self, until: float, itl: list | None = None) -> list[Sequence]:
         """Run the iterations that start before `until` (modeled time), up to the first one in
         which sequences finish (the caller may add requests before the next); return those
-        sequences. Runs of pure-decode iterations between scheduling events are computed
-        together (`agentx/engine/window.py`), with the same token times as `step()`. Each
+        sequences. Runs of pure-decode iterations between scheduling events, and of a lone
+        sequence's prefill chunks, are computed together (`agentx/engine/window.py`), with the same
+        token times as `step()`. Each
         iteration with decodes appends (duration, decoding sequences) to `itl` when given."""
         finished: list[Sequence] = []
         log = itl if itl is not None else []
         while (self.running or self.waiting) and self.now < until and not finished:
-            if decode_window(self, until, finished, log):
+            if decode_window(self, until, finished, log) or prefill_window(self, until, finished, log):
                 continue
             step = self.step()
             finished.extend(step.finished)
@@ -275,8 +307,14 @@ class EngineCore:
         return math.floor((g + 1) * al) - math.floor(g * al)
 
     def _emit(self, seq: Sequence, n: int) -> None:
-        """The next `n` output tokens: a function of the prompt (its digest) and the position."""
-        out, digest, vocab = seq.output, seq.digest, self.vocab
+        """The next `n` output tokens: a function of the prompt (its digest) and the position. A
+        sequence known only by its length and block hashes (`blocks_sequence`) has no token content:
+        its tokens are counted, not drawn (zeros)."""
+        out = seq.output
+        if not seq.prompt and seq.prompt_len:
+            out.extend(repeat(0, n))
+            return
+        digest, vocab = seq.digest, self.vocab
         out.extend([output_token(digest, i, vocab) for i in range(len(out), len(out) + n)])
 
     def _schedule_running(self, work: Work, scheduled: list, budget: int) -> bool:
@@ -332,12 +370,17 @@ class EngineCore:
                 return ssd_s
             ssd_s += self.kv.tiers.read_s(alloc.ssd_hit_blocks)
             seq.capacity = len(alloc.blocks) * bs
+            if self.prefetcher:  # a hit on blocks still in flight: the first iteration waits for them
+                wait = self.prefetcher.wait(alloc.blocks[: alloc.gpu_hit_blocks], self.now)
+                work.loaded_tokens += math.ceil(wait / self.roofline.transfer_s(1)) if wait else 0
             self.waiting.popleft()
             if seq.stop_len - len(seq.output) == self._waiting_left:
                 self._waiting_left = None  # (it may have been the fewest)
             self.running.append(seq)
             seq.computed = hit
             if seq.cached_tokens < 0:  # first admission (not a resume after preemption)
+                if self.hybrid:
+                    self.hybrid.admitted(g + c, bs)
                 seq.cached_tokens = hit
                 seq.scheduled_at = self.now
                 if seq.corrupt and hit:
@@ -356,6 +399,9 @@ class EngineCore:
         bs, total = self.cfg.block_size, seq.context_len
         cacheable = seq.hashes[: (total - 1) // bs]  # at least one token is always computed
         g, c = self.kv.match(cacheable)
+        if self.hybrid:  # a hit resumes only where the window layers' KV is held
+            cacheable = cacheable[: self.hybrid.usable(cacheable, g + c)]
+            g, c = min(g, len(cacheable)), max(0, len(cacheable) - g)
         return total, cacheable, g, c, min(total - (g + c) * bs, budget)
 
     def admission_blocked(self, budget: int) -> bool:
@@ -363,8 +409,14 @@ class EngineCore:
         so while the cache only loses free blocks (fewer free blocks never admit more)."""
         if not self.waiting or budget <= 0 or len(self.running) >= self.cfg.max_num_seqs:
             return True
+        key = (self.waiting[0], budget, self.kv.gains)
+        if key == self._blocked:  # nothing since that could have unblocked it (a decode window's growth)
+            return True
         _, cacheable, g, c, n = self._admission(self.waiting[0], budget)
-        return not self.kv.can_allocate(cacheable, (g + c) * self.cfg.block_size + n)
+        if self.kv.can_allocate(cacheable, (g + c) * self.cfg.block_size + n):
+            return False
+        self._blocked = key
+        return True
 
     def _preempt(self, seq: Sequence) -> None:
         self.kv.free_seq(seq)

@@ -73,6 +73,8 @@ class LRU:
 
     def pop(self, n: int) -> np.ndarray:
         """The `n` (<= len) least recently used blocks, removed."""
+        if n == 1:
+            return self._pop_one()
         taken, stamp = [], self.stamp
         while n:
             run = self.runs[0]
@@ -89,6 +91,22 @@ class LRU:
         stamp[out] = -1
         self.count -= len(out)
         return out
+
+    def _pop_one(self) -> np.ndarray:
+        """`pop(1)` with scalars (a decode's next block: numpy's per-call cost would dominate)."""
+        stamp, runs = self.stamp, self.runs
+        while True:
+            run = runs[0]
+            blocks, pos, st = run
+            block = int(blocks[pos])
+            run[1] = pos + 1
+            self.entries -= 1
+            if pos + 1 == len(blocks):
+                runs.popleft()
+            if stamp[block] == st:
+                stamp[block] = -1
+                self.count -= 1
+                return blocks[pos : pos + 1]
 
     def _compact(self) -> None:
         """One run of the live entries, in order."""
@@ -154,12 +172,15 @@ class _Tiered:
 
 class Retain(_Tiered):
     """Keep a session's prefix while its tool call runs: the blocks of a request whose answer calls
-    a tool (`tool_call`) are kept. With the oracle's `next_gap_s` the policy knows when each freed
-    prefix is used next: those blocks are given up after all others, the one needed last first
-    (Belady's rule, per freed request), unbounded: an order, not a pin."""
+    a tool (`tool_call`) are kept. With the oracle's `next_use` (else its `next_gap_s`) the policy
+    knows when each freed block is used next anywhere in its session tree (else: the freed prefix,
+    by its own stream): those blocks are given up after all others, the one needed last first
+    (Belady's rule), unbounded: an order, not a pin; with `next_use`, blocks the tree never uses
+    again go first."""
 
-    def __init__(self, num_blocks: int):
+    def __init__(self, num_blocks: int, block_size: int = 16):
         super().__init__(num_blocks)
+        self.block_size = block_size
         self.timed: list = []  # heap of (-next use, entry id, blocks)
         self.entry = np.full(num_blocks, -1, dtype=np.int64)  # the timed entry a block is in, or -1
         self.n_timed = 0
@@ -180,14 +201,33 @@ class Retain(_Tiered):
         return none, ~none if hints.tool_call is not None else none
 
     def append(self, blocks, hints=None, positions=None, now: float = 0.0) -> None:
+        if hints is not None and hints.next_use is not None and positions is not None and len(blocks):
+            self._next_use(blocks, positions, hints.next_use, now)
+            return
         if hints is None or hints.next_gap_s is None or not len(blocks):
             super().append(blocks, hints, positions)
             return
+        self._timed(blocks, now + hints.next_gap_s)
+
+    def _timed(self, blocks: np.ndarray, at: float) -> None:
         eid = self.next_entry
         self.next_entry += 1
         self.entry[blocks] = eid
         self.n_timed += len(blocks)
-        heapq.heappush(self.timed, (-(now + hints.next_gap_s), eid, blocks))
+        heapq.heappush(self.timed, (-at, eid, blocks))
+
+    def _next_use(self, blocks: np.ndarray, positions: np.ndarray, steps, now: float) -> None:
+        """The oracle's tree-wide next use (`Hints.next_use`): each block is held until the time
+        its prefix is next used anywhere in the session tree (Belady: the one needed last goes
+        first); a block the tree never uses again is evicted before any other."""
+        ends = (positions + 1) * self.block_size  # the tokens up to a block's end
+        gap = np.full(len(blocks), np.inf)
+        for upto, g in steps:  # a block's next use: the soonest step covering it (any order)
+            covered = ends <= upto
+            gap[covered] = np.minimum(gap[covered], g)
+        self.first.append(blocks[np.isinf(gap)])
+        for g in np.unique(gap[~np.isinf(gap)]):
+            self._timed(blocks[gap == g], now + float(g))
 
     def remove(self, blocks) -> None:
         blocks = np.asarray(blocks, dtype=np.int64)
@@ -259,6 +299,6 @@ def eviction_policy(name: str, num_blocks: int, block_size: int = 16):
         name = EvictionName(name)
     except ValueError:
         raise AgentxError(f"unknown KV policy {name!r}; known: {', '.join(EvictionName)}", "kv_policy") from None
-    if name is EvictionName.PREFETCH:
-        return Prefetch(num_blocks, block_size)
+    if name in (EvictionName.PREFETCH, EvictionName.RETAIN):
+        return _POLICIES[name](num_blocks, block_size)
     return _POLICIES[name](num_blocks)

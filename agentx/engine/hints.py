@@ -23,10 +23,15 @@ class Hints(msgspec.Struct, kw_only=True, frozen=True):
     session_end: bool = False  # the stream's last request
     next_gap_s: Annotated[float, msgspec.Meta(ge=0, le=1e10)] | None = None  # oracle: the recorded gap to the next
     osl: _Count | None = None  # oracle: the recorded answer length
+    # oracle: the prompt's blocks' next use in the session tree, [tokens, gap_s] steps, longest first
+    next_use: Annotated[list[tuple[_Count, Annotated[float, msgspec.Meta(ge=0, le=1e10)]]],
+                        msgspec.Meta(max_length=64)] | None = None
 
     def record(self) -> dict:
         """The hints as the truth log writes them (set fields only)."""
         out = {k: v for k, v in msgspec.structs.asdict(self).items() if v is not None and v is not False}
+        if "next_use" in out:
+            out["next_use"] = [list(step) for step in out["next_use"]]
         if not self.fork:
             del out["fork"], out["fork_shared_tokens"]
         if not self.tool_result_tokens:

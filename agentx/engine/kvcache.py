@@ -19,7 +19,7 @@ below a parent its holder does not hold, and a hash is only registered while it 
 Counters follow vLLM's: queries and hits in tokens, for the GPU tier and the external tier.
 
 The index is one of runs, not of blocks: the blocks a sequence registers at consecutive
-positions form a run (its hashes and blocks, as lists), found by its first hash; a later commit
+positions form a run (its hashes and blocks, packed arrays), found by its first hash; a later commit
 of the same sequence extends it. A block belongs to the run that last registered it (`run_of`,
 -1 once evicted), at `offset`. Hashes are chained, so a prompt's cached prefix is found by a
 walk: from its first hash's run, as far as that run agrees with the prompt and still owns its
@@ -38,6 +38,7 @@ LRU list would have.
 
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -52,6 +53,17 @@ class Chain(list):
     the cache already takes for equal content, so `commit` need not look for repeats in it (a set
     over every committed block's hash cost ~1.5 s of the 393-session benchmark). Any other list
     is checked, and a repeated hash handled as the per-block reference handles it."""
+
+
+class PackedChain(array):
+    """A Chain of unsigned 64-bit hashes packed 8 bytes each (`EngineBlocks`' for the virtual
+    runner: at rack scale ~18 million hashes are in flight, 40 bytes each as a list of ints)."""
+
+    def __new__(cls, values=()):
+        return super().__new__(cls, "Q", values)
+
+
+CHAINS = (Chain, PackedChain)
 
 
 def block_hashes(token_ids, block_size: int) -> Chain:
@@ -79,7 +91,7 @@ class Counters:
 class Allocation:
     """Blocks held by one sequence, and what its prompt found in the cache."""
 
-    blocks: list[int] = field(default_factory=list)
+    blocks: array = field(default_factory=lambda: array("q"))  # block ids, packed (see `_ids`)
     gpu_hit_blocks: int = 0
     cpu_hit_blocks: int = 0
     ssd_hit_blocks: int = 0  # of them, read off the SSD tier
@@ -104,10 +116,13 @@ class KVCache:
         self.entries = 0  # run entries, stale ones included
         self.entries_limit = 4 * num_blocks  # more than this: trim the runs
         # the free list: blocks without content (taken first, from the end), then cached ones
-        self.empty: list[int] = list(range(num_blocks - 1, -1, -1))
+        self.empty = array("q", range(num_blocks - 1, -1, -1))
         self.free_cached = eviction_policy(eviction, num_blocks, block_size)  # the free cached blocks (`eviction.py`)
         self.seqs: dict[object, Allocation] = {}
         self.counters = Counters()
+        # changes that may let an allocation fit that did not (blocks freed, content cached): taking
+        # blocks (`grow`) only loses free blocks and cached content, which never does (`EngineCore.admission_blocked`)
+        self.gains = 0
 
     # ------------------------------------------------------------------ queries
 
@@ -123,7 +138,7 @@ class KVCache:
     @property
     def free(self) -> list[int]:
         """The free blocks in the order they are taken (for inspection; O(blocks))."""
-        return self.empty[::-1] + list(self.free_cached)
+        return list(self.empty[::-1]) + list(self.free_cached)
 
     @property
     def cached(self) -> dict[int, int]:
@@ -153,7 +168,7 @@ class KVCache:
         """The GPU blocks caching `hashes[start:]`'s leading hashes, up to the first miss;
         `prev`: the block caching `hashes[start - 1]` (-1 when start is 0)."""
         runs, starts, q, n = self.runs, self.starts, start, len(hashes)
-        out: list[int] = []
+        out = array("q")
         rid, k = (int(self.run_of[prev]), int(self.offset[prev]) + 1) if prev >= 0 else (-1, 0)
         fresh = False  # whether run `rid` starts at q (else it owns the block before q)
         while q < n:
@@ -213,7 +228,7 @@ class KVCache:
         if not self._fits(blocks, need):
             return None
         if g:
-            hit = np.fromiter(blocks, np.int64, g)
+            hit = _ids(blocks)
             self.free_cached.remove(hit[self.ref[hit] == 0])  # cached but unused: leave the free list
             self.ref[hit] += 1  # (a sequence holds a block once)
         fresh = self._take(need - g)
@@ -222,6 +237,7 @@ class KVCache:
             loaded = hashes[g : g + c]
             self._register(blocks[-1] if g else -1, loaded, fresh[:c])
             ssd = self.tiers.load(loaded)
+        self.gains += 1
         alloc = Allocation(blocks + fresh, g, c, ssd, known=g + c)
         self.seqs[seq] = alloc
         if not count:
@@ -235,6 +251,29 @@ class KVCache:
             self.counters.load_blocks += c
         return alloc
 
+    def prefetch(self, key, hashes: list[int]) -> int:
+        """Load the DRAM (or SSD) blocks that continue `hashes`' GPU-cached prefix into fresh GPU blocks,
+        their content registered, held by `key` (a pseudo-sequence: `free_seq(key)` lets them go)
+        until the caller's modeled copy has landed; the blocks loaded (0: none in DRAM, or not room
+        for all of them: a copy that does not fit is not started).
+        Counted as loads, not as prefix queries (`prefetch.py`)."""
+        blocks, c = self._match_blocks(hashes)
+        g = len(blocks)
+        if not c or not self._fits(blocks, g + c):
+            return 0
+        if g:
+            hit = np.fromiter(blocks, np.int64, g)
+            self.free_cached.remove(hit[self.ref[hit] == 0])
+            self.ref[hit] += 1
+        fresh = self._take(c)
+        loaded = hashes[g : g + c]
+        self._register(blocks[-1] if g else -1, loaded, fresh)
+        ssd = self.tiers.load(loaded)  # (the SSD-only ones read into DRAM on the way)
+        self.gains += 1  # content cached: a prompt may now hit more of it
+        self.counters.load_blocks += c
+        self.seqs[key] = Allocation(blocks + fresh, 0, c, ssd, committed=g + c, known=g + c)
+        return c
+
     def can_allocate(self, hashes: list[int], num_tokens: int) -> bool:
         """Whether `allocate(_, hashes, num_tokens)` would succeed (no side effects)."""
         need = -(-num_tokens // self.block_size)
@@ -246,7 +285,7 @@ class KVCache:
         free, g = self.free_blocks, len(hit)
         if need - g > free:
             return False
-        return need - g <= free - int(np.count_nonzero(self.ref[np.fromiter(hit, np.int64, g)] == 0))
+        return need - g <= free - int(np.count_nonzero(self.ref[_ids(hit)] == 0))
 
     def grow(self, seq, num_tokens: int) -> bool:
         """Make room for `num_tokens` in total; False when no block can be had."""
@@ -262,12 +301,13 @@ class KVCache:
         from now on), writing them through to the CPU tier."""
         alloc = self.seqs[seq]
         blocks = alloc.blocks
+        self.gains += 1
         start = alloc.known  # from here on: no content yet
         end = min(len(hashes), len(blocks), len(hashes) if end is None else end)
         if end > start:
             new, own = hashes[start:end], blocks[start:end]
             prev = blocks[start - 1] if start else -1
-            if type(hashes) is Chain or len(set(new)) == len(new):
+            if type(hashes) in CHAINS or len(set(new)) == len(new):
                 # cached meanwhile by another sequence: a prefix of `new` (cached hashes are prefix-closed)
                 cached_in = self._cached_prefix(new, 0, prev)
                 shared = len(cached_in)
@@ -295,33 +335,44 @@ class KVCache:
         the eviction policy, which reads the hints of the request (None: none)."""
         alloc = self.seqs.pop(seq)
         blocks, known = alloc.blocks, alloc.known
+        self.gains += 1
         if not blocks:
             return
-        held = np.fromiter(reversed(blocks), np.int64, len(blocks))  # the tail is least likely reused: LRU first
+        held = _ids(blocks)[::-1]  # the tail is least likely reused: LRU first
         self.ref[held] -= 1
         zero = self.ref[held] == 0
         cut = len(blocks) - known  # the blocks without content (taken first) come before the cut
-        self.empty += held[:cut][zero[:cut]].tolist()
+        self.empty.frombytes(held[:cut][zero[:cut]].tobytes())
         positions = np.arange(len(blocks) - 1 - cut, -1, -1) if hints is not None else None
         self.free_cached.append(held[cut:][zero[cut:]], hints, positions[zero[cut:]] if positions is not None else None,
                                 now)
 
     # ---------------------------------------------------------------- internals
 
-    def _take(self, n: int) -> list[int]:
+    def _take(self, n: int) -> array:
         """`n` blocks from the front of the free list (evicting cached content), held."""
-        empty = self.empty
+        empty, ref = self.empty, self.ref
         k = min(n, len(empty))
-        out = empty[len(empty) - k :][::-1]
-        del empty[len(empty) - k :]
-        if out:
-            self.ref[out] = 1
+        if k == 1:  # (a decode crossing a block boundary: scalars, not numpy's per-call cost)
+            out = array("q", (empty.pop(),))
+            ref[out[0]] = 1
+        else:
+            out = empty[len(empty) - k :][::-1]
+            del empty[len(empty) - k :]
+            if out:
+                ref[_ids(out)] = 1
         if n > k:  # evict the least recently used cached blocks
             victims = self.free_cached.pop(n - k)
-            self.run_of[victims] = -1  # their run entries go stale
             self.counters.evictions += n - k
-            self.ref[victims] = 1
-            out += victims.tolist()
+            if n - k == 1:
+                victim = int(victims[0])
+                self.run_of[victim] = -1
+                ref[victim] = 1
+                out.append(victim)
+            else:
+                self.run_of[victims] = -1  # their run entries go stale
+                ref[victims] = 1
+                out.frombytes(victims.astype(np.int64, copy=False).tobytes())
         return out
 
     def _register(self, prev: int, hashes: list[int], blocks: list[int]) -> None:
@@ -331,14 +382,16 @@ class KVCache:
         if rid >= 0 and int(self.offset[prev]) == len(self.runs[rid][0]) - 1:
             run_hashes, run_blocks = self.runs[rid]
             k = len(run_hashes)
-            run_hashes += hashes
-            run_blocks += blocks
+            run_hashes.extend(hashes)
+            run_blocks.extend(blocks)
         else:
             rid, k = self.next_run, 0
             self.next_run += 1
-            self.runs[rid] = (list(hashes), list(blocks))
+            # a PackedChain's hashes stay packed (its slices are arrays of unsigned ints); a list's
+            # (Python's signed hash() values, the HTTP server's) stay a list
+            self.runs[rid] = (array("Q", hashes) if isinstance(hashes, array) else list(hashes), array("q", blocks))
             self.starts[hashes[0]] = rid  # (a run that started with it before owns no block now)
-        at = np.fromiter(blocks, np.int64, len(blocks))
+        at = _ids(blocks)
         self.run_of[at] = rid
         self.offset[at] = np.arange(k, k + len(at))
         self.entries += len(at)
@@ -368,3 +421,11 @@ class KVCache:
                 alloc.blocks[i] = other
                 self.ref[block] = 0
                 self.empty.append(block)
+
+
+def _ids(blocks) -> np.ndarray:
+    """Block ids as an int64 array: a copy of an `array("q")` (a buffer copy, where numpy would
+    read an array's items one by one), or of a list."""
+    if type(blocks) is array:
+        return np.frombuffer(blocks, np.int64).copy()
+    return np.array(blocks, dtype=np.int64)

@@ -102,7 +102,7 @@ def engine_series(core, labels: dict) -> list[tuple]:
         out.append(("counter", "vllm:kv_offload_total_bytes", "KV bytes moved between GPU and CPU (and CPU and SSD).",
                     moved, blocks * block_bytes))
         out.append(("counter", "vllm:kv_offload_total_time", "Seconds of link time those moves take.", moved, seconds))
-    return out + tier_series(kv, labels, block_bytes)
+    return out + tier_series(kv, labels, block_bytes) + _policy_series(core, labels)
 
 
 def tier_series(kv, labels: dict, block_bytes: float) -> list[tuple]:
@@ -128,6 +128,31 @@ def tier_series(kv, labels: dict, block_bytes: float) -> list[tuple]:
             out.append(("counter", "agentx_sim:kv_store_skipped_bytes", "KV bytes the store path's rules did not "
                         "write, by tier and rule (not_new, stored, in_flight).",
                         {**labels, "tier": tier.name, "rule": rule}, blocks * block_bytes))
+    return out
+
+
+def _policy_series(core, labels: dict) -> list[tuple]:
+    """The hybrid-attention window (engine/hybrid.py) and prefetch (engine/prefetch.py) counters."""
+    out = []
+    if core.hybrid:
+        w = core.hybrid.counters
+        out += [
+            ("counter", "agentx_sim:window_full_hit_tokens", "Prompt tokens the full-attention layers held at "
+             "admission (hybrid attention).", labels, w.full_hit_tokens),
+            ("counter", "agentx_sim:window_usable_hit_tokens", "Of them, resumable: window state held at the "
+             "boundary.", labels, w.usable_hit_tokens),
+            ("counter", "agentx_sim:window_checkpoints", "Window states retained (sparse checkpoints).", labels,
+             w.checkpoints),
+            ("counter", "agentx_sim:window_checkpoint_evictions", "Window states dropped from the store (LRU).",
+             labels, w.checkpoint_evictions),
+        ]
+    if core.prefetcher:
+        p = core.prefetcher.counters
+        for trigger, blocks in (("fork", p.fork_blocks), ("join", p.join_blocks)):
+            out.append(("counter", "agentx_sim:kv_prefetch_blocks", "KV blocks copied from DRAM to HBM ahead of use.",
+                        {**labels, "trigger": trigger}, blocks))
+        out.append(("counter", "agentx_sim:kv_prefetch_wait_seconds", "Modeled seconds first iterations waited for "
+                    "prefetches in flight.", labels, p.waited_s))
     return out
 
 

@@ -51,6 +51,8 @@ class Model:
     experts: int = 0  # MoE: routed experts, 0 for dense
     experts_per_token: int = 0
     kv_layers: int = 0  # layers that keep KV for the whole context (0: all; sliding-window layers excluded)
+    window_layers: int = 0  # sliding-window layers (hybrid attention, engine/hybrid.py); 0: none
+    sliding_window: int = 0  # tokens a sliding-window layer attends (and keeps KV for)
     fp4_scope: str = "all"  # what an FP4 checkpoint quantizes: "all" linear weights or only the "experts"
     # published speculative-decoding figures: method -> {draft_tokens, acceptance_length, source}
     spec_decode: dict = field(default_factory=dict)

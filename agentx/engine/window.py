@@ -20,20 +20,23 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 
+import numpy as np
+
 from agentx.engine.timing import Work
 
 
 def decode_window(core, until: float, finished: list, itl: list) -> bool:
     """Run a window of >= 2 pure-decode iterations on `core`; False (nothing done) if none fits."""
-    state = _decode_state(core)
-    if state is None:
+    window = _window_state(core)
+    if window is None:
         return False
-    batch, size, context, rem = state
+    (batch, size, context, rem), limit = window
     logged = len(itl)
-    cumulative, now = _iterations(core, until, batch, size, context, min(rem), _emission_limit(core, rem), itl)
+    cumulative, now = _iterations(core, until, batch, size, context, min(rem), limit, itl)
     if len(cumulative) < 2:
         del itl[logged:]
         return False
+    core.version += 1
     start, overhead, transfer = core.now, core.roofline.overhead_s, core.roofline.transfer_s(0)
     for duration, _ in itl[logged:]:  # each iteration's power, as step() records it
         core.power.iteration(start, duration, duration - overhead - transfer)
@@ -50,14 +53,105 @@ def decode_finish_bound(core) -> float | None:
     least n of them end before a sequence can finish or the free blocks run out (each keeps at
     most ceil(AL) tokens). A margin of 1e-6 of the span covers the rounding of summing the
     durations one by one."""
-    state = _decode_state(core)
-    if state is None:
+    window = _window_state(core)
+    if window is None:
         return None
-    batch, size, context, rem = state
-    first_end, limit = min(rem), _emission_limit(core, rem)
-    n = min(first_end, limit) // math.ceil(core.accept_len)
+    (batch, size, context, rem), limit = window
+    n = min(min(rem), limit) // math.ceil(core.accept_len)
     duration = core.roofline.iteration_s(Work(batch * size, size * context + batch * size * (size + 1) // 2, context))
     return core.now + duration * n * (1 - 1e-6)
+
+
+def prefill_window(core, until: float, finished: list, itl: list) -> bool:
+    """Run >= 2 iterations of a lone prefill on `core` together; False (nothing done) if none fits.
+
+    When one sequence runs and it is prefilling with more than a full budget of tokens left, each
+    iteration computes exactly `max_num_batched_tokens` of its prompt and nothing else: no token is
+    emitted, nothing can be admitted (no budget is left), and its work differs from the previous
+    iteration's only by the context. Its blocks are taken and committed once at the end: the cache
+    ends as after the same iterations one by one as long as no block runs short (the window stops
+    before) and no commit finds its blocks cached by another sequence (none else runs; the window
+    is not opened when the next one is cached already), so taking and registering commute. Not with
+    an offload tier: its store path is clocked iteration by iteration (`tiers.py`)."""
+    from agentx.engine.kvcache import CHAINS
+
+    if len(core.running) != 1 or core.kv.cpu_blocks:  # (a tier's store path is clocked per iteration)
+        return False
+    seq, kv, budget = core.running[0], core.kv, core.cfg.max_num_batched_tokens
+    c, bs = seq.computed, core.cfg.block_size
+    left = seq.context_len - c
+    iterations = (left - 1) // budget  # those that leave more than nothing of the prompt to compute
+    if iterations < 2 or type(seq.hashes) not in CHAINS:
+        return False
+    alloc = kv.seqs[seq]
+    have, free = len(alloc.blocks), kv.free_blocks
+    iterations = min(iterations, (((have + free) * bs - c) // budget))  # blocks for all of them
+    if iterations < 2 or (c < seq.prompt_len and _next_block_cached(kv, seq.hashes, alloc)):
+        return False
+    roof, now, cumulative, durations = core.roofline, core.now, c, []
+    pairs_own = budget * (budget + 1) // 2
+    while len(durations) < iterations and now < until:
+        duration = roof.iteration_s(Work(budget, budget * cumulative + pairs_own, cumulative))
+        durations.append(duration)
+        now += duration
+        cumulative += budget
+    if len(durations) < 2:
+        return False
+    start, overhead, transfer = core.now, roof.overhead_s, roof.transfer_s(0)
+    for duration in durations:  # each iteration's power, as step() records it
+        core.power.iteration(start, duration, duration - overhead - transfer)
+        start += duration
+    core.now = now
+    core.version += 1
+    if cumulative > seq.capacity:
+        kv.grow(seq, cumulative)
+        seq.capacity = len(alloc.blocks) * bs
+    seq.computed = cumulative
+    if c < seq.prompt_len:
+        core.commit_prefill(seq, c)
+    return True
+
+
+def prefill_finish_bound(core) -> float | None:
+    """A time before which `core`, left alone, cannot finish a sequence while one sequence runs and
+    it prefills with more than a budget of tokens left (else None): until the iteration in which its
+    prompt ends, each iteration gives it the whole budget, so nothing else computes or is admitted.
+    A preemption (its blocks run short) only delays it: it heads the queue again, its prefix hits at
+    most what it had computed (no block past it is cached, nobody else registers one). Those
+    iterations each last at least one of a budget of tokens at no context."""
+    from agentx.engine.kvcache import CHAINS
+
+    if len(core.running) != 1 or core.kv.cpu_blocks:
+        return None
+    seq, budget = core.running[0], core.cfg.max_num_batched_tokens
+    iterations = -(-(seq.context_len - seq.computed) // budget)  # the last one ends its prompt
+    if iterations < 2 or type(seq.hashes) not in CHAINS:
+        return None
+    if seq.computed < seq.prompt_len and _next_block_cached(core.kv, seq.hashes, core.kv.seqs[seq]):
+        return None
+    roof = core.roofline
+    shortest = roof.iteration_s(Work(budget, budget * (budget + 1) // 2, 0))
+    return core.now + ((iterations - 1) * shortest + roof.overhead_s) * (1 - 1e-6)
+
+
+def _next_block_cached(kv, hashes, alloc) -> bool:
+    """Whether the first block the sequence has not registered is cached (by another sequence)."""
+    k = alloc.known
+    return k < len(hashes) and bool(kv._cached_prefix(hashes, k, alloc.blocks[k - 1] if k else -1))
+
+
+def _window_state(core) -> tuple[tuple, int] | None:
+    """(`_decode_state`, its emission limit), remembered until the core changes (`version`: a
+    request queued or aborted, an iteration or window run; its clock; its cache's gains): the
+    virtual runner's finish bound and the window that follows it read the same state."""
+    key = (core.version, core.now, core.kv.gains)
+    memo = core.window_memo
+    if memo is not None and memo[0] == key:
+        return memo[1]
+    state = _decode_state(core)
+    window = None if state is None else (state, _emission_limit(core, state[3]))
+    core.window_memo = (key, window)
+    return window
 
 
 def _decode_state(core) -> tuple[int, int, int, list[int]] | None:
@@ -83,10 +177,12 @@ def _decode_state(core) -> tuple[int, int, int, list[int]] | None:
 def _emission_limit(core, rem: list[int]) -> int:
     """The most tokens each sequence may keep before the free blocks run out."""
     bs, free = core.cfg.block_size, core.kv.free_blocks
-    slack = [s.capacity - s.computed for s in core.running]
+    slack = np.fromiter([s.capacity - s.computed for s in core.running], np.int64, len(rem))
+    left = np.fromiter(rem, np.int64, len(rem))
 
-    def blocks(e: int) -> int:
-        return sum(-(-(min(e, r) - s) // bs) for s, r in zip(slack, rem) if min(e, r) > s)
+    def blocks(e: int) -> int:  # (integers in numpy: a binary search costs ~13 of these per window)
+        over = np.minimum(left, e) - slack
+        return int((-(-over[over > 0] // bs)).sum())
 
     top = max(rem)
     if blocks(top) <= free:
@@ -145,7 +241,7 @@ def _apply(core, cumulative: list[int], rem: list[int], finished: list) -> None:
     core.generation_tokens += tokens
     core.spec_steps += len(cumulative)
     for seq in done:
-        kv.free_seq(seq, seq.hints, core.now)
+        core.free_finished(seq)
     if done:
         core.running = [s for s in running if s.finish_reason is None]
         finished.extend(done)

@@ -7,7 +7,9 @@ request's stream when the KV it concerns becomes free, sent with the request.
   prompt), whether the answer calls a tool and the tool's class, how many subagents the answer
   forks and how many prompt tokens they share with this request, and whether the stream ends.
 - `oracle`: the same, plus what only the trace knows: the recorded gap until the stream's next
-  request, and the recorded answer length.
+  request, the recorded answer length, and the next use of every block of the prompt across the
+  session tree (`next_use`: when each stream of the tree next sends a request sharing a prefix
+  of this prompt, as steps of prefix length and recorded gap).
 
 A hint about the answer (tool call, fork, end) rides on the request because the KV it is about is
 only freed when that answer ends: an engine acts on it then, when a harness would have told it.
@@ -15,6 +17,7 @@ only freed when that answer ends: an engine acts on it then, when a harness woul
 
 from __future__ import annotations
 
+import bisect
 import json
 from enum import StrEnum
 
@@ -33,7 +36,9 @@ HINT_MEMBER = "agentx_hints"
 HEADERS = {"turn": "X-Agentx-Turn", "prefix_tokens": "X-Agentx-Prefix-Tokens",
            "tool_result_tokens": "X-Agentx-Tool-Result-Tokens", "tool_call": "X-Agentx-Tool-Call",
            "fork": "X-Agentx-Fork", "fork_shared_tokens": "X-Agentx-Fork-Shared-Tokens",
-           "session_end": "X-Agentx-Session-End", "next_gap_s": "X-Agentx-Next-Gap", "osl": "X-Agentx-OSL"}
+           "session_end": "X-Agentx-Session-End", "next_gap_s": "X-Agentx-Next-Gap", "osl": "X-Agentx-OSL",
+           "next_use": "X-Agentx-Next-Use"}
+NEXT_USE_STEPS = 64  # at most this many (prefix, gap) steps (the tree's streams sharing the most)
 
 
 def _tool_call(graph: SessionGraph, node: int) -> str | None:
@@ -79,6 +84,35 @@ def _forks(graph: SessionGraph, node: int, block: int) -> tuple[int, int]:
     return len(children), shared * block
 
 
+def next_use(graph: SessionGraph, node: int, block: int) -> list[list]:
+    """When the blocks of this request's prompt are next used across its session tree, from the
+    trace: for each stream, its first request starting at or after this one (its next in its own
+    stream) shares a prefix of this prompt and starts some recorded seconds after this one ends.
+    A block's next use is the earliest of those whose shared prefix covers it. Returned as steps
+    `[tokens, gap_s]`, longest prefix first: the first `tokens` tokens are next used `gap_s` after
+    this request ends (the gaps fall as the prefix shortens); tokens past the first step are not
+    used again in the tree."""
+    n = graph.nodes[node]
+    own, end, t0 = n.request.hash_ids, n.request.end, n.request.t
+    uses = []
+    for index, stream in enumerate(graph.streams):
+        requests = stream.requests
+        at = n.position + 1 if index == n.stream else bisect.bisect_left([r.t for r in requests], t0)
+        if at < len(requests):
+            shared = shared_prefix(own, requests[at].hash_ids)
+            if shared:
+                uses.append((shared, max(0.0, requests[at].t - end)))
+    steps: list[list] = []
+    for shared, gap in sorted(uses, reverse=True):
+        if steps and gap >= steps[-1][1]:
+            continue  # covered by a longer prefix used sooner
+        if steps and shared == steps[-1][0] // block:
+            steps[-1][1] = round(gap, 6)
+        else:
+            steps.append([shared * block, round(gap, 6)])
+    return steps[:NEXT_USE_STEPS]
+
+
 def request_hints(level: str, graph: SessionGraph, node: int, session_id: str, parent_id: str | None,
                   shared_blocks: int, block: int, osl: int) -> dict | None:
     """The hints of one request at `level` (None for `none`); `shared_blocks`: hash blocks it
@@ -106,6 +140,7 @@ def request_hints(level: str, graph: SessionGraph, node: int, session_id: str, p
         hints["osl"] = osl
         if not last:
             hints["next_gap_s"] = round(chain_gap(n.request, stream[n.position + 1]), 6)
+        hints["next_use"] = next_use(graph, node, block)
     return hints
 
 
@@ -116,7 +151,10 @@ def hint_headers(hints: dict | None) -> dict[str, str]:
     for name, header in HEADERS.items():
         if name in hints:
             value = hints[name]
-            out[header] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+            if isinstance(value, list):  # next_use: "tokens:gap,tokens:gap"
+                out[header] = ",".join(f"{t}:{g:g}" for t, g in value)
+            else:
+                out[header] = ("true" if value else "false") if isinstance(value, bool) else str(value)
     return out
 
 

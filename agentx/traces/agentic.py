@@ -17,7 +17,9 @@ continuing the same request opens a subagent too.
 Mooncake delta rows have Mooncake's shape with a `session_id`; each row's `input_length` and
 `hash_ids` are only what that turn appended to the session's prompt, so request k's prompt is
 the concatenation of rows 1..k. Its content looks like plain Mooncake: name it with
-`--format mooncake-delta`.
+`--format mooncake-delta`. A row may carry `segments` (agentx's extension, SPEC §1): its turn's
+part by kind; when every row of a session has them, request k's segments are rows 1..k's, in
+order (adjacent runs of one kind and tool joined).
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ import numpy as np
 from agentx.errors import TraceError
 from agentx.traces.blocks import Reblocker
 from agentx.traces.graph import build_graph
-from agentx.traces.model import MAX_DEPTH, HashId, Millis, Name, RecordId, Request, Session, Stream, Tokens, ids_array
+from agentx.traces.model import (
+    MAX_DEPTH, HashId, Millis, Name, RecordId, Request, Segment, Segments, Session, Stream, Tokens, ids_array,
+)
 from agentx.traces.mooncake import Row as MooncakeRow
 from agentx.traces.rows import (
     check_request, check_time, decode_rows, encode_rows, read_rows, row_ids, row_session,
@@ -197,10 +201,40 @@ def write_agentic(sessions: list[Session], path: str | Path) -> None:
     Path(path).write_bytes(encode_rows(rows))
 
 
+class DeltaRow(MooncakeRow):
+    segments: Segments | None = None  # the turn's part by kind (agentx's extension, SPEC §1)
+
+
+def _joined(segments: list[Segment]) -> tuple[Segment, ...]:
+    """Segments in order, adjacent runs of one kind and tool as one."""
+    out: list[Segment] = []
+    for g in segments:
+        if out and (out[-1].kind, out[-1].tool) == (g.kind, g.tool):
+            out[-1] = Segment(g.kind, out[-1].tokens + g.tokens, g.tool)
+        else:
+            out.append(g)
+    return tuple(out)
+
+
+def _turn_segments(path, rows: list) -> list[tuple[Segment, ...] | None]:
+    """Each request's segments (the rows' so far), or None for all when a row has none."""
+    if any(r.segments is None for _, r in rows):
+        return [None] * len(rows)
+    out, so_far = [], []
+    for n, r in rows:
+        if sum(g.tokens for g in r.segments) != r.input_length:
+            raise TraceError(str(path), f"line {n} segments",
+                             f"segments cover {sum(g.tokens for g in r.segments):,} tokens, "
+                             f"input_length is {r.input_length:,}")
+        so_far = list(_joined(so_far + r.segments))
+        out.append(tuple(so_far))
+    return out
+
+
 def read_mooncake_delta(path: str | Path, warn=None) -> list[Session]:
     stem = Path(path).name.split(".")[0]
-    groups: dict[object, list[tuple[int, MooncakeRow]]] = {}
-    for n, row in decode_rows(path, MooncakeRow):
+    groups: dict[object, list[tuple[int, DeltaRow]]] = {}
+    for n, row in decode_rows(path, DeltaRow):
         groups.setdefault(row.session_id if row.session_id is not None else f"{stem}-{n}", []).append((n, row))
     sessions = []
     for sid, rows in groups.items():
@@ -210,11 +244,12 @@ def read_mooncake_delta(path: str | Path, warn=None) -> list[Session]:
         ids = ids_array(np.concatenate([np.asarray(r.hash_ids, dtype=np.uint64) for _, r in rows]))
         isl = n_ids = 0
         requests = []
-        for n, r in rows:  # the bounds hold for the whole prompt, not the turn's part of it
+        segments = _turn_segments(path, rows)
+        for (n, r), segs in zip(rows, segments):  # the bounds hold for the whole prompt, not the turn's part
             isl, n_ids = isl + r.input_length, n_ids + len(r.hash_ids)
             check_request(path, f"line {n}", "input_length", isl, n_ids, BLOCK_SIZE, True)
             requests.append(Request(t=round(r.timestamp / 1000.0 - start, 6), model=r.model, isl=isl,
-                                    osl=r.output_length, hash_ids=ids[:n_ids]))
+                                    osl=r.output_length, hash_ids=ids[:n_ids], segments=segs))
         sessions.append(row_session(requests, str(sid), BLOCK_SIZE, start))
     sessions.sort(key=lambda s: (s.start, s.id))
     return sessions

@@ -64,6 +64,9 @@ class SynthConfig:
     sub_gap_sigma: float = 0.9
     decode_tok_s: float = 70.0  # recorded api_time = ttft + osl / decode rate
     sub_decode_tok_s: float = 220.0
+    # "own": a subagent starts from its type's system prefix (the calibrated corpus); "parent": from
+    # the prompt of the request that spawned it, then its task (subagents that fork the context)
+    subagent_context: str = "own"
 
 
 class _Chain:
@@ -179,8 +182,9 @@ class _SessionGen:
             wait_until = end
             if spawning:
                 size = next(groups, 0)
+                forked = chain.view(ctx // BLOCK) if cfg.subagent_context == "parent" else None
                 for j in range(size):
-                    sub = self.subagent(end + 0.3 + 0.01 * j, j)
+                    sub = self.subagent(end + 0.3 + 0.01 * j, j, forked)
                     subagents.append(sub)
                     wait_until = max(wait_until, sub.end)
             think = self.gap(cfg.gap_median, cfg.gap_sigma)
@@ -219,18 +223,22 @@ class _SessionGen:
         slots = max(1, turns - 1)
         return group_sizes, set(rng.choice(np.arange(slots), size=min(len(group_sizes), slots), replace=False).tolist())
 
-    def subagent(self, spawn: float, sibling: int) -> Stream:
+    def subagent(self, spawn: float, sibling: int, forked: np.ndarray | None = None) -> Stream:
+        """A subagent; `forked`: the spawning request's hash ids, when it starts from them."""
         cfg, rng = self.cfg, self.rng
         kind = str(rng.choice(["Explore", "Explore", "general-purpose", "Plan"]))
-        if kind not in self.sub_prefixes:
-            self.sub_prefixes[kind] = self.ids.fresh(cfg.sub_prefix_tokens // BLOCK)
-        prefix = self.sub_prefixes[kind]
+        if forked is not None:
+            prefix, prefix_tokens = forked, len(forked) * BLOCK
+        else:
+            if kind not in self.sub_prefixes:
+                self.sub_prefixes[kind] = self.ids.fresh(cfg.sub_prefix_tokens // BLOCK)
+            prefix, prefix_tokens = self.sub_prefixes[kind], cfg.sub_prefix_tokens
         chain = _Chain(self.ids, prefix)
-        ctx = cfg.sub_prefix_tokens + int(_lognormal(rng, cfg.sub_task_tokens_median, 0.6))
+        ctx = prefix_tokens + int(_lognormal(rng, cfg.sub_task_tokens_median, 0.6))
         turns = _turn_count(rng, cfg.sub_turns_median, cfg.sub_turns_sigma)
         t, think, requests, total = spawn, 0.0, [], 0
         for k in range(turns):
-            if ctx > self.compact_at:
+            if ctx > self.compact_at and requests:
                 break
             chain.grow_to(ctx // BLOCK)
             osl = self.osl(cfg.sub_osl_median)
@@ -274,15 +282,17 @@ def synth_corpus(sessions: int, seed: int, cfg: SynthConfig | None = None):
         yield synth_session(cfg, seed, i)
 
 
-def write_corpus(out: Path, sessions: int, seed: int, max_context: int | None = None) -> tuple[int, int]:
+def write_corpus(out: Path, sessions: int, seed: int, max_context: int | None = None,
+                 subagent_context: str = "own") -> tuple[int, int]:
     """Write a synthetic corpus as one WEKA file per session (each capped at `max_context`
-    tokens when given); (sessions written, requests)."""
+    tokens when given; subagents starting from their `own` prefix or their `parent`'s prompt);
+    (sessions written, requests)."""
     from agentx.traces.variants import limit_context
     from agentx.traces.weka import write_weka
 
     out.mkdir(parents=True, exist_ok=True)
     written = requests = 0
-    for session in synth_corpus(sessions, seed):
+    for session in synth_corpus(sessions, seed, SynthConfig(subagent_context=subagent_context)):
         if max_context is not None:
             session = limit_context(session, max_context)
             if session is None:

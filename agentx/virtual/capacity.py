@@ -23,6 +23,7 @@ PLAN.yaml (every key but `grid.concurrency` optional):
       parallelism: [tp]          # tp, tep, dep (attention data-parallel + EP)
       kv_policy: [lru, retain]   # engine/eviction.py (SPEC 6 "KV policies")
       hints: [none, harness]     # what the replay sends them (bench --hints)
+      window_retention: [none, sparse]   # hybrid-attention models only (engine/hybrid.py; default off)
       prefill: [0, 1]            # disaggregated: prefill workers (0: replicas, not disaggregated)
       decode: [1]                # decode workers (with prefill > 0)
       decode_gpus: [0]           # GPUs of a decode worker (0: gpus)
@@ -59,13 +60,14 @@ from agentx.replay.hints import HintLevel
 from agentx.replay.plan import PlanConfig
 
 GRID_KEYS = ("hardware", "gpus", "kv_memory", "cpu_offload_gb", "replicas", "router", "spec_decode", "engine",
-             "parallelism", "kv_policy", "hints", "ssd_drives", "store_rules", "prefill", "decode", "decode_gpus",
-             "decode_parallelism", "prefill_route")
+             "parallelism", "kv_policy", "hints", "window_retention", "ssd_drives", "store_rules", "prefill", "decode",
+             "decode_gpus", "decode_parallelism", "prefill_route")
 # a grid key left out takes the engine's declared default (`kv_memory` is gpu_memory_utilization)
 DEFAULTS = {"hardware": [EngineConfig.hardware], "gpus": [EngineConfig.gpus], "kv_memory": [EngineConfig.gpu_memory_utilization],
             "cpu_offload_gb": [int(EngineConfig.cpu_offload_gb)], "replicas": [Deployment.replicas],
             "router": [Deployment.router], "spec_decode": ["none"], "engine": [EngineConfig.engine],
             "parallelism": [EngineConfig.parallelism], "kv_policy": [EngineConfig.kv_policy], "hints": ["none"],
+            "window_retention": [EngineConfig.window_retention],
             "ssd_drives": [EngineConfig.ssd_drives], "store_rules": [EngineConfig.store_rules],
             "prefill": [Deployment.prefill], "decode": [Deployment.decode], "decode_gpus": [Deployment.decode_gpus],
             "decode_parallelism": [Deployment.decode_parallelism], "prefill_route": [Deployment.prefill_route]}
@@ -173,8 +175,9 @@ def engine_config(plan: Plan, config: dict):
                           precision=plan.precision, gpu_memory_utilization=float(config["kv_memory"]),
                           cpu_offload_gb=float(config["cpu_offload_gb"]), seed=plan.seed,
                           engine=str(config["engine"]), parallelism=str(config["parallelism"]),
-                          kv_policy=str(config["kv_policy"]), ssd_drives=int(config["ssd_drives"]),
-                          store_rules=_flag(config["store_rules"]), **spec_fields(config["spec_decode"]))
+                          kv_policy=str(config["kv_policy"]), window_retention=_retention(config),
+                          ssd_drives=int(config["ssd_drives"]), store_rules=_flag(config["store_rules"]),
+                          **spec_fields(config["spec_decode"]))
     if config["hints"] not in tuple(HintLevel):
         raise AgentxError(f"plan: grid.hints entries are {', '.join(HintLevel)}, got {config['hints']!r}")
     return engine
@@ -185,6 +188,12 @@ def check_config(plan: Plan, config: dict) -> None:
     from agentx.engine.disagg import workers
 
     workers(deployment(plan, config))
+
+
+def _retention(config: dict) -> str:
+    """The grid's window_retention (YAML reads a bare `off` as false)."""
+    value = config["window_retention"]
+    return "off" if value is False else str(value)
 
 
 def _flag(value) -> bool:
@@ -203,6 +212,8 @@ def config_name(config: dict) -> str:
         parts.append(f"{config['engine']}-{config['parallelism']}")
     if config["kv_policy"] != EngineConfig.kv_policy or config["hints"] != "none":
         parts.append(f"{config['kv_policy']}-hints-{config['hints']}")
+    if _retention(config) != EngineConfig.window_retention:
+        parts.append(f"window-{_retention(config)}")
     if config["ssd_drives"]:
         parts.append(f"ssd{config['ssd_drives']}")
     if config["store_rules"] is not True:

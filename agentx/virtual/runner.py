@@ -33,7 +33,7 @@ from agentx.engine.config import Deployment, EngineConfig
 from agentx.engine.metrics import ServerStats, dcgm_series, samples
 from agentx.engine.disagg import Workers, workers
 from agentx.engine.timing import Roofline
-from agentx.engine.window import decode_finish_bound
+from agentx.engine.window import decode_finish_bound, prefill_finish_bound
 from agentx.power.readings import GpuReading
 from agentx.power.sampler import PowerSample, sample_line
 from agentx.records import Record, RecordWriter
@@ -100,8 +100,9 @@ class VirtualRun(RunSkeleton):
         self.records = self.series = None
         self.turns = 0  # loop turns that advanced a core (the cost the windows save)
         self.time = 0.0  # the loop's clock: every event before it has been handled
-        # per core, its finish bound while no core's state changed but by its own advance (cleared
-        # when a request arrives, hands off or finishes), so a turn computes one bound, not one per core
+        # per core, its finish bound while its state is unchanged (a bound is a function of its own
+        # core's state only): dropped when it advances or a request reaches it, so a turn computes
+        # one bound, not one per core
         self.bounds: dict = {}
         self.ended = 0  # requests ended (the progress line)
         self.on_tick, self.next_tick = None, 0.0  # progress: called with snapshot() every TICK_S of wall time
@@ -188,9 +189,10 @@ class VirtualRun(RunSkeleton):
     @staticmethod
     def _finish_bound(core) -> float:
         """A time before which `core` cannot finish a sequence unless a request reaches it first:
-        from its decode window's iteration time when its batch only decodes, else from the
-        iteration overhead (`EngineCore.finish_bound()`)."""
-        return max(decode_finish_bound(core) or 0.0, core.finish_bound())
+        from its decode window's iteration time when its batch only decodes, from its prefill's
+        chunks when one sequence runs and prefills, else from the iteration overhead
+        (`EngineCore.finish_bound()`)."""
+        return max(decode_finish_bound(core) or 0.0, prefill_finish_bound(core) or 0.0, core.finish_bound())
 
     def _drain(self, deadline: float) -> None:
         """After the window: let requests in flight finish (up to the grace), cancel the rest."""
@@ -218,7 +220,6 @@ class VirtualRun(RunSkeleton):
 
     def _submit(self, d: Dispatch) -> None:
         """Hand a dispatch to the engine at the loop's time (or record its refusal)."""
-        self.bounds.clear()  # (a core's state changes outside its own advance: no cached bound holds)
         now, prompts = self.time, self.render.prompts
         if d.phase == "profile" and not self.window_open:
             self.window_open = True
@@ -243,13 +244,14 @@ class VirtualRun(RunSkeleton):
         seq.hints = Hints(**hints) if hints else None
         self._wake(now)
         # the stream's session id as bench sends it (`TREE`, `TREE.k`) less bench's random run id
-        self.replicas.add(seq, now, stream_session_id(str(d.tree), stream[1]))
+        self.bounds.pop(self.replicas.add(seq, now, stream_session_id(str(d.tree), stream[1])), None)
         self.inflight[seq] = (d, isl, osl, theo)
 
     def _wake(self, now: float) -> None:
         for core in self.replicas.cores:
             if core.idle and core.now < now:
                 core.now = now  # an idle engine starts its next iteration when work arrives
+                self.bounds.pop(core, None)
 
     def _stage_event(self) -> float:
         """Disaggregated, in the grace: the next finish or KV arrival (a prefill stage finishing
@@ -275,8 +277,8 @@ class VirtualRun(RunSkeleton):
 
     def _finish(self, seq) -> None:
         """A finished sequence at its time: its record, and the plan told (the loop then sends
-        what that made due at this time); a prefill stage's KV leaves for its decode worker."""
-        self.bounds.clear()
+        what that made due at this time; the cores' states are as they were: their bounds hold); a
+        prefill stage's KV leaves for its decode worker (no core's state changes)."""
         if self.disagg and self.disagg.prefilled(seq):
             return
         d, isl, osl, theo = self.inflight.pop(seq)

@@ -177,7 +177,7 @@ def random_ops(seed: int, n: int = 3_000):
 
 def state(cache):
     return (cache.counters, cache.cached, list(cache.free), cache.ref.tolist(), list(cache.cpu),
-            {s: (a.blocks, a.gpu_hit_blocks, a.cpu_hit_blocks, a.committed) for s, a in cache.seqs.items()})
+            {s: (list(a.blocks), a.gpu_hit_blocks, a.cpu_hit_blocks, a.committed) for s, a in cache.seqs.items()})
 
 
 @pytest.mark.parametrize("num_blocks,cpu_blocks", [(40, 0), (120, 0), (60, 90), (200, 30)])
@@ -196,14 +196,15 @@ def test_the_cache_equals_the_per_block_reference(num_blocks, cpu_blocks):
             if a:
                 held.add(seq)
                 results.append((a.gpu_hit_blocks, a.cpu_hit_blocks))
-                assert (a.blocks, a.gpu_hit_blocks, a.cpu_hit_blocks) == (b.blocks, b.gpu_hit_blocks, b.cpu_hit_blocks)
+                assert (list(a.blocks), a.gpu_hit_blocks, a.cpu_hit_blocks) == (b.blocks, b.gpu_hit_blocks,
+                                                                             b.cpu_hit_blocks)
         elif seq not in held:
             continue
         elif op == "commit":
             before = list(new.seqs[seq].blocks)
             new.commit(seq, *args)
             ref.commit(seq, *args)
-            swaps += new.seqs[seq].blocks != before
+            swaps += list(new.seqs[seq].blocks) != before
         elif op == "grow":
             assert new.grow(seq, args[0]) == ref.grow(seq, args[0])
         else:

@@ -137,3 +137,32 @@ def test_a_window_that_does_not_fit_two_iterations_changes_nothing():
     assert not decode_window(core, now + 1e-9, finished, itl)  # the next iteration would start at or after `until`
     assert (core.now, len(seq.output), finished, itl) == (now, out, [], [])
     assert decode_window(core, now + 10.0, finished, itl) and core.now > now and len(seq.output) > out + 1
+
+
+@pytest.mark.parametrize("kw", [dict(max_num_batched_tokens=512),
+                                dict(max_num_batched_tokens=512, num_gpu_blocks_override=700, max_model_len=8_192)])
+def test_prefill_windows_give_the_step_by_step_times_and_state(kw, monkeypatch):
+    """A lone sequence's prefill chunks computed together (engine/window.prefill_window), the cache
+    short of blocks in the second case: the same times and state as one iteration at a time."""
+    import agentx.engine.core as core_module
+
+    windows, run = [0], core_module.prefill_window
+
+    def counted(*args):
+        done = run(*args)
+        windows[0] += done
+        return done
+
+    monkeypatch.setattr(core_module, "prefill_window", counted)
+    cfg = EngineConfig(**kw)
+    arrivals = workload(seed=11, n=20, rate=0.1)
+    a, seqs_a, itl_a, _ = drive(cfg, arrivals, windows=False)
+    b, seqs_b, itl_b, _ = drive(cfg, arrivals, windows=True)
+    for x, y in zip(seqs_a, seqs_b):
+        assert (x.first_token_at, x.finished_at, x.output, x.cached_tokens, x.preemptions, x.finish_reason) == \
+               (y.first_token_at, y.finished_at, y.output, y.cached_tokens, y.preemptions, y.finish_reason)
+    assert itl_a == itl_b and a.now == b.now
+    assert (a.kv.counters, a.kv.cached, list(a.kv.free), a.kv.ref.tolist()) == \
+        (b.kv.counters, b.kv.cached, list(b.kv.free), b.kv.ref.tolist())
+    assert a.power.recent == b.power.recent and a.power.folded == b.power.folded
+    assert windows[0] >= 5  # prefills were windowed

@@ -58,10 +58,15 @@ def test_truth_log_shows_the_hints_of_every_request(sim, tmp_path, level):
             assert 0 < hints["prefix_tokens"] <= line["prompt_tokens"]
         if level == "oracle" and not last:
             assert hints["next_gap_s"] == pytest.approx(chain_gap(node.request, stream[node.position + 1]), abs=1e-6)
+            # the tree's next use of the prompt's head is no later than its own stream's next request
+            assert hints["next_use"] and hints["next_use"][-1][1] <= hints["next_gap_s"] + 1e-6
         else:
             assert "next_gap_s" not in hints
         assert ("osl" in hints) == (level == "oracle")
-        assert line["hint_headers"] == {HEADERS[k]: (str(v).lower() if isinstance(v, bool) else str(v))
+        assert ("next_use" in hints) == (level == "oracle")
+        assert line["hint_headers"] == {HEADERS[k]: (str(v).lower() if isinstance(v, bool) else
+                                                     ",".join(f"{t}:{g:g}" for t, g in v) if isinstance(v, list)
+                                                     else str(v))
                                         for k, v in hints.items() if k in HEADERS}
     assert forks >= 2  # the two subagents of trace_0291, each time the tree is replayed
 
@@ -84,8 +89,12 @@ def test_bad_hints_are_refused(sim):
     import urllib.request
 
     url, _ = sim
-    body = json.dumps({"prompt": [1, 2, 3], "max_tokens": 2, "agentx_hints": {"tool_call": "teleport"}}).encode()
-    request = urllib.request.Request(url + "/v1/completions", body, {"Content-Type": "application/json"})
-    with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(request, timeout=30)
-    assert err.value.code == 400 and b"agentx_hints.tool_call" in err.value.read()
+    for hints, field in (({"tool_call": "teleport"}, b"agentx_hints.tool_call"),
+                         ({"next_use": [[128, -1.0]]}, b"agentx_hints.next_use"),
+                         ({"next_use": [[128, 1.0]] * 65}, b"agentx_hints.next_use"),
+                         ({"next_use": [[128]]}, b"agentx_hints.next_use")):
+        body = json.dumps({"prompt": [1, 2, 3], "max_tokens": 2, "agentx_hints": hints}).encode()
+        request = urllib.request.Request(url + "/v1/completions", body, {"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(request, timeout=30)
+        assert err.value.code == 400 and field in err.value.read()

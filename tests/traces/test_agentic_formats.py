@@ -208,6 +208,26 @@ def test_mooncake_delta_accumulates_each_sessions_prompt(tmp_path):
         load_sessions([over], "mooncake-delta")
 
 
+def test_mooncake_delta_keeps_each_turns_segments(tmp_path):
+    rows = [{"session_id": "d", "timestamp": 0, "input_length": 1024, "output_length": 9, "hash_ids": [1, 2],
+             "segments": [["system", 900], ["user", 124]]},
+            {"session_id": "d", "timestamp": 3000, "input_length": 700, "output_length": 9, "hash_ids": [3, 4],
+             "segments": [["user", 100], ["tool_result", 600, "read"]]},
+            {"session_id": "e", "timestamp": 1000, "input_length": 10, "output_length": 1, "hash_ids": [9]}]
+    path = _jsonl(tmp_path / "delta.jsonl", rows)
+    d, e = load_sessions([path], "mooncake-delta")
+    first, second = d.requests()
+    assert [(g.kind, g.tokens, g.tool) for g in first.segments] == [("system", 900, None), ("user", 124, None)]
+    # the turns' parts in order, the two user runs joined
+    assert [(g.kind, g.tokens, g.tool) for g in second.segments] == [
+        ("system", 900, None), ("user", 224, None), ("tool_result", 600, "read")]
+    assert sum(g.tokens for g in second.segments) == second.isl
+    assert next(e.requests()).segments is None  # its row has none
+    short = _jsonl(tmp_path / "short.jsonl", [dict(rows[0], segments=[["system", 1000]])])
+    with pytest.raises(TraceError, match=rf"^{short}: line 1 segments: segments cover 1,000 tokens, input_length is 1,024"):
+        load_sessions([short], "mooncake-delta")
+
+
 # --- TRIE and rollouts -------------------------------------------------------------------------
 
 def test_trie_sessions_are_synthesized_turn_by_turn(tmp_path):

@@ -61,3 +61,25 @@ def test_same_seed_same_corpus_and_files_load(tmp_path):
     assert len(topological_order(build_graph(again))) == a.n_requests
     for r in again.requests():
         assert len(r.hash_ids) == r.isl // 64
+
+
+def test_subagents_can_fork_their_parents_context():
+    """`--subagent-context parent`: a subagent's first prompt starts with the prompt of the request
+    that spawned it, so the fork hint's shared tokens are that whole prompt."""
+    from agentx.common import shared_prefix
+    from agentx.replay.hints import request_hints
+    from agentx.traces.graph import build_graph
+    from agentx.traces.synth import SynthConfig, synth_corpus
+
+    forks = 0
+    for session in synth_corpus(12, 1, SynthConfig(subagent_context="parent")):
+        graph = build_graph(session)
+        for e in graph.edges:
+            if e.kind != "spawn":
+                continue
+            parent, child = graph.nodes[e.src].request, graph.nodes[e.dst].request
+            assert shared_prefix(parent.hash_ids, child.hash_ids) == len(parent.hash_ids)
+            hints = request_hints("harness", graph, e.src, "s", None, 0, 64, 1)
+            assert hints["fork_shared_tokens"] == len(parent.hash_ids) * 64
+            forks += 1
+    assert forks >= 3
