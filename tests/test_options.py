@@ -86,7 +86,6 @@ def test_bench_sim_serve_and_sim_bench_flags_are_the_configs_declarations():
     import typer.main
 
     from agentx.cli import app
-    from agentx.cli.sim import DISAGG
     from agentx.engine.config import Deployment, EngineConfig, ServeConfig
     from agentx.replay.plan import PlanConfig
     from agentx.replay.settings import Labels, TargetConfig
@@ -101,8 +100,8 @@ def test_bench_sim_serve_and_sim_bench_flags_are_the_configs_declarations():
         for cfg in expected[name]:
             for f in declared(cfg):
                 meta = f.metadata["option"]
-                if not meta["cli"] or f.name in ("overhead_s",) or (name == "sim serve" and f.name in DISAGG):
-                    continue  # (disaggregated prefill / decode: virtual time only)
+                if not meta["cli"] or f.name in ("overhead_s",):
+                    continue
                 flag = meta["flag"] or "--" + f.name.replace("_", "-")
                 assert flag in flags, (name, flag)
                 if f.name not in ("seed", "duration", "replicas", "gpus", "model", "hardware"):  # (help given per command)

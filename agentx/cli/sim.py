@@ -27,12 +27,9 @@ def _deployment(options: dict) -> dict:
     return {k: v for k, v in pick(Deployment, options).items() if k != "engine"}
 
 
-# disaggregated prefill / decode runs in virtual time only (virtual/disagg.py)
-DISAGG = ("prefill", "decode", "decode_gpus", "decode_parallelism")
-
 
 @sim_app.command("serve")
-@config_options(EngineConfig, Deployment, ServeConfig, FaultConfig, skip=("overhead_s",) + DISAGG,
+@config_options(EngineConfig, Deployment, ServeConfig, FaultConfig, skip=("overhead_s",),
                 help={"replicas": "Engine replicas (each --gpus GPUs) behind one endpoint."})
 def sim_serve_cmd(
     overhead_ms: Optional[float] = typer.Option(None, "--overhead-ms", min=0, help="Fixed cost of one iteration "
@@ -82,6 +79,9 @@ def sim_bench_cmd(
     levels = _offline(corpus, options) or _concurrencies(concurrency)
     engine, deployment = pick(EngineConfig, options), _deployment(options)
     sim = Deployment(EngineConfig(**engine), **deployment)
+    if sim.prefill_route == "tool" and options.get("hints") == "none":
+        _warn("--prefill-route tool reads the harness hints and --hints none sends none: every prompt prefills "
+              "on the decode workers (add --hints harness)")
     bench = {k: v for k, v in options.items() if k not in engine and k not in deployment}
     bench["mode"] = "lanes"
     schedule = _open_loop(bench, levels)  # --request-rate: an open loop

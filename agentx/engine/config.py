@@ -91,12 +91,15 @@ class Deployment:
     engine: EngineConfig = field(default_factory=EngineConfig)
     replicas: int = option(1, "Engine replicas (each --gpus GPUs) behind a router.", min=1)
     router: str = option("round-robin", "round-robin, least-loaded, session-affinity or prefix-aware (SPEC section 6).")
-    # disaggregated prefill / decode (virtual/disagg.py; sim bench only): prefill workers of `engine`,
-    # decode workers of `engine` with the decode_* settings, instead of replicas
+    # disaggregated prefill / decode (engine/disagg.py): prefill workers of `engine`, decode workers
+    # of `engine` with the decode_* settings, instead of replicas
     prefill: int = option(0, "Disaggregated: prefill workers (each --gpus, --parallelism); needs --decode.", min=0)
     decode: int = option(0, "Disaggregated: decode workers.", min=0)
     decode_gpus: int = option(0, "GPUs of a decode worker (0: --gpus).", min=0)
     decode_parallelism: str = option("", "A decode worker's parallelism: tp, tep or dep (default: --parallelism).")
+    prefill_route: str = option("all", "Disaggregated: which prompts prefill on the prefill workers: all, or tool "
+                                "(only low-reuse, tool-result-heavy ones, read from harness hints; the rest prefill "
+                                "where they decode). SPEC section 6.", choices=("all", "tool"))
 
     def __post_init__(self):
         check_bounds(self)
@@ -105,6 +108,8 @@ class Deployment:
         if self.decode_parallelism not in ("",) + PARALLELISMS:
             raise AgentxError(f"want one of {', '.join(PARALLELISMS)}, got {self.decode_parallelism!r}",
                               "decode_parallelism")
+        if self.prefill_route != "all" and not self.prefill:
+            raise AgentxError("--prefill-route needs --prefill and --decode", "prefill_route")
         if self.prefill and self.replicas != 1:
             raise AgentxError("a disaggregated deployment has prefill and decode workers, not replicas", "replicas")
 
@@ -116,8 +121,15 @@ class Deployment:
         """TP8, 2 x DEP8, 2 x DEP8 prefill + DEP16 decode: as InferenceX and the AgentX article name them."""
         if not self.prefill:
             return parallelism_label(self.engine, self.replicas)
+        route = "" if self.prefill_route == "all" else f" ({self.prefill_route} route)"
         return (f"{parallelism_label(self.engine, self.prefill)} prefill + "
-                f"{parallelism_label(self.decode_engine(), self.decode)} decode")
+                f"{parallelism_label(self.decode_engine(), self.decode)} decode{route}")
+
+    def disaggregation(self) -> str:
+        """The disaggregation's settings in words (the deployment key's `engine_settings`)."""
+        d = self.decode_engine()
+        return (f"prefill={self.prefill} decode={self.decode} decode_gpus={d.gpus} "
+                f"decode_parallelism={d.parallelism} prefill_route={self.prefill_route} router={self.router}")
 
     def gpus(self) -> int:
         if not self.prefill:

@@ -77,6 +77,11 @@ class Sequence:
     due: list[float] = field(default_factory=list)  # modeled time each output token was due (server-owned)
     jumped: float = 0.0  # modeled seconds the server's schedule skipped (restarts) while it was in flight
     jumped_first: float = 0.0  # of them, before its first token
+    # disaggregated prefill / decode (engine/disagg.py): the prefill stage's facts while the
+    # request moves to its decode worker, and whether its prompt's KV came over the link there
+    # (then its admission is no prefix-cache lookup: transferred KV is no hit)
+    stage: object = None
+    transferred: bool = False
 
     def __post_init__(self):
         if self.prompt_len < 0:
@@ -360,7 +365,7 @@ class EngineCore:
                 break
             total, cacheable, g, c, n = self._admission(seq, budget)
             hit = (g + c) * bs
-            alloc = self.kv.allocate(seq, cacheable, hit + n, prompt_tokens=total)
+            alloc = self.kv.allocate(seq, cacheable, hit + n, prompt_tokens=total, count=not seq.transferred)
             if alloc is None:
                 return ssd_s
             ssd_s += self.kv.tiers.read_s(alloc.ssd_hit_blocks)

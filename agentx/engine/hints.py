@@ -16,6 +16,7 @@ class Hints(msgspec.Struct, kw_only=True, frozen=True):
     parent_session_id: _Id | None = None
     turn: _Count = 0
     prefix_tokens: _Count = 0  # tokens shared with the stream's previous prompt (the stable prefix)
+    tool_result_tokens: _Count = 0  # of the prompt's tokens past that prefix, those that are tool results
     tool_call: Literal["read", "search", "edit", "shell", "web", "other"] | None = None  # the answer calls a tool
     fork: _Count = 0  # subagents the answer spawns
     fork_shared_tokens: _Count = 0  # prompt tokens they share with this request
@@ -33,4 +34,6 @@ class Hints(msgspec.Struct, kw_only=True, frozen=True):
             out["next_use"] = [list(step) for step in out["next_use"]]
         if not self.fork:
             del out["fork"], out["fork_shared_tokens"]
+        if not self.tool_result_tokens:
+            del out["tool_result_tokens"]
         return out

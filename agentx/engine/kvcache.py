@@ -211,9 +211,11 @@ class KVCache:
 
     # --------------------------------------------------------------- lifecycle
 
-    def allocate(self, seq, hashes: list[int], num_tokens: int, prompt_tokens: int = 0) -> Allocation | None:
+    def allocate(self, seq, hashes: list[int], num_tokens: int, prompt_tokens: int = 0,
+                 count: bool = True) -> Allocation | None:
         """Hold blocks for the first `num_tokens` of a prompt whose cacheable full blocks hash
-        to `hashes`; counters count `prompt_tokens` (default `num_tokens`) as looked up.
+        to `hashes`; counters count `prompt_tokens` (default `num_tokens`) as looked up, unless
+        `count` is False (KV that arrived from a prefill worker: no lookup, SPEC §6).
 
         Returns None (and changes nothing) when not enough blocks can be freed.
         """
@@ -237,6 +239,9 @@ class KVCache:
             ssd = self.tiers.load(loaded)
         self.gains += 1
         alloc = Allocation(blocks + fresh, g, c, ssd, known=g + c)
+        self.seqs[seq] = alloc
+        if not count:
+            return alloc
         self.counters.gpu_queries += prompt_tokens
         self.counters.gpu_hits += min(prompt_tokens, g * self.block_size)
         if self.cpu_blocks:
@@ -244,7 +249,6 @@ class KVCache:
             self.counters.external_hits += c * self.block_size
             self.counters.ssd_hits += ssd * self.block_size
             self.counters.load_blocks += c
-        self.seqs[seq] = alloc
         return alloc
 
     def prefetch(self, key, hashes: list[int]) -> int:

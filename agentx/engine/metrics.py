@@ -182,11 +182,17 @@ def all_series(core, stats: ServerStats, model_name: str) -> list[tuple]:
     its index, as vLLM labels data-parallel ranks), then the server's once."""
     base = {"engine": "0", "model_name": model_name}
     cores = getattr(core, "cores", None)
+    roles = getattr(core, "roles", None)  # disaggregated: each core's worker group (label `worker`)
     if cores is None or len(cores) == 1:
         out = engine_series(cores[0] if cores else core, base)
-    else:
+    elif roles is None:
         out = [row for i, c in enumerate(cores)
                for row in engine_series(c, {"engine": str(i), "model_name": model_name, "replica": str(i)})]
+    else:
+        out = []
+        for i, c in enumerate(cores):
+            labels = {"engine": str(i), "model_name": model_name, "replica": str(i), "worker": roles[i]}
+            out += engine_series(c, labels) + core.series(i, labels)
     return out + server_series(stats, base)
 
 
@@ -218,25 +224,27 @@ DCGM_FIELDS = (
 
 def dcgm_series(core, now: float) -> list[tuple[str, dict, float]]:
     """(name, labels, value) of every modeled GPU at modeled time `now`: replica r's GPUs are
-    numbered r x GPUs + 0 .. GPUs - 1, each drawing its group's power (TP splits work evenly)."""
+    numbered after the GPUs of the replicas before it, each drawing its group's power (TP splits
+    work evenly)."""
     cores = getattr(core, "cores", None) or [core]
     if not cores[0].power.known:
         return []
-    gpus, out = cores[0].cfg.gpus, []
-    labels = _gpu_labels(len(cores), gpus, cores[0].roofline.hw.name)
-    for r, c in enumerate(cores):
+    out = []
+    labels = _gpu_labels(sum(c.cfg.gpus for c in cores), cores[0].roofline.hw.name)
+    first = 0
+    for c in cores:
         util, watts, joules = c.power.reading(now)
-        for j in range(gpus):
-            gpu = labels[r * gpus + j]
+        for gpu in labels[first : first + c.cfg.gpus]:
             out += [("DCGM_FI_DEV_GPU_UTIL", gpu, round(util * 100)), ("DCGM_FI_DEV_POWER_USAGE", gpu, watts),
                     ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", gpu, joules * 1000)]
+        first += c.cfg.gpus
     return out
 
 
 @cache
-def _gpu_labels(replicas: int, gpus: int, model_name: str) -> tuple[dict, ...]:
+def _gpu_labels(gpus: int, model_name: str) -> tuple[dict, ...]:
     return tuple({"gpu": str(i), "UUID": f"GPU-agentx-sim-{i:04d}", "device": f"nvidia{i}", "modelName": model_name}
-                 for i in range(replicas * gpus))
+                 for i in range(gpus))
 
 
 def _dcgm_text(series: list[tuple[str, dict, float]]) -> bytes:

@@ -28,7 +28,7 @@ from agentx.engine.api import (AnthropicShape, BadRequest, ChatRequest, Completi
 from agentx.engine.config import EngineConfig, ServeConfig
 from agentx.engine.core import Sequence
 from agentx.engine.metrics import ServerStats, exposition
-from agentx.engine.replicas import Replicas
+from agentx.engine.disagg import Workers, answer_len, workers
 from agentx.engine.tokenizer import Tokenizer, render_chat
 from agentx.errors import AgentxError
 from agentx.serving import json_errors, log_line, read_body, serve_app
@@ -57,6 +57,8 @@ def deployment_settings(cfg: ServeConfig) -> str:
               if f.name not in ("hardware", "gpus", "model", "precision") and getattr(e, f.name) != getattr(default, f.name)]
     if d.replicas > 1:
         parts.append(f"replicas={d.replicas} router={d.router}")
+    if d.prefill:
+        parts.append(d.disaggregation())
     f = cfg.faults
     if f.rate:
         parts.append(f"faults={'+'.join(f.kinds)}@{f.rate:g} seed={f.seed} stall={f.stall_s:g}s")
@@ -76,7 +78,8 @@ class SimServer:
     def __init__(self, cfg: ServeConfig):
         self.cfg = cfg
         dep = cfg.deployment
-        self.core = Replicas(dep.engine, dep.replicas, dep.router)
+        self.core = workers(dep)  # replicas behind a router, or prefill and decode workers
+        self.disagg = self.core if isinstance(self.core, Workers) else None
         self.tokenizer = Tokenizer(self.core.vocab)
         self.model_name = cfg.served_model_name or self.core.roofline.model.name
         self.stats = ServerStats()
@@ -132,6 +135,8 @@ class SimServer:
                     break
                 core.now = modeled
                 step = core.step()
+                if self.disagg and step.finished:
+                    self._hand_off(step.finished)
                 prev_end = start + step.duration / speed
                 if step.decodes:
                     self.stats.itl.observe(step.duration / speed, step.decodes)
@@ -152,6 +157,19 @@ class SimServer:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout_at(held + ORDER_WAIT_S):
                         await self._queued.wait()
+
+    def _hand_off(self, finished: list[Sequence]) -> None:
+        """Prefill stages that finished: their KV leaves for a decode worker, arriving at its
+        modeled time (a timer on the modeled schedule; `Workers.prefilled`)."""
+        loop = asyncio.get_running_loop()
+        for seq in finished:
+            if self.disagg.prefilled(seq):
+                when = seq.stage.sent_at + seq.stage.transfer_s
+                loop.call_at(self._t0 + when / self.cfg.speed, self._kv_arrived, when)
+
+    def _kv_arrived(self, when: float) -> None:
+        for i in self.disagg.arrive(when):
+            self._wakes[i].set()
 
     def _restart(self, core, behind: float, modeled: float) -> float:
         """Restart the modeled schedule at `modeled` (now), `behind` being where it was: the
@@ -216,8 +234,8 @@ class SimServer:
         """Joules all the modeled GPUs have drawn until now (modeled time); None without power figures."""
         if not self.core.cores[0].power.known:
             return None
-        now, gpus = self.modeled_now(), self.core.cfg.gpus
-        return sum(gpus * c.power.energy_j(now) for c in self.core.cores)
+        now = self.modeled_now()
+        return sum(c.cfg.gpus * c.power.energy_j(now) for c in self.core.cores)
 
     async def metrics(self, request):
         body = exposition(self.core, self.stats, self.model_name, self.modeled_now())
@@ -277,7 +295,7 @@ class SimServer:
             shape = OpenAIShape(rid, self.model_name, int(arrival), style == "chat", tool, self.cfg.reasoning_field)
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
             if style == "chat" and not tool:
-                seq.reasoning = round(self.cfg.reasoning_share * seq.stop_len)
+                seq.reasoning = round(self.cfg.reasoning_share * answer_len(seq))
         timing = {"first": None, "written": 0, "first_lag": None, "last_lag": None, "max_lag": 0.0,
                   "energy_j": energy_at_arrival}
         try:
@@ -344,7 +362,8 @@ class SimServer:
         resp = web.StreamResponse(headers=SSE_HEADERS)
         await resp.prepare(request)
         head, sent, json_word = None, 0, self.tokenizer.json_word
-        disconnect_at = max(1, seq.stop_len // 2) if seq.stop_len > 1 else 0
+        stop_len = answer_len(seq)
+        disconnect_at = max(1, stop_len // 2) if stop_len > 1 else 0
         while True:
             await seq.waiter.wait()
             seq.waiter.clear()
@@ -425,7 +444,7 @@ class SimServer:
     def _modeled(self, seq: Sequence, timing: dict) -> dict:
         """The request's modeled timings (modeled seconds): the `agentx_sim` extension object of
         the final chunk, which other clients ignore (SPEC section 6, "Exactness over HTTP")."""
-        arrival = seq.arrival
+        arrival = self._arrival(seq)
         out = {"speed": self.cfg.speed, "arrival_s": arrival,
                "queue_s": None if seq.scheduled_at is None else max(0.0, seq.scheduled_at - arrival),
                "ttft_s": None if seq.first_token_at is None else seq.first_token_at - arrival - seq.jumped_first,
@@ -436,8 +455,13 @@ class SimServer:
                "last_token_lag_s": None if timing["last_lag"] is None else timing["last_lag"] + seq.jumped,
                "max_lag_s": timing["max_lag"] + seq.jumped, "preemptions": seq.preemptions,
                "cached_tokens": max(seq.cached_tokens, 0), "replica": seq.replica}
+        if seq.stage is not None:  # disaggregated: the prefill worker, and the KV's time on the link
+            out["prefill_worker"], out["kv_transfer_s"] = seq.stage.prefill, seq.stage.transfer_s
         timing["modeled"] = out
         return out
+
+    def _arrival(self, seq: Sequence) -> float:
+        return self.disagg.arrival_of(seq) if self.disagg else seq.arrival
 
     def _count_error(self, kind: str) -> None:
         self.stats.errors[kind] = self.stats.errors.get(kind, 0) + 1
@@ -452,7 +476,7 @@ class SimServer:
             self.stats.ttft.observe(first - arrival)
         self.stats.e2e.observe(end - arrival)
         if seq.scheduled_at is not None:
-            self.stats.queue.observe(max(0.0, seq.scheduled_at - seq.arrival) / self.cfg.speed)
+            self.stats.queue.observe(max(0.0, seq.scheduled_at - self._arrival(seq)) / self.cfg.speed)
         if fault == "corrupt":  # silent, and only where the prompt read cached blocks
             fault = "corrupt" if seq.cached_tokens > 0 else None
         elif fault:
@@ -490,9 +514,14 @@ def serve(cfg: ServeConfig) -> None:
     print(f"agentx sim: {roof.describe()}", flush=True)
     dep = cfg.deployment
     replicas = f"{dep.replicas} replicas behind a {dep.router} router, each with " if dep.replicas > 1 else ""
+    if dep.prefill:
+        replicas = f"{dep.label()}, {dep.prefill_route} prompts prefilled remotely, each prefill worker with "
     print(f"agentx sim: {replicas}GPU KV cache size: {roof.kv_capacity_tokens:,} tokens "
           f"({server.core.cores[0].kv.num_blocks:,} blocks of {dep.engine.block_size}); "
           f"max model length {server.core.max_model_len:,}; speed x{cfg.speed:g}", flush=True)
+    if dep.prefill:
+        decode = server.core.cores[dep.prefill]
+        print(f"agentx sim: each decode worker: {decode.roofline.describe()}", flush=True)
     if cfg.faults.rate:
         print(f"agentx sim: injecting faults {','.join(cfg.faults.kinds)} at rate {cfg.faults.rate:g} "
               f"(seed {cfg.faults.seed})", flush=True)

@@ -120,8 +120,35 @@ def summarize_server(series: list[dict]) -> dict:
         missing.append("prompt_tokens_by_source")
     out.update(tier_summary(first, last, span, deltas.get("prefix_queries")))
     out["counters"] = deltas
+    groups = _worker_groups(first, last)
+    if groups:
+        out["workers"] = groups
     out["missing"] = [m for m in missing if m != "computed_prompt_tokens"]  # a llama.cpp-only helper
     return out
+
+
+# per worker group of a disaggregated sim (label `worker`, SPEC §6): counter -> its name
+WORKER_COUNTERS = {"prefix_queries": "vllm:prefix_cache_queries_total", "prefix_hits": "vllm:prefix_cache_hits_total",
+                   "prompt_tokens": "vllm:prompt_tokens_total", "generation_tokens": "vllm:generation_tokens_total",
+                   "kv_transfer_tokens": "agentx_sim:kv_transfer_tokens_total",
+                   "kv_transfer_s": "agentx_sim:kv_transfer_seconds_total"}
+
+
+def _worker_groups(first: dict, last: dict) -> dict:
+    """{group: {counter: delta over the window, prefix_hit_rate}} of a deployment whose series carry
+    a `worker` label (prefill / decode workers); {} otherwise."""
+    groups: dict[str, dict] = {}
+    names = {v: k for k, v in WORKER_COUNTERS.items()}
+    for samples, sign in ((last, 1.0), (first, -1.0)):
+        for key, value in samples.items():
+            metric = names.get(metric_name(key))
+            group = label_value(key, "worker") if metric else None
+            if group is not None:
+                row = groups.setdefault(group, dict.fromkeys(WORKER_COUNTERS, 0.0))
+                row[metric] += sign * value
+    for row in groups.values():
+        row["prefix_hit_rate"] = row["prefix_hits"] / row["prefix_queries"] if row["prefix_queries"] else None
+    return groups
 
 
 def _by_label(samples: dict, name: str, label: str) -> dict[str, float]:

@@ -33,7 +33,8 @@ class HintLevel(StrEnum):
 
 HINT_MEMBER = "agentx_hints"
 # field -> header (SPEC §2); the session ids travel in X-Session-ID / X-Parent-Session-ID already
-HEADERS = {"turn": "X-Agentx-Turn", "prefix_tokens": "X-Agentx-Prefix-Tokens", "tool_call": "X-Agentx-Tool-Call",
+HEADERS = {"turn": "X-Agentx-Turn", "prefix_tokens": "X-Agentx-Prefix-Tokens",
+           "tool_result_tokens": "X-Agentx-Tool-Result-Tokens", "tool_call": "X-Agentx-Tool-Call",
            "fork": "X-Agentx-Fork", "fork_shared_tokens": "X-Agentx-Fork-Shared-Tokens",
            "session_end": "X-Agentx-Session-End", "next_gap_s": "X-Agentx-Next-Gap", "osl": "X-Agentx-OSL",
            "next_use": "X-Agentx-Next-Use"}
@@ -55,6 +56,22 @@ def _tool_call(graph: SessionGraph, node: int) -> str | None:
         if tools and tools[-1]:
             return tools[-1]
     return "other"
+
+
+def _tool_result_tokens(req, prefix: int) -> int:
+    """Tokens of the prompt past its stable prefix (`prefix` tokens) that are tool results: from
+    the segments where the trace has them, else all of them when the input is tool results alone
+    (`input_types`), else none."""
+    new = max(0, req.isl - prefix)
+    if req.segments:
+        pos = out = 0
+        for seg in req.segments:
+            if seg.kind == "tool_result":
+                out += max(0, pos + seg.tokens - max(pos, prefix))
+            pos += seg.tokens
+        return min(out, new)
+    types = req.input_types or ()
+    return new if types and all(t == "tool_result" for t in types) else 0
 
 
 def _forks(graph: SessionGraph, node: int, block: int) -> tuple[int, int]:
@@ -106,6 +123,9 @@ def request_hints(level: str, graph: SessionGraph, node: int, session_id: str, p
     stream = graph.streams[n.stream].requests
     last = n.position == len(stream) - 1
     hints: dict = {"session_id": session_id, "turn": n.position, "prefix_tokens": shared_blocks * block}
+    tool_results = _tool_result_tokens(n.request, shared_blocks * block)
+    if tool_results:
+        hints["tool_result_tokens"] = tool_results
     if parent_id is not None:
         hints["parent_session_id"] = parent_id
     tool = _tool_call(graph, node)

@@ -24,6 +24,11 @@ PLAN.yaml (every key but `grid.concurrency` optional):
       kv_policy: [lru, retain]   # engine/eviction.py (SPEC 6 "KV policies")
       hints: [none, harness]     # what the replay sends them (bench --hints)
       window_retention: [none, sparse]   # hybrid-attention models only (engine/hybrid.py; default off)
+      prefill: [0, 1]            # disaggregated: prefill workers (0: replicas, not disaggregated)
+      decode: [1]                # decode workers (with prefill > 0)
+      decode_gpus: [0]           # GPUs of a decode worker (0: gpus)
+      decode_parallelism: [""]   # a decode worker's parallelism ("": parallelism)
+      prefill_route: [all, tool] # which prompts prefill on the prefill workers (SPEC 6)
       ssd_drives: [0, 8]         # NVMe drives of an SSD KV tier under DRAM (needs cpu_offload_gb > 0)
       store_rules: [true, false] # the KV store path's rules (SPEC 6 "Offload tiers and the store path")
     cost_basis: neocloud
@@ -55,14 +60,18 @@ from agentx.replay.hints import HintLevel
 from agentx.replay.plan import PlanConfig
 
 GRID_KEYS = ("hardware", "gpus", "kv_memory", "cpu_offload_gb", "replicas", "router", "spec_decode", "engine",
-             "parallelism", "kv_policy", "hints", "window_retention", "ssd_drives", "store_rules")
+             "parallelism", "kv_policy", "hints", "window_retention", "ssd_drives", "store_rules", "prefill", "decode",
+             "decode_gpus", "decode_parallelism", "prefill_route")
 # a grid key left out takes the engine's declared default (`kv_memory` is gpu_memory_utilization)
 DEFAULTS = {"hardware": [EngineConfig.hardware], "gpus": [EngineConfig.gpus], "kv_memory": [EngineConfig.gpu_memory_utilization],
             "cpu_offload_gb": [int(EngineConfig.cpu_offload_gb)], "replicas": [Deployment.replicas],
             "router": [Deployment.router], "spec_decode": ["none"], "engine": [EngineConfig.engine],
             "parallelism": [EngineConfig.parallelism], "kv_policy": [EngineConfig.kv_policy], "hints": ["none"],
             "window_retention": [EngineConfig.window_retention],
-            "ssd_drives": [EngineConfig.ssd_drives], "store_rules": [EngineConfig.store_rules]}
+            "ssd_drives": [EngineConfig.ssd_drives], "store_rules": [EngineConfig.store_rules],
+            "prefill": [Deployment.prefill], "decode": [Deployment.decode], "decode_gpus": [Deployment.decode_gpus],
+            "decode_parallelism": [Deployment.decode_parallelism], "prefill_route": [Deployment.prefill_route]}
+DISAGG_KEYS = ("prefill", "decode", "decode_gpus", "decode_parallelism", "prefill_route")
 
 
 @dataclass(frozen=True)
@@ -106,7 +115,8 @@ def load_plan(path: Path) -> Plan:
         if not isinstance(values, list) or not values:
             raise AgentxError(f"{path}: grid.{key} must be a non-empty list")
         axes.append(values)
-    configs = tuple(dict(zip(GRID_KEYS, combo)) for combo in itertools.product(*axes))
+    configs = tuple(_disaggregation_apart(dict(zip(GRID_KEYS, combo))) for combo in itertools.product(*axes))
+    configs = tuple({repr(c): c for c in configs}.values())  # (decode axes collapse where prefill is 0)
     slo = data.get("slo", {})
     known = {"traces", "max_context", "duration", "seed", "warmup_requests_per_lane", "model", "precision",
              "cost_basis", "agreement", "slo", "grid", "scenario", "range_ratio"}
@@ -126,7 +136,7 @@ def load_plan(path: Path) -> Plan:
     if slo:
         plan = Plan(**{**plan.__dict__, "slo": {**plan.slo, **slo}})
     for config in configs:
-        engine_config(plan, config)  # bad settings fail before any run starts
+        check_config(plan, config)  # bad settings fail before any run starts
     return plan
 
 
@@ -145,9 +155,23 @@ def spec_fields(spec) -> dict:
             "acceptance_length": float(spec.get("acceptance_length", 0.0))}
 
 
-def engine_config(plan: Plan, config: dict):
-    from agentx.engine.replicas import Replicas
+def _disaggregation_apart(config: dict) -> dict:
+    """A configuration without prefill workers takes the disaggregation axes' defaults (one point,
+    not one per decode setting); with them, decode defaults to 1 worker."""
+    if not int(config["prefill"]):
+        return {**config, **{k: DEFAULTS[k][0] for k in DISAGG_KEYS}}
+    return {**config, "decode": int(config["decode"]) or 1}
 
+
+def deployment(plan: Plan, config: dict) -> Deployment:
+    """The simulated deployment of one configuration."""
+    return Deployment(engine_config(plan, config), int(config["replicas"]), str(config["router"]),
+                      prefill=int(config["prefill"]), decode=int(config["decode"]),
+                      decode_gpus=int(config["decode_gpus"]), decode_parallelism=str(config["decode_parallelism"] or ""),
+                      prefill_route=str(config["prefill_route"]))
+
+
+def engine_config(plan: Plan, config: dict):
     engine = EngineConfig(hardware=config["hardware"], gpus=int(config["gpus"]), model=plan.model,
                           precision=plan.precision, gpu_memory_utilization=float(config["kv_memory"]),
                           cpu_offload_gb=float(config["cpu_offload_gb"]), seed=plan.seed,
@@ -157,8 +181,14 @@ def engine_config(plan: Plan, config: dict):
                           **spec_fields(config["spec_decode"]))
     if config["hints"] not in tuple(HintLevel):
         raise AgentxError(f"plan: grid.hints entries are {', '.join(HintLevel)}, got {config['hints']!r}")
-    Replicas(engine, int(config["replicas"]), config["router"])  # checks presets, memory, router
     return engine
+
+
+def check_config(plan: Plan, config: dict) -> None:
+    """Bad settings (presets, memory, router, disaggregation) fail before any run starts."""
+    from agentx.engine.disagg import workers
+
+    workers(deployment(plan, config))
 
 
 def _retention(config: dict) -> str:
@@ -189,6 +219,9 @@ def config_name(config: dict) -> str:
         parts.append(f"ssd{config['ssd_drives']}")
     if config["store_rules"] is not True:
         parts.append("no-store-rules")
+    if int(config["prefill"]):
+        decode = f"{config['decode_gpus'] or config['gpus']}{config['decode_parallelism'] or config['parallelism']}"
+        parts.append(f"pd{config['prefill']}x{config['gpus']}-{config['decode']}x{decode}-{config['prefill_route']}")
     return "_".join(parts)
 
 
@@ -204,7 +237,7 @@ def run_point(plan: Plan, config: dict, concurrency: int, out: str) -> dict:
                                    warmup_requests_per_lane=plan.warmup_requests_per_lane, cost_basis=plan.cost_basis,
                                    agreement=plan.agreement, hints=str(config["hints"]), **corpus.labels)
     sessions = corpus.sessions(concurrency)
-    sim = Deployment(engine_config(plan, config), int(config["replicas"]), config["router"])
+    sim = deployment(plan, config)
     result = sim_bench(settings, sessions, sim, command=f"agentx sim plan ({config_name(config)}, c{concurrency})")
     return point_figures(result)
 
@@ -247,11 +280,11 @@ def run_plan(plan: Plan, out: Path, ray_address: str | None = None, workers: int
         curve = [(c, p) for (cfg, c, _), p in zip(jobs, points) if cfg is config]
         ok = [(c, p) for c, p in curve if meets(plan, p)]
         best_c, best = max(ok, key=lambda x: x[0]) if ok else (None, None)
-        kv = engine_config(plan, config)
-        from agentx.engine.timing import Roofline
+        from agentx.engine.disagg import workers
 
+        cores = workers(deployment(plan, config)).cores
         answers.append({"config": config_name(config), "settings": config, "max_concurrency": best_c,
-                        "at_max": best, "kv_capacity_tokens": Roofline(kv).kv_capacity_tokens * int(config["replicas"]),
+                        "at_max": best, "kv_capacity_tokens": sum(c.roofline.kv_capacity_tokens for c in cores),
                         "curve": [{"concurrency": c, **p} for c, p in curve]})
     from agentx.virtual.answer_table import winner
 

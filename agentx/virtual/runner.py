@@ -31,7 +31,7 @@ from agentx.content.engine_blocks import EngineBlocks
 from agentx.engine.hints import Hints
 from agentx.engine.config import Deployment, EngineConfig
 from agentx.engine.metrics import ServerStats, dcgm_series, samples
-from agentx.engine.replicas import Replicas
+from agentx.engine.disagg import Workers, workers
 from agentx.engine.timing import Roofline
 from agentx.engine.window import decode_finish_bound, prefill_finish_bound
 from agentx.power.readings import GpuReading
@@ -46,9 +46,10 @@ from agentx.replay.settings import BenchSettings
 TICK_S = 0.5  # wall seconds between progress snapshots
 
 
-def engine_settings(e: EngineConfig) -> str:
+def engine_settings(e: EngineConfig, sim: Deployment | None = None) -> str:
     """The sim's settings that set a deployment apart beside its labels (SPEC §8 `engine_settings`)."""
-    parts = [f"profile={Roofline(e).profile.key}", f"gpu_memory_utilization={e.gpu_memory_utilization:g}",
+    parts = [f"{sim.disaggregation()}"] if sim is not None and sim.prefill else []
+    parts += [f"profile={Roofline(e).profile.key}", f"gpu_memory_utilization={e.gpu_memory_utilization:g}",
              f"max_num_seqs={e.max_num_seqs}",
              f"max_num_batched_tokens={e.max_num_batched_tokens}"]
     if e.num_gpu_blocks_override:
@@ -67,23 +68,12 @@ def kv_offload_label(e: EngineConfig) -> str | None:
     return f"{e.cpu_offload_gb:g} GB CPU" + (f" + {e.ssd_drives} x {e.ssd_drive} SSD" if e.ssd_drives else "")
 
 
-def _cores(sim: Deployment):
-    """The engine cores (prefill workers first when disaggregated) and the disaggregation's state."""
-    if not sim.prefill:
-        return Replicas(sim.engine, sim.replicas, sim.router), None
-    from agentx.engine import presets
-    from agentx.virtual.disagg import Disagg
-
-    cores = Replicas(sim.engine, sim.prefill, "least-loaded")
-    cores.cores += Replicas(sim.decode_engine(), sim.decode, "least-loaded").cores
-    return cores, Disagg(cores, sim.prefill, presets.hardware(sim.engine.hardware).kv_transfer_bw)
-
-
 class VirtualRun(RunSkeleton):
     """One virtual replay of `sessions` into the run folder `settings.out`."""
 
     def __init__(self, settings: BenchSettings, sessions: list, sim: Deployment, command: str = ""):
-        self.replicas, self.disagg = _cores(sim)
+        self.replicas = workers(sim)
+        self.disagg = self.replicas if isinstance(self.replicas, Workers) else None
         roof = self.replicas.roofline
         settings = settings.replace(model=settings.target.model or roof.model.name, wire="tokens",
                                     clock_scale=1.0, server_metrics=None)
@@ -92,9 +82,9 @@ class VirtualRun(RunSkeleton):
         simulated = {
             "engine": f"agentx-sim {e.engine} profile (virtual time)", "hardware": e.hardware, "gpus": sim.gpus(),
             "precision": e.precision, "kv_offload": kv_offload_label(e),
-            "router": sim.router if sim.replicas > 1 else None, "url": None,
+            "router": sim.router if sim.replicas > 1 or sim.prefill else None, "url": None,
             "parallelism": sim.label(),
-            "engine_settings": engine_settings(e),
+            "engine_settings": engine_settings(e, sim),
             "spec_decoding": f"{e.spec_decode} K={e.draft_tokens} AL={roof.acceptance_length:g}" if e.spec_decode else None,
             "simulated": {"hardware": e.hardware, "model": e.model, "gpus_per_replica": e.gpus,
                           "replicas": sim.replicas, "router": sim.router, "deployment": roof.describe()},
@@ -160,7 +150,7 @@ class VirtualRun(RunSkeleton):
                 if self.done and self.done[0][0] <= self.time:
                     self._finish(heapq.heappop(self.done)[-1])
                 elif handoff is not None and handoff <= self.time:
-                    self._decode(heapq.heappop(self.disagg.pending)[-1])
+                    self._decode()
                 elif self.time >= tick:
                     self._sample(tick)
                     tick += 1.0
@@ -208,22 +198,23 @@ class VirtualRun(RunSkeleton):
         """After the window: let requests in flight finish (up to the grace), cancel the rest."""
         while True:
             busy = [c for c in self.replicas.cores if not c.idle and c.now < deadline]
-            if not busy:
+            event = self._stage_event() if self.disagg else math.inf
+            first = min(busy, key=lambda c: c.now) if busy else None
+            if event < deadline and (first is None or event <= first.now):
+                self._next_stage(event)
+                continue
+            if first is None:
                 break
-            first = min(busy, key=lambda c: c.now)
             others = [self._bound(c) for c in busy if c is not first]
-            self._advance(first, min([deadline] + others))
+            self._advance(first, min([deadline, event] + others))
         while self.done:
             self._finish(heapq.heappop(self.done)[-1])
-        while self.disagg and self.disagg.pending:  # KV still in flight: the request is cancelled
-            seq = heapq.heappop(self.disagg.pending)[-1].prefill
-            d, isl, osl, theo = self.inflight.pop(seq)
-            self.records.write(self.record(d, isl, osl, theo, seq.arrival, deadline, status=200, error="cancelled"))
-        for seq in list(self.inflight):
+        for seq in list(self.inflight):  # (a request whose KV is still in flight too)
             self.replicas.abort(seq)
             self.bounds.clear()
             d, isl, osl, theo = self.inflight.pop(seq)
-            self.records.write(self.record(d, isl, osl, theo, seq.arrival, deadline, status=200, error="cancelled"))
+            self.records.write(self.record(d, isl, osl, theo, self._arrival(seq), deadline, status=200,
+                                           error="cancelled"))
 
     # ------------------------------------------------------------- requests
 
@@ -247,17 +238,13 @@ class VirtualRun(RunSkeleton):
         tail_key = key64("tail", self.run_id, d.tree, d.node)
         hashes = self.blocks.hashes(session, req, tail_key, d.marker, self.hashes.get(stream), k)
         self.hashes[stream] = hashes
-        first = 1 if self.disagg else osl  # disaggregated: the prefill worker answers the first token
-        seq = self.replicas.cores[0].blocks_sequence(f"{d.tree}-{d.node}", isl, hashes, first)
+        seq = self.replicas.cores[0].blocks_sequence(f"{d.tree}-{d.node}", isl, hashes, osl)
         ids, parents = stream_session_ids(str(d.tree), d.graph.parents)
         hints = self.hints_of(d, ids[stream[1]], parents[stream[1]], k, osl)
         seq.hints = Hints(**hints) if hints else None
         self._wake(now)
-        if self.disagg:
-            self._add_to(self.disagg.prefill_core(), seq, now)
-        else:
-            # the stream's session id as bench sends it (`TREE`, `TREE.k`) less bench's random run id
-            self.bounds.pop(self.replicas.add(seq, now, stream_session_id(str(d.tree), stream[1])), None)
+        # the stream's session id as bench sends it (`TREE`, `TREE.k`) less bench's random run id
+        self.bounds.pop(self.replicas.add(seq, now, stream_session_id(str(d.tree), stream[1])), None)
         self.inflight[seq] = (d, isl, osl, theo)
 
     def _wake(self, now: float) -> None:
@@ -266,43 +253,45 @@ class VirtualRun(RunSkeleton):
                 core.now = now  # an idle engine starts its next iteration when work arrives
                 self.bounds.pop(core, None)
 
-    def _add_to(self, index: int, seq, now: float) -> None:
-        seq.replica = index
-        self.replicas.cores[index].add(seq, now)
-        self.bounds.pop(self.replicas.cores[index], None)
+    def _stage_event(self) -> float:
+        """Disaggregated, in the grace: the next finish or KV arrival (a prefill stage finishing
+        hands its KV off; an arrival before the deadline still decodes)."""
+        handoff = self.disagg.next_time()
+        return min(self.done[0][0] if self.done else math.inf, math.inf if handoff is None else handoff)
 
-    def _decode(self, handoff) -> None:
-        """The prompt's KV has reached the decode side: its decode-stage sequence starts there."""
+    def _next_stage(self, at: float) -> None:
+        self.time = max(self.time, at)
+        if self.done and self.done[0][0] <= at:
+            self._finish(heapq.heappop(self.done)[-1])
+        else:
+            self._decode()
+
+    def _decode(self) -> None:
+        """KV transfers have reached the decode side: their sequences join the decode workers."""
         self.bounds.clear()
-        first = handoff.prefill
-        index = self.disagg.decode_core()
-        self.disagg.receive(index, first, first.hashes)
-        seq = self.replicas.cores[0].blocks_sequence(first.id + "-decode", first.prompt_len,
-                                                     first.hashes, handoff.osl - 1)
-        seq.hints = first.hints  # the decode worker frees the KV the hints are about
         self._wake(self.time)
-        self._add_to(index, seq, self.time)
-        self.inflight[seq] = self.inflight.pop(first)
-        self.disagg.decode_of[seq] = first
+        self.disagg.arrive(self.time)
+
+    def _arrival(self, seq) -> float:
+        return self.disagg.arrival_of(seq) if self.disagg else seq.arrival
 
     def _finish(self, seq) -> None:
         """A finished sequence at its time: its record, and the plan told (the loop then sends
-        what that made due at this time; the cores' states are as they were: their bounds hold)."""
-        d, isl, osl, theo = self.inflight[seq]
-        if self.disagg and seq not in self.disagg.decode_of and osl > 1:
-            self.disagg.hand_off(seq, seq.finished_at, osl)  # the first token is out; the KV moves
+        what that made due at this time; the cores' states are as they were: their bounds hold); a
+        prefill stage's KV leaves for its decode worker (no core's state changes)."""
+        if self.disagg and self.disagg.prefilled(seq):
             return
-        del self.inflight[seq]
-        first = self.disagg.decode_of.pop(seq, seq) if self.disagg else seq  # the prefill stage
-        produced = len(first.output) + (len(seq.output) if seq is not first else 0)
-        rec = self.record(d, isl, osl, theo, first.arrival, seq.finished_at, ttft=first.first_token_at - first.arrival,
-                          isl=isl, osl=produced, cached=first.cached_tokens, chunks=produced,
+        d, isl, osl, theo = self.inflight.pop(seq)
+        arrival = self._arrival(seq)
+        produced = len(seq.output)
+        rec = self.record(d, isl, osl, theo, arrival, seq.finished_at, ttft=seq.first_token_at - arrival,
+                          isl=isl, osl=produced, cached=seq.cached_tokens, chunks=produced,
                           finish_reason=seq.finish_reason, status=200)
         s = self.stats
         s.success[seq.finish_reason] = s.success.get(seq.finish_reason, 0) + 1
         s.ttft.observe(rec.ttft)
         s.e2e.observe(rec.end - rec.start)
-        s.queue.observe(max(0.0, first.scheduled_at - first.arrival))
+        s.queue.observe(max(0.0, seq.scheduled_at - arrival))
         self._ended(d, rec, seq.finished_at)
 
     def snapshot(self) -> dict:

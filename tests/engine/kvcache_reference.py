@@ -65,9 +65,11 @@ class ReferenceKVCache:
 
     # --------------------------------------------------------------- lifecycle
 
-    def allocate(self, seq, hashes: list[int], num_tokens: int, prompt_tokens: int = 0) -> Allocation | None:
+    def allocate(self, seq, hashes: list[int], num_tokens: int, prompt_tokens: int = 0,
+                 count: bool = True) -> Allocation | None:
         """Hold blocks for the first `num_tokens` of a prompt whose cacheable full blocks hash
-        to `hashes`; counters count `prompt_tokens` (default `num_tokens`) as looked up.
+        to `hashes`; counters count `prompt_tokens` (default `num_tokens`) as looked up unless
+        `count` is False.
 
         Returns None (and changes nothing) when not enough blocks can be freed.
         """
@@ -90,6 +92,9 @@ class ReferenceKVCache:
             self._register(fresh[i], hashes[g + i])
             self.cpu.move_to_end(hashes[g + i])
         alloc.blocks += fresh
+        self.seqs[seq] = alloc
+        if not count:
+            return alloc
         self.counters.gpu_queries += prompt_tokens
         self.counters.gpu_hits += min(prompt_tokens, g * self.block_size)
         if self.cpu_blocks:
