@@ -30,11 +30,6 @@ def pytest_addoption(parser):
 HOST_TIMING_RULES = ("client", "sim_lag_ttft", "sim_lag_itl", "host_error_ttft", "host_error_itl")
 
 
-# A short run of agentic traces holds too few session trees to pin its TTFT percentiles to 5 %
-# (SPEC section 3, "Spread"): a test of what such a run does asserts that it says so.
-SPREAD = "spread"
-
-
 def failed_rules(result: dict) -> list[str]:
     return [r["rule"] for r in result["validity"].get("rules", []) if not r["ok"]]
 
@@ -44,30 +39,13 @@ def valid_but_for_host_timing(result: dict) -> bool:
     return all(rule in HOST_TIMING_RULES for rule in failed_rules(result))
 
 
-def too_noisy_but_for_host_timing(result: dict) -> bool:
-    """A short agentic run: NOT VALID for its spread, and otherwise valid but, perhaps, for host timing."""
-    failed = failed_rules(result)
-    return SPREAD in failed and all(rule in HOST_TIMING_RULES + (SPREAD,) for rule in failed)
-
-
-def ran_but_for_host_timing(returncode: int, folder, also: tuple = ()) -> bool:
+def ran_but_for_host_timing(returncode: int, folder) -> bool:
     """A bench / demo / report exit status: 0, or 3 with every run folder under `folder` NOT VALID
-    only for host timing (and the rules in `also`)."""
+    only for host timing."""
     import json
     from pathlib import Path
 
     if returncode == 0:
         return True
     results = [json.loads(p.read_text()) for p in Path(folder).rglob("result.json")]
-    return returncode == 3 and bool(results) and all(
-        all(rule in HOST_TIMING_RULES + tuple(also) for rule in failed_rules(r)) for r in results)
-
-
-def ran_too_noisy_but_for_host_timing(returncode: int, folder) -> bool:
-    """A bench / demo exit status of short agentic runs: 3, every run folder under `folder` NOT
-    VALID for its spread and otherwise only, perhaps, for host timing."""
-    import json
-    from pathlib import Path
-
-    results = [json.loads(p.read_text()) for p in Path(folder).rglob("result.json")]
-    return returncode == 3 and bool(results) and all(too_noisy_but_for_host_timing(r) for r in results)
+    return returncode == 3 and bool(results) and all(valid_but_for_host_timing(r) for r in results)

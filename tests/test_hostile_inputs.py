@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from agentx import cli
 from agentx.engine.launch import sim_server
-from tests.conftest import MOONCAKE, SPREAD, WEKA, ran_but_for_host_timing
+from tests.conftest import MOONCAKE, WEKA, ran_but_for_host_timing
 
 HOSTILE = Path(__file__).parent / "data" / "hostile"
 ACCEPTED = {"bom_ok.json", "bom_ok.jsonl", "zero_output_ok.jsonl", "at_the_bounds_ok.json", "tracelab_bom_ok.csv",
@@ -133,9 +133,8 @@ def check_outcome(name: str, code: int, err: str, command: str = "trace", run=No
     if command == "bench" and name in BENCH_INVALID:
         assert code == 3 and err.strip().splitlines()[-1].startswith("not valid: the run"), err
         return
-    if name in ACCEPTED:  # a replay at speed 100 may be NOT VALID for host timing alone (SPEC section 3), and a
-        # few requests of a tree or two for their spread (too few trees to bound it)
-        assert code == 0 or (command == "bench" and ran_but_for_host_timing(code, run, also=(SPREAD,))), err
+    if name in ACCEPTED:  # a replay at speed 100 may be NOT VALID for host timing alone (SPEC section 3)
+        assert code == 0 or (command == "bench" and ran_but_for_host_timing(code, run)), err
         return
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1, err

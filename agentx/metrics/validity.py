@@ -21,7 +21,7 @@ FAILED_LIMIT = 0.10  # share of profiled requests that failed
 OVERFLOW_LIMIT = 0.01  # share that overflowed the context
 CANCELLED_LIMIT = 0.10  # schedule mode: share cancelled at the window's end
 HOST_ERROR_LIMIT = 0.03  # measured minus modeled (p50), as a share of the metric's p50
-AGREEMENT = 0.05  # two runs of the same settings should agree on TTFT p50 and p90 within this (--agreement)
+AGREEMENT = 0.05  # what `--agreement 0.05` asks: two runs agree on TTFT p50 and p90 within 5 % (off by default)
 SPREAD_LIMIT = AGREEMENT * 2 ** 0.5  # widest 95 % interval (as a share of the figure) that promises it
 SPREAD_PERCENTILES = ("p50", "p90")  # of TTFT
 MIN_TREES = 10  # fewer session trees: a bootstrap over them cannot bound the spread
@@ -162,7 +162,7 @@ def validity(prof: list[Record], ok: list[Record], run: dict, health: dict, rm: 
                         "the simulated engine's own lag:")
         _relative_rules(rules, host, metric, "host_error", "host error (measured minus modeled):")
     agreement = (run.get("settings") or {}).get("agreement")
-    _spread_rule(rules, ci, AGREEMENT if agreement is None else agreement)
+    _spread_rule(rules, ci, agreement or 0.0)
     reasons = [r["reason"] for r in rules if not r["ok"]]
     return {"valid": not reasons, "reasons": reasons, "rules": rules,
             "low_sample": len(ok) < LOW_SAMPLE, "sample": len(ok), "low_sample_below": LOW_SAMPLE}

@@ -76,10 +76,10 @@ class Labels:
     scenario: str | None = option(None, cli=False)
     cost_basis: str = option("neocloud", "Which price of the GPU counts.", choices=COST_BASES)
     slo: tuple[tuple[str, float], ...] = option((), cli=False)  # goodput's objectives (--slo: metrics/goodput.py)
-    agreement: float = option(0.05, "How close another run of these settings must come on TTFT p50 and p90 (a "
-                              "share): a run whose 95 % interval of either is wider than this x sqrt(2) is NOT "
-                              "VALID for its spread (SPEC 3); 0: no such rule (the intervals are printed anyway).",
-                              min=0, max=1)
+    agreement: float = option(0.0, "Ask that another run of these settings come this close (a share, e.g. "
+                              "0.05) on TTFT p50 and p90: a run whose 95 % interval of either is wider than this "
+                              "x sqrt(2) is NOT VALID for its spread (SPEC 3). 0 (default): no such rule; the "
+                              "intervals are printed anyway.", min=0, max=1)
 
     def __post_init__(self):
         check_bounds(self)

@@ -86,7 +86,7 @@ class Plan:
     model: str = EngineConfig.model
     precision: str = EngineConfig.precision
     cost_basis: str = "neocloud"
-    agreement: float = 0.05  # bench --agreement: the spread rule's target (0: none; SPEC section 3)
+    agreement: float = 0.0  # bench --agreement: the spread rule's target (0: none, the default; SPEC section 3)
     scenario: str | None = None  # ISL:OSL or an alias, instead of traces
     range_ratio: float | None = None
     slo: dict = field(default_factory=lambda: {"p90_e2e_normalized_interactivity": 20.0, "p90_ttft_s": 5.0})

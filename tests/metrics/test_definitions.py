@@ -77,10 +77,8 @@ def test_validity_and_accounting():
     assert result["requests"] == {"total": 6, "profiled": 5, "succeeded": 3, "warmup": 1, "warmup_errors": 0,
                                   "errors": {"http_5xx": 2}, "cancelled": 0}
     v = result["validity"]
-    one_tree = ("only 1 session tree in the window: too few to bound the run-to-run spread of its percentiles "
-                "(at least 10; a longer run or more lanes)")
-    assert not v["valid"] and v["reasons"] == ["40% of requests failed (limit 10%)", one_tree]
+    assert not v["valid"] and v["reasons"] == ["40% of requests failed (limit 10%)"]
     assert v["low_sample"] and v["sample"] == 3  # 3 successful profiled requests < 30: marked, not invalid
-    assert [r["rule"] for r in v["rules"]] == ["failed", "context_overflow", "finished", "succeeded", "client", "spread"]
-    # the three alone: nothing failed, but one tree cannot say what another run would measure
-    assert summarize(RECORDS, {"finished": True, "settings": {}}, [], [])["validity"]["reasons"] == [one_tree]
+    assert [r["rule"] for r in v["rules"]] == ["failed", "context_overflow", "finished", "succeeded", "client",
+                                             "spread"]  # (asked no agreement: stored, passes)
+    assert summarize(RECORDS, {"finished": True, "settings": {}}, [], [])["validity"]["valid"]

@@ -9,7 +9,7 @@ import pytest
 from agentx.engine.config import Deployment, EngineConfig
 from agentx.metrics.spread import resampled_percentiles, spread, tree_counts
 from agentx.metrics.summary import summarize
-from agentx.metrics.validity import MIN_TREES, SPREAD_LIMIT
+from agentx.metrics.validity import AGREEMENT, MIN_TREES, SPREAD_LIMIT
 from agentx.records import Record, read_jsonl
 from agentx.replay.scenarios import scenario_sessions
 from agentx.replay.settings import BenchSettings
@@ -23,7 +23,7 @@ FINISHED = {"finished": True, "settings": {}}
 def _run(tmp, name: str, sessions, concurrency: int, duration: float) -> tuple[dict, list[Record]]:
     out = tmp / name
     settings = BenchSettings.build(url="virtual", out=str(out), concurrency=concurrency, duration=duration, seed=0,
-                                   warmup_requests_per_lane=2)
+                                   warmup_requests_per_lane=2, agreement=AGREEMENT)  # the rule is opt-in
     result = sim_bench(settings, sessions, Deployment(EngineConfig()))
     records = read_jsonl(out / "records.jsonl", Record)
     return result, [r for r in records if r.phase == "profile" and r.error is None]
@@ -104,8 +104,17 @@ def test_a_long_alike_run_passes_it(scenario):
     assert rule["ok"] and rule["figure"] < SPREAD_LIMIT
 
 
+def test_the_rule_is_opt_in(agentic):
+    """Without --agreement the short agentic run's interval is stored and its rule passes."""
+    _, ok = agentic
+    v = summarize(ok, FINISHED, [], [])["validity"]
+    rule = next(r for r in v["rules"] if r["rule"] == "spread")
+    assert rule["ok"] and rule["bound"] is None and rule["figure"] > SPREAD_LIMIT
+
+
 def test_too_few_trees_fail_it_even_when_their_requests_agree(scenario):
     _, ok = scenario
     few = sorted({r.tree for r in ok})[:MIN_TREES - 1]
-    v = summarize([r for r in ok if r.tree in few], FINISHED, [], [])["validity"]
+    asked = {"finished": True, "settings": {"agreement": AGREEMENT}}
+    v = summarize([r for r in ok if r.tree in few], asked, [], [])["validity"]
     assert any(r.startswith(f"only {MIN_TREES - 1} session trees in the window") for r in v["reasons"]), v["reasons"]

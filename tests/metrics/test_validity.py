@@ -86,15 +86,14 @@ def test_low_sample_is_marked_and_printed_not_invalid():
     from agentx.metrics.tables import result_lines, result_table
     from rich.console import Console
 
-    # 12 alike requests, each its own tree: few, but another run of such trees would measure the same
-    result = summarize([rec(i) for i in range(12)], FINISHED, [], [])
-    assert result["validity"]["valid"] and result["validity"]["low_sample"] and result["validity"]["sample"] == 12
+    result = summarize([rec(i) for i in range(4)], FINISHED, [], [])
+    assert result["validity"]["valid"] and result["validity"]["low_sample"] and result["validity"]["sample"] == 4
     console = Console(width=200, record=True)
     console.print(result_table(result, "c1"))
     table = console.export_text()
-    assert "LOW SAMPLE (N = 12 < 30)" in table and table.count("(low sample)") == 7
+    assert "LOW SAMPLE (N = 4 < 30)" in table and table.count("(low sample)") == 7
     lines = result_lines(result)
-    assert lines[-1] == "valid" and any(line.startswith("low sample (n = 12 < 30)") for line in lines)
+    assert lines[-1] == "valid" and any(line.startswith("low sample (n = 4 < 30)") for line in lines)
 
 
 def test_every_rule_is_stored_with_its_figure_and_bound():
@@ -116,7 +115,5 @@ def test_a_host_error_that_moves_a_printed_percentile_is_not_valid():
     assert result["host_error"]["ttft_s"]["p50"] == 0  # the median request is on time
     assert result["host_error"]["ttft_shift_s"]["p50"] == pytest.approx(0.14)
     got = result["validity"]["reasons"]
-    assert got[0] == ("host error (measured minus modeled): it moves TTFT p90 by +180.0 ms, 11.8% of 1,531.0 ms "
-                      "(limit 3%)"), got  # the larger of the p50 (10.5 %) and p90 shifts
-    # 40 one-request trees from 1.0 to 1.7 s: another 40 could move the median by more than 5 % too
-    assert [r["rule"] for r in result["validity"]["rules"] if not r["ok"]] == ["host_error_ttft", "spread"]
+    assert got == ["host error (measured minus modeled): it moves TTFT p90 by +180.0 ms, 11.8% of 1,531.0 ms "
+                   "(limit 3%)"], got  # the larger of the p50 (10.5 %) and p90 shifts

@@ -16,7 +16,7 @@ import pytest
 
 from agentx.engine.launch import sim_server
 from agentx.records import read_records
-from tests.conftest import WEKA, ran_too_noisy_but_for_host_timing
+from tests.conftest import WEKA, ran_but_for_host_timing
 
 SPEED = 20
 
@@ -32,9 +32,8 @@ def test_bench_power_dcgm_matches_the_sims_modeled_energy(tmp_path):
         res = run_bench("--url", url, "--traces", WEKA, "--concurrency", 4, "--duration", 120, "--out", out,
                         "--clock-scale", SPEED, "--gpus", 8, "--hardware", "H200", "--grace", 20,
                         "--warmup-requests-per-lane", 2, "--power", f"dcgm:{url}/metrics")
-    # 4 lanes for 120 s hold too few trees for its spread (NOT VALID), at speed 20 a loaded host may make it NOT
-    # VALID for host timing too; energy is modeled either way
-    assert ran_too_noisy_but_for_host_timing(res.returncode, out), res.stderr[-2000:]
+    # at speed 20 a loaded host may make the run NOT VALID for host timing only; energy is modeled either way
+    assert ran_but_for_host_timing(res.returncode, out), res.stderr[-2000:]
     result = json.loads((out / "result.json").read_text())
     p, tp = result["power"], result["request_metrics"]["throughput"]
     assert p["valid"], p["reasons"]
