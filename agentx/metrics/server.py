@@ -60,6 +60,21 @@ def detect_engine(series: list[dict]) -> str:
     return "unknown"
 
 
+def _window(series: list[dict]) -> tuple[list[dict], dict, dict, float, bool] | None:
+    """The profile window's scrapes, the samples it opened and closed with, its span and whether
+    those came from the exact open / close scrapes; None when no scrape lies inside it."""
+    profile = [row for row in series if row["phase"] == "profile"]
+    opened = next((row for row in series if row["phase"] == "open"), None)
+    closed = next((row for row in series if row["phase"] == "close"), None)
+    if opened and closed:
+        return profile or [opened, closed], opened["samples"], closed["samples"], closed["t"] - opened["t"], True
+    if not profile:
+        return None
+    before = [row for row in series if row["phase"] not in ("profile", "close") and row["t"] <= profile[0]["t"]]
+    start = before[-1] if before else profile[0]
+    return profile, start["samples"], profile[-1]["samples"], profile[-1]["t"] - start["t"], False
+
+
 def summarize_server(series: list[dict]) -> dict:
     """Hit rates, KV usage, queue depth and prompt tokens by source over the profile window.
 
@@ -67,22 +82,12 @@ def summarize_server(series: list[dict]) -> dict:
     request ended (`window: exact`); runs recorded without them fall back to the last scrape
     before the window and the last one inside it (`window: periodic`). Gauges are the mean and
     max over the periodic scrapes inside the window."""
-    profile = [row for row in series if row["phase"] == "profile"]
-    opened = next((row for row in series if row["phase"] == "open"), None)
-    closed = next((row for row in series if row["phase"] == "close"), None)
-    if not profile and not (opened and closed):
+    window = _window(series)
+    if window is None:
         return {"engine": detect_engine(series) if series else "none", "scrapes": 0,
                 "missing": ["no scrape inside the profiling window"]}
-    if opened and closed:
-        first, last = opened["samples"], closed["samples"]
-        span = closed["t"] - opened["t"]
-        profile = profile or [opened, closed]
-    else:
-        before = [row for row in series if row["phase"] not in ("profile", "close") and row["t"] <= profile[0]["t"]]
-        start = before[-1] if before else profile[0]
-        first, last, span = start["samples"], profile[-1]["samples"], profile[-1]["t"] - start["t"]
-    out: dict = {"engine": detect_engine(series), "scrapes": len(profile),
-                 "window": "exact" if opened and closed else "periodic"}
+    profile, first, last, span, exact = window
+    out: dict = {"engine": detect_engine(series), "scrapes": len(profile), "window": "exact" if exact else "periodic"}
     missing = []
     deltas = {}
     for metric, names in COUNTERS.items():
