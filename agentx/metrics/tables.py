@@ -56,7 +56,7 @@ def interval_note(d: dict | None) -> str:
 
 def spread_line(ci: dict) -> str:
     """How the intervals in brackets were made."""
-    return (f"95 % intervals in brackets (run-to-run spread): cluster bootstrap over {ci['trees']:,} session trees "
+    return (f"95 % intervals in brackets (another sample of session trees): cluster bootstrap over {ci['trees']:,} session trees "
             f"({ci['requests']:,} requests, {ci['resamples']} resamples, seed {ci['seed']})")
 
 

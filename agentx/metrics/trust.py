@@ -19,7 +19,7 @@ def provenance(result: dict) -> dict:
 
 def diagnosis(result: dict) -> dict:
     """The figures that say how far to trust the point: preemptions, cache efficiency, the
-    client's verdict, the host error (agentx-sim), low sample, the run-to-run spread of TTFT."""
+    client's verdict, the host error (agentx-sim), low sample, the spread of TTFT over session trees."""
     sm, health, v = result.get("server_metrics") or {}, result.get("client_health") or {}, result.get("validity") or {}
     cache = (result.get("request_metrics") or {}).get("cache") or {}
     host = result.get("host_error") or {}

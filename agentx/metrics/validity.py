@@ -110,7 +110,7 @@ def _spread_rule(rules: list, ci: dict | None, agreement: float) -> None:
     if limit is not None and ci["trees"] < MIN_TREES:
         _rule(rules, "spread", max(widths)[0] if widths else None, limit, True,
               f"only {ci['trees']} session tree{'s' if ci['trees'] != 1 else ''} in the window: too few to bound "
-              f"the run-to-run spread of its percentiles (at least {MIN_TREES}; a longer run or more lanes)")
+              f"the spread of its percentiles over session trees (at least {MIN_TREES}; a longer run or more lanes)")
         return
     if not widths:
         return

@@ -1,4 +1,4 @@
-"""The run-to-run spread of SPEC section 3 ("Spread"): a seeded cluster bootstrap over session
+"""The spread over session trees of SPEC section 3 ("Spread"): a seeded cluster bootstrap over session
 trees, on the records of real virtual-time runs (the bundled WEKA sessions, and a fixed-length
 scenario), and the `spread` validity rule with its reason."""
 
