@@ -50,6 +50,17 @@ class Record(msgspec.Struct, omit_defaults=True):
     sim_first_lag: float | None = None  # the sim wrote the first token this late (modeled s)
     sim_last_lag: float | None = None  # and the last one
 
+    @property
+    def output_tokens(self) -> int:
+        """OSL: the server's count, else the output chunks counted (SPEC section 3)."""
+        return self.osl if self.osl is not None else self.chunks
+
+    @property
+    def itl(self) -> float | None:
+        """Inter-token latency (E2E - TTFT) / (OSL - 1); None without a TTFT or below 2 tokens."""
+        osl = self.output_tokens
+        return (self.end - self.start - self.ttft) / (osl - 1) if self.ttft is not None and osl >= 2 else None
+
 
 _encode = msgspec.json.Encoder().encode
 
@@ -106,9 +117,7 @@ def write_csv(records: list[Record], folder: Path) -> Path:
         out = csv.writer(f)
         out.writerow(CSV_FIELDS)
         for r in records:
-            osl = r.osl if r.osl is not None else r.chunks
-            itl = (r.end - r.start - r.ttft) / (osl - 1) if r.ttft is not None and osl >= 2 else None
-            row = [getattr(r, k) for k in CSV_FIELDS[:-2]] + [r.end - r.start, itl]
+            row = [getattr(r, k) for k in CSV_FIELDS[:-2]] + [r.end - r.start, r.itl]
             out.writerow(["" if v is None else v for v in row])
     return path
 

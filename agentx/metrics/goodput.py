@@ -28,17 +28,12 @@ def parse_slo(texts: list[str] | None) -> tuple[tuple[str, float], ...]:
     return tuple(out.items())
 
 
-def _tpot(r: Record) -> float | None:
-    osl = r.osl if r.osl is not None else r.chunks
-    return (r.end - r.start - r.ttft) / (osl - 1) if r.ttft is not None and osl and osl >= 2 else None
-
-
 def meets(r: Record, slo: dict[str, float]) -> bool:
     """Whether a request met every objective (a value it lacks, e.g. TPOT of a one-token answer,
     is not held against it)."""
     if r.error is not None:
         return False
-    values = {"ttft": r.ttft, "tpot": _tpot(r), "e2el": r.end - r.start}
+    values = {"ttft": r.ttft, "tpot": r.itl, "e2el": r.end - r.start}
     return all(values[k] is None or values[k] * 1000 <= ms for k, ms in slo.items())
 
 
@@ -50,7 +45,7 @@ def goodput(prof: list[Record], slo, window_s: float | None, gpus: int | None = 
     if not slo:
         return None
     met = [r for r in prof if meets(r, slo)]
-    tokens = sum((r.isl if r.isl is not None else r.isl_planned) + (r.osl if r.osl is not None else r.chunks)
+    tokens = sum((r.isl if r.isl is not None else r.isl_planned) + r.output_tokens
                  for r in met)
     out = {"slo_ms": slo, "met": len(met), "of": len(prof), "share": len(met) / len(prof) if prof else None,
            "requests_per_s": len(met) / window_s if window_s else None,

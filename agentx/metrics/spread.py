@@ -90,10 +90,6 @@ def _relative(value: float, lo: float, hi: float) -> dict:
     return {"value": value, "lo": lo, "hi": hi, "lo_rel": rel(lo), "hi_rel": rel(hi),
             "width_rel": (hi - lo) / value if value > 0 else None}
 
-def _osl(r: Record) -> int:
-    return r.osl if r.osl is not None else r.chunks
-
-
 def _inverted(iv: dict | None) -> dict | None:
     """The intervals of 1 / x (interactivity from ITL, SPEC section 3): the ends swap and invert."""
     if iv is None:
@@ -113,11 +109,11 @@ def spread(ok: list[Record], resamples: int = RESAMPLES, seed: int = SEED) -> di
     index = {t: i for i, t in enumerate(sorted(set(tree_ids)))}
     counts = tree_counts(len(index), resamples, seed)
     with_ttft = [r for r in ok if r.ttft is not None]
-    decoding = [r for r in with_ttft if _osl(r) >= 2]
-    normed = [r for r in ok if _osl(r) >= 1]
-    itl = interval([(r.end - r.start - r.ttft) / (_osl(r) - 1) for r in decoding], [r.tree for r in decoding],
-                   counts, index)
-    per_token = interval([(r.end - r.start) / _osl(r) for r in normed], [r.tree for r in normed], counts, index)
+    decoding = [r for r in ok if r.itl is not None]
+    normed = [r for r in ok if r.output_tokens >= 1]
+    itl = interval([r.itl for r in decoding], [r.tree for r in decoding], counts, index)
+    per_token = interval([(r.end - r.start) / r.output_tokens for r in normed], [r.tree for r in normed], counts,
+                         index)
     return {
         "method": "cluster bootstrap over session trees", "level": LEVEL, "resamples": resamples, "seed": seed,
         "trees": len(index), "requests": len(ok),

@@ -40,28 +40,23 @@ def inverted(dist: dict | None) -> dict | None:
     return {k: (1.0 / v if v > 0 else None) for k, v in dist.items() if k.startswith("p")}
 
 
-def output_tokens(r: Record) -> int:
-    return r.osl if r.osl is not None else r.chunks
-
-
 def request_metrics(ok: list[Record], gpus: int | None, hardware: str | None, cost_basis: str) -> dict:
     ttft = [r.ttft for r in ok]
     e2el = [r.end - r.start for r in ok]
-    itl = [(r.end - r.start - r.ttft) / (output_tokens(r) - 1) for r in ok
-           if r.ttft is not None and output_tokens(r) >= 2]
-    per_token = [(r.end - r.start) / output_tokens(r) for r in ok if output_tokens(r) >= 1]
+    itl = [r.itl for r in ok if r.itl is not None]
+    per_token = [(r.end - r.start) / r.output_tokens for r in ok if r.output_tokens >= 1]
     itl_d, norm_d = distribution(itl), distribution(per_token)
     out = {
         "ttft_s": distribution(ttft), "e2el_s": distribution(e2el), "itl_s": itl_d,
         "interactivity_tok_s": inverted(itl_d), "e2e_normalized_interactivity_tok_s": inverted(norm_d),
         "isl": distribution(r.isl if r.isl is not None else r.isl_planned for r in ok),
-        "osl": distribution(output_tokens(r) for r in ok),
+        "osl": distribution(r.output_tokens for r in ok),
         "reasoning_tokens": distribution(r.reasoning for r in ok),
     }
     if ok:
         window = max(r.end for r in ok) - min(r.start for r in ok)
         tin = sum(r.isl if r.isl is not None else r.isl_planned for r in ok)
-        tout = sum(output_tokens(r) for r in ok)
+        tout = sum(r.output_tokens for r in ok)
         tp = {"window_s": window, "input_tok_s": tin / window, "output_tok_s": tout / window,
               "total_tok_s": (tin + tout) / window, "requests_per_s": len(ok) / window}
         if gpus:
@@ -89,7 +84,7 @@ def request_metrics(ok: list[Record], gpus: int | None, hardware: str | None, co
         with_isl = [r for r in ok if r.isl is not None]
         out["isl_drift_tokens_mean"] = (sum(r.isl - r.isl_planned for r in with_isl) / len(with_isl)
                                         if with_isl else None)
-        out["short_responses"] = sum(1 for r in ok if output_tokens(r) < r.osl_planned)
+        out["short_responses"] = sum(1 for r in ok if r.output_tokens < r.osl_planned)
     return out
 
 

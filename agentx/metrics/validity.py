@@ -37,10 +37,6 @@ def _itl(e2el: float, ttft: float, osl: int) -> float:
     return (e2el - ttft) / (osl - 1)
 
 
-def _osl(r: Record) -> int:
-    return r.osl if r.osl is not None else r.chunks
-
-
 def host_error(ok: list[Record]) -> dict | None:
     """Per request, what the client measured minus what agentx-sim modeled (modeled seconds), as
     p50 / p90 / max for TTFT and ITL; and the sim's own share of it (its lag). None when the
@@ -49,18 +45,18 @@ def host_error(ok: list[Record]) -> dict | None:
     if not sim:
         return None
     ttft = [r.ttft - r.modeled_ttft for r in sim]
-    decoding = [r for r in sim if r.modeled_e2el is not None and _osl(r) >= 2]
-    itl = [_itl(r.end - r.start, r.ttft, _osl(r)) - _itl(r.modeled_e2el, r.modeled_ttft, _osl(r)) for r in decoding]
+    decoding = [r for r in sim if r.modeled_e2el is not None and r.output_tokens >= 2]
+    measured_itl = [r.itl for r in decoding]
+    modeled_itl = [_itl(r.modeled_e2el, r.modeled_ttft, r.output_tokens) for r in decoding]
+    itl = [m - modeled for m, modeled in zip(measured_itl, modeled_itl)]
     lag_ttft = [r.sim_first_lag for r in sim if r.sim_first_lag is not None]
-    lag_itl = [(r.sim_last_lag - r.sim_first_lag) / (_osl(r) - 1) for r in decoding
+    lag_itl = [(r.sim_last_lag - r.sim_first_lag) / (r.output_tokens - 1) for r in decoding
                if r.sim_first_lag is not None and r.sim_last_lag is not None]
 
     def dist(values: list[float]) -> dict | None:
         p = percentiles(np.asarray(values, dtype=float), (50, 90))
         return None if p is None else {"p50": float(p[0]), "p90": float(p[1]), "max": max(values), "n": len(values)}
 
-    measured_itl = [_itl(r.end - r.start, r.ttft, _osl(r)) for r in decoding]
-    modeled_itl = [_itl(r.modeled_e2el, r.modeled_ttft, _osl(r)) for r in decoding]
     return {"ttft_s": dist(ttft), "itl_s": dist(itl), "sim_lag_ttft_s": dist(lag_ttft), "sim_lag_itl_s": dist(lag_itl),
             "modeled_ttft_p50_s": _p50([r.modeled_ttft for r in sim]), "modeled_itl_p50_s": _p50(modeled_itl),
             # what the printed percentiles move by: percentile of measured minus percentile of modeled
