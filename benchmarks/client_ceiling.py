@@ -47,6 +47,7 @@ import psutil
 
 from aiperf_replay import find_aiperf, run_aiperf, write_rows
 from cores import pin
+from corpora import synthetic_393
 from agentx.serving import run_async  # uvloop where available, as `agentx bench` runs
 
 MAX_TOKENS = re.compile(rb'"max_tokens":\s*(\d+)')
@@ -256,7 +257,7 @@ def main() -> None:
     server, url = start_server()
     try:
         if args.only_agentic:
-            agentic_table(url, args.corpus or _synth(), args.agentic_lanes, args.agentic_seconds, args.aiperf,
+            agentic_table(url, args.corpus or synthetic_393(Path(tempfile.mkdtemp())), args.agentic_lanes, args.agentic_seconds, args.aiperf,
                           args.aiperf_rows)
             return
         pin(os.getpid(), 1)
@@ -275,9 +276,7 @@ def main() -> None:
         tmp = None
         if corpus is None:
             tmp = tempfile.TemporaryDirectory()
-            corpus = Path(tmp.name) / "corpus"
-            subprocess.run([sys.executable, "-m", "agentx.cli", "trace", "synth", "--sessions", "393", "--seed", "1",
-                            "--out", str(corpus)], check=True, stdout=subprocess.DEVNULL)
+            corpus = synthetic_393(Path(tmp.name))
         print(f"2. replay of a synthetic 393-session corpus, {args.lanes} lanes, {args.replay_seconds:g} s profiling")
         print(f"{'server streams':>22} {'requests':>9} {'peak RSS MB':>12} {'lateness p50 ms':>16} "
               f"{'lateness p99 ms':>16} {'client CPU %':>13}")
@@ -299,13 +298,6 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait()
-
-
-def _synth() -> Path:
-    corpus = Path(tempfile.mkdtemp()) / "corpus"
-    subprocess.run([sys.executable, "-m", "agentx.cli", "trace", "synth", "--sessions", "393", "--seed", "1",
-                    "--out", str(corpus)], check=True, stdout=subprocess.DEVNULL)
-    return corpus
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from agentx.engine.routing import RouterName
+from corpora import synthetic_393
 
 ROUTERS = tuple(RouterName)
 
@@ -39,9 +40,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        corpus = tmp / "corpus"
-        subprocess.run([sys.executable, "-m", "agentx.cli", "trace", "synth", "--sessions", "393", "--seed", "1",
-                        "--out", str(corpus)], check=True, stdout=subprocess.DEVNULL)
+        corpus = synthetic_393(tmp)
         print("| traces | lanes | router | measured hit | theoretical hit | TTFT p50 ms | TTFT p90 ms | total tok/s "
               "| CPU s | iterations / turn |")
         print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")

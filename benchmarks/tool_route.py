@@ -26,6 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from corpora import synthetic_393
+
 DEPLOYMENTS = (("4 replicas", ["--replicas", "4"]),
                ("1P + 3D, all", ["--prefill", "1", "--decode", "3"]),
                ("1P + 3D, tool", ["--prefill", "1", "--decode", "3", "--prefill-route", "tool"]))
@@ -61,9 +63,7 @@ def main() -> None:
         tmp = Path(tmp)
         corpus = args.corpus
         if corpus is None:
-            corpus = tmp / "corpus"
-            subprocess.run([sys.executable, "-m", "agentx.cli", "trace", "synth", "--sessions", "393", "--seed", "1",
-                            "--out", str(corpus)], check=True, stdout=subprocess.DEVNULL)
+            corpus = synthetic_393(tmp)
         print("| traces | lanes | deployment | measured hit | server hit (prefill side) | prompts prefilled remotely "
               "| prompt KV moved | TTFT p50 ms | TTFT p90 ms | tok/s per GPU |")
         print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")

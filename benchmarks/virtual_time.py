@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 from cores import pin
+from corpora import synthetic_393
 
 SPEED = 10.0  # of the HTTP comparison's simulated server
 
@@ -120,9 +121,7 @@ def main() -> None:
         tmp = Path(tmp)
         corpus = args.corpus
         if corpus is None:
-            corpus = tmp / "corpus"
-            subprocess.run([sys.executable, "-m", "agentx.cli", "trace", "synth", "--sessions", "393", "--seed", "1",
-                            "--out", str(corpus)], check=True, stdout=subprocess.DEVNULL)
+            corpus = synthetic_393(tmp)
         rack_rows(corpus, tmp)
         if args.rack_only:
             return
