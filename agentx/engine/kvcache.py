@@ -227,17 +227,7 @@ class KVCache:
         c = min(c, need - g)
         if not self._fits(blocks, need):
             return None
-        if g:
-            hit = _ids(blocks)
-            self.free_cached.remove(hit[self.ref[hit] == 0])  # cached but unused: leave the free list
-            self.ref[hit] += 1  # (a sequence holds a block once)
-        fresh = self._take(need - g)
-        ssd = 0
-        if c:  # loaded from DRAM (or the SSD under it): their content is known
-            loaded = hashes[g : g + c]
-            self._register(blocks[-1] if g else -1, loaded, fresh[:c])
-            ssd = self.tiers.load(loaded)
-        self.gains += 1
+        fresh, ssd = self._hold(blocks, hashes, c, need - g)
         alloc = Allocation(blocks + fresh, g, c, ssd, known=g + c)
         self.seqs[seq] = alloc
         if not count:
@@ -261,15 +251,7 @@ class KVCache:
         g = len(blocks)
         if not c or not self._fits(blocks, g + c):
             return 0
-        if g:
-            hit = np.fromiter(blocks, np.int64, g)
-            self.free_cached.remove(hit[self.ref[hit] == 0])
-            self.ref[hit] += 1
-        fresh = self._take(c)
-        loaded = hashes[g : g + c]
-        self._register(blocks[-1] if g else -1, loaded, fresh)
-        ssd = self.tiers.load(loaded)  # (the SSD-only ones read into DRAM on the way)
-        self.gains += 1  # content cached: a prompt may now hit more of it
+        fresh, ssd = self._hold(blocks, hashes, c, c)  # (the SSD-only ones read into DRAM on the way)
         self.counters.load_blocks += c
         self.seqs[key] = Allocation(blocks + fresh, 0, c, ssd, committed=g + c, known=g + c)
         return c
@@ -348,6 +330,24 @@ class KVCache:
                                 now)
 
     # ---------------------------------------------------------------- internals
+
+    def _hold(self, blocks, hashes: list[int], c: int, new: int) -> tuple[array, int]:
+        """Hold the GPU hit `blocks` (the cached prefix of `hashes`), take `new` fresh blocks and load
+        into the first `c` of them the DRAM (or SSD) blocks that continue the prefix, their content
+        registered; (the fresh blocks, how many of the loaded ones were read off the SSD)."""
+        g = len(blocks)
+        if g:
+            hit = _ids(blocks)
+            self.free_cached.remove(hit[self.ref[hit] == 0])  # cached but unused: leave the free list
+            self.ref[hit] += 1  # (a sequence holds a block once)
+        fresh = self._take(new)
+        ssd = 0
+        if c:  # loaded from DRAM (or the SSD under it): their content is known
+            loaded = hashes[g : g + c]
+            self._register(blocks[-1] if g else -1, loaded, fresh[:c])
+            ssd = self.tiers.load(loaded)
+        self.gains += 1  # content cached: a prompt may now hit more of it
+        return fresh, ssd
 
     def _take(self, n: int) -> array:
         """`n` blocks from the front of the free list (evicting cached content), held."""
