@@ -53,7 +53,7 @@ def frontier_rows(results: list[tuple[str, dict]]) -> list[dict]:
     return [{"id": name, "concurrency": r["identity"].get("concurrency"),
              "simulated": str(r["identity"].get("engine") or "").startswith("agentx-sim"),
              "valid": r["validity"]["valid"], "reasons": r["validity"]["reasons"],
-             **deployment_labels(r["identity"]), **fr.with_derived(metric_columns(r))} for name, r in results]
+             "low_sample": r["validity"].get("low_sample"), **deployment_labels(r["identity"]), **fr.with_derived(metric_columns(r))} for name, r in results]
 
 
 # Past these a frontier's concurrency labels, and its legend, are in each point's hover only: laying
@@ -134,7 +134,7 @@ def point_info(rows: list[dict]) -> dict:
     keys = (*X_LABELS, *Y_LABELS)
     return {str(r["id"]): {"label": deployment_label(r), "concurrency": r.get("concurrency"),
                            "source": "simulated" if r.get("simulated") else (r.get("source") or "measured"),
-                           "valid": r.get("valid"), "reasons": r.get("reasons"),
+                           "valid": r.get("valid"), "reasons": r.get("reasons"), "low_sample": r.get("low_sample"),
                            **{k: r.get(k) for k in ("parallelism", "kv_offload", "spec_decoding", "precision",
                                                      "engine_version")},
                            "figures": {k: r.get(k) for k in keys}} for r in rows}

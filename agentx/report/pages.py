@@ -155,7 +155,8 @@ def _frontier_route(app: FastAPI, db: _Pages) -> None:
                   X_LABELS[x]: fmt_number(r[x]), Y_LABELS[y]: fmt_number(r[y]),
                   **{LABELS[k]: fmt_number(r.get(k)) for k in more},
                   "started": (r["started_at"] or "")[:16].replace("T", " "),
-                  "valid": {True: "yes", False: "no"}.get(r["valid"], "-")} for r in shown]
+                  "valid": {True: "yes", False: "no"}.get(r["valid"], "-") + (" (low n)" if r["low_sample"] else "")}
+                 for r in shown]
         query = {**{k: v for k, v in vars(f).items() if v}, "x": x, "y": y}
         pages = [(f"{k * TABLE_PAGE + 1}-{min((k + 1) * TABLE_PAGE, len(found))}",
                   None if k == page else "/?" + urlencode({**query, "page": k}))

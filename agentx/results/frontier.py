@@ -21,6 +21,7 @@ from sqlalchemy.engine import Engine
 
 from agentx.engine.presets import COST_BASES
 from agentx.errors import AgentxError
+from agentx.metrics.validity import LOW_SAMPLE
 from agentx.results.query import Filters, filtered
 from agentx.results.schema import DEPLOYMENT_LABELS, deployments, points
 
@@ -57,7 +58,7 @@ def load_points(engine: Engine, filters: Filters, x: str, y: str) -> list[dict]:
     view and of the canonical one."""
     check_metrics(x, y)
     cols = [points.c.id, points.c.concurrency, points.c.started_at, points.c.valid, points.c.simulated,
-            points.c.source, points.c.deployment_id, *[deployments.c[k] for k in DEPLOYMENT_LABELS],
+            points.c.source, points.c.requests_ok, points.c.deployment_id, *[deployments.c[k] for k in DEPLOYMENT_LABELS],
             *[metric_column(name) for name in sorted({x, y, *CANONICAL})]]
     q = filtered(select(*cols).join(deployments, points.c.deployment_id == deployments.c.id), filters)
     with engine.connect() as conn:
@@ -72,6 +73,7 @@ def load_points(engine: Engine, filters: Filters, x: str, y: str) -> list[dict]:
     for r in out:
         if r["valid"] is False:
             r["reasons"] = reasons.get(r["id"], ["NOT VALID"])
+        r["low_sample"] = r["requests_ok"] is not None and r["requests_ok"] < LOW_SAMPLE  # SPEC §3: a mark, not invalid
     return out
 
 

@@ -144,3 +144,23 @@ def test_frontier_command_on_real_points(tmp_path, sweep_dir):
     assert joules.returncode == 0 and "joules_per_output_token against p90_e2e_norm_intvty" in " ".join(joules.stdout.split())
     bad = run("frontier", "--db", db, "--y", "watts")
     assert bad.returncode == 2 and "y: unknown metric 'watts'" in bad.stderr
+
+
+def test_low_sample_points_are_marked_on_the_dashboards_rows(tmp_path, sweep_dir):
+    """SPEC §3: `low sample` (fewer than 30 successful profiled requests) is shown on the dashboard:
+    each stored point's row carries it, as its run's result.json says."""
+    import json
+
+    from agentx.results.db import connect
+    from agentx.results.frontier import load_points
+    from agentx.results.query import Filters
+
+    db = tmp_path / "r.db"
+    res = subprocess.run([sys.executable, "-m", "agentx.cli", "db", "import", str(sweep_dir), "--db", str(db)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    rows = {r["concurrency"]: r for r in load_points(connect(f"sqlite:///{db}"), Filters(), *CANONICAL)}
+    for c in (2, 6):
+        validity = json.loads((sweep_dir / f"c{c}" / "result.json").read_text())["validity"]
+        assert rows[c]["low_sample"] is validity["low_sample"]
+        assert rows[c]["requests_ok"] == validity["sample"]
