@@ -23,7 +23,7 @@ from aiohttp import web
 
 from agentx import __version__
 from agentx.engine import api
-from agentx.engine.api import (AnthropicShape, BadRequest, ChatRequest, CompletionRequest, MessagesRequest,
+from agentx.engine.api import (AnthropicShape, BadRequest, ChatRequest, MessagesRequest,
                                OpenAIShape, forced_tool)
 from agentx.engine.config import EngineConfig, ServeConfig
 from agentx.engine.core import Sequence
@@ -357,16 +357,8 @@ class SimServer:
             max_tokens = req.max_tokens
             tool = forced_tool(req.tools, req.tool_choice)
         else:
-            req = api.parse(CompletionRequest, body)
-            if isinstance(req.prompt, str):
-                prompt = self.tokenizer.encode(req.prompt)
-            else:
-                prompt = req.prompt
-                vocab = self.core.vocab
-                bad = next((t for t in prompt if not 0 <= t < vocab), None)
-                if bad is not None:
-                    raise BadRequest(f"Token id {bad} is out of vocabulary (valid ids are 0 to {vocab - 1})",
-                                     param="prompt")
+            req = api.parse_completion(body, self.core.vocab)  # token ids checked against the vocabulary
+            prompt = self.tokenizer.encode(req.prompt) if isinstance(req.prompt, str) else req.prompt
             max_tokens = req.max_tokens
         if req.model is not None and req.model != self.model_name:
             raise BadRequest(f"The model `{req.model}` does not exist.", 404, "NotFoundError", "model")
