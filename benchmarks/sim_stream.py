@@ -108,7 +108,8 @@ def accuracy(streams: int, tokens: int) -> None:
         with sim_server("--speed", "1", "--truth-log", str(truth)) as url:
             asyncio.run(run_streams(url, [distinct_prompt(streams, 4000)], 2))  # warm up, other tokens
             measured = asyncio.run(run_streams(url, prompts, tokens))
-        arrival = {r["correlation_id"]: r["arrival"] for r in map(json.loads, truth.read_text().splitlines())}
+        arrival = {r["correlation_id"]: r["arrival"] for r in map(json.loads, truth.read_text().splitlines())
+                   if "stall" not in r}
     # measure from the server's arrival time, so the client's own send overhead does not count
     for i, m in enumerate(measured):
         m[0] = arrival[str(i)]

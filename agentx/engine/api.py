@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Annotated, Any
 
 import msgspec
@@ -120,6 +121,33 @@ def parse(cls, body: bytes):
             _check_content(m.content, ANTHROPIC_BLOCKS, f"messages[{i}].content")
         _check_content(req.system, {"text"}, "system")
     return req
+
+
+def parse_completion(body: bytes, vocab: int) -> CompletionRequest:
+    """`parse(CompletionRequest, body)`, and a prompt of token ids checked against the vocabulary
+    (0 to vocab - 1) as it is decoded (msgspec's bound, where a Python pass over 100k ids cost
+    1.2 ms). A body the bounded decoder refuses is parsed again as before, so every error, and its
+    order, is as it was: the schema's, then an id out of the vocabulary named."""
+    try:
+        req = _bounded_decoder(vocab).decode(body)
+    except Exception:  # (any error: the plain parse reports it as it always has)
+        req = parse(CompletionRequest, body)
+        if not isinstance(req.prompt, str):
+            bad = next((t for t in req.prompt if not 0 <= t < vocab), None)
+            if bad is not None:
+                raise BadRequest(f"Token id {bad} is out of vocabulary (valid ids are 0 to {vocab - 1})",
+                                 param="prompt") from None
+        return req
+    _check_sampling(req)
+    return req
+
+
+@cache
+def _bounded_decoder(vocab: int) -> msgspec.json.Decoder:
+    token_id = Annotated[int, msgspec.Meta(ge=0, lt=vocab)]
+    bounded = msgspec.defstruct("CompletionRequest", [("prompt", str | list[token_id])],
+                                bases=(CompletionRequest,), kw_only=True, module=__name__)
+    return msgspec.json.Decoder(bounded)
 
 
 # Content part types each API defines; the sim renders text as text and the others as JSON.

@@ -67,10 +67,11 @@ CHAINS = (Chain, PackedChain)
 
 
 def block_hashes(token_ids, block_size: int) -> Chain:
-    """Chained hashes of the full blocks of a token sequence."""
+    """Chained hashes of the full blocks of a token sequence: block i's is
+    hash((block i - 1's, the tuple of its tokens)), 0 before the first."""
     out, parent = Chain(), 0
-    for i in range(0, len(token_ids) - block_size + 1, block_size):
-        parent = hash((parent, tuple(token_ids[i : i + block_size])))
+    for block in zip(*[iter(token_ids)] * block_size):  # the full blocks as tuples (no slice copies)
+        parent = hash((parent, block))
         out.append(parent)
     return out
 

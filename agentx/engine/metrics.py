@@ -54,6 +54,7 @@ class ServerStats:
         self.e2e = Histogram(E2E_BUCKETS)
         self.queue = Histogram(E2E_BUCKETS)
         self.lag = Histogram(LAG_BUCKETS)
+        self.stalls = None  # the HTTP server's LoopWatch (engine/stalls.py); virtual time has none
         self.restarts = 0  # times the modeled schedule restarted (over 1 s behind: CPU-bound)
         self.success: dict[str, int] = {"stop": 0, "length": 0, "abort": 0}
         self.errors: dict[str, int] = {}
@@ -174,6 +175,8 @@ def server_series(stats: ServerStats, labels: dict) -> list[tuple]:
     out += [("histogram", name, doc, labels, getattr(stats, attr)) for attr, name, doc in HISTOGRAMS]
     out.append(("counter", "agentx_sim:schedule_restarts", "Times the modeled schedule restarted from now "
                 "(over 1 s of wall time behind); the skipped modeled time counts as lag.", labels, stats.restarts))
+    if stats.stalls is not None:
+        out += stats.stalls.series(labels)
     return out
 
 

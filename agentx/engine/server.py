@@ -23,12 +23,13 @@ from aiohttp import web
 
 from agentx import __version__
 from agentx.engine import api
-from agentx.engine.api import (AnthropicShape, BadRequest, ChatRequest, CompletionRequest, MessagesRequest,
+from agentx.engine.api import (AnthropicShape, BadRequest, ChatRequest, MessagesRequest,
                                OpenAIShape, forced_tool)
 from agentx.engine.config import EngineConfig, ServeConfig
 from agentx.engine.core import Sequence
 from agentx.engine.metrics import ServerStats, exposition
 from agentx.engine.disagg import Workers, answer_len, workers
+from agentx.engine.stalls import LoopWatch
 from agentx.engine.tokenizer import Tokenizer, render_chat
 from agentx.errors import AgentxError
 from agentx.serving import json_errors, log_line, read_body, serve_app
@@ -96,6 +97,9 @@ class SimServer:
         self._queued = asyncio.Event()  # set when one of them is queued or refused
         self._t0 = 0.0
         self.settings = deployment_settings(cfg)
+        # the loop's own stalls (engine/stalls.py): /metrics, and a `stall` line in the truth log
+        self.watch = self.stats.stalls = LoopWatch(log=self._write_truth if self.truth else None)
+        self.watch.context = self._engine_state
 
     # ------------------------------------------------------------------ engine
 
@@ -113,14 +117,14 @@ class SimServer:
         the schedule restart from now. A request that arrived after an iteration's modeled
         start waits for the next one (`EngineCore.step`), as it would on time.
         """
-        loop, speed, t0 = asyncio.get_running_loop(), self.cfg.speed, self._t0
+        loop, speed, t0, watch = asyncio.get_running_loop(), self.cfg.speed, self._t0, self.watch
         prev_end, emitted = loop.time(), {}
         while True:
             if core.idle:
                 wake.clear()
                 await wake.wait()
             now = slice_start = loop.time()
-            held = None
+            held, mark, steps = None, watch.mark(), 0
             while not core.idle:
                 if core.running:
                     start = prev_end
@@ -135,6 +139,7 @@ class SimServer:
                     break
                 core.now = modeled
                 step = core.step()
+                steps += 1
                 if self.disagg and step.finished:
                     self._hand_off(step.finished)
                 prev_end = start + step.duration / speed
@@ -146,17 +151,32 @@ class SimServer:
                 now = loop.time()
                 if prev_end > now or now - slice_start > SLICE_S:
                     break
-            delay = prev_end - loop.time()
+            watch.end(mark, "engine", lambda: {"iterations": steps})
+            delay, mark, stalls = prev_end - loop.time(), watch.mark(), watch.count
             await asyncio.sleep(delay if delay > 0 else 0)
+            if watch.count == stalls:  # a late wake-up that no phase of ours explains: the host, or aiohttp's I/O
+                watch.end((mark[0] + max(delay, 0.0), *mark[1:]), "wakeup")
             for seq in emitted:  # the core may already be computing later tokens: show only these
                 seq.delivered = len(seq.output)
                 seq.waiter.set()
             emitted.clear()
             if held is not None:
-                self._queued.clear()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout_at(held + ORDER_WAIT_S):
-                        await self._queued.wait()
+                mark = watch.mark()
+                await self._wait_read(start)
+                watch.end(mark, "held", lambda: {"head_age_s": round(loop.time() - held, 6)})
+
+    async def _wait_read(self, start: float) -> None:
+        """Wait while a request whose head came before `start` (wall) is still being read, each at
+        most ORDER_WAIT_S from its head. The condition is checked again at every wake-up: a body
+        queued while the engine was delivering, before this wait began, set `_queued` before the
+        wait could see it, and waiting for the next signal held the engine until another request
+        was queued or the second was up (issue #24: the 0.2-1 s stalls of the demo)."""
+        loop = asyncio.get_running_loop()
+        while (head := self._read_before(start, loop.time())) is not None:
+            self._queued.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(head + ORDER_WAIT_S):
+                    await self._queued.wait()
 
     def _hand_off(self, finished: list[Sequence]) -> None:
         """Prefill stages that finished: their KV leaves for a decode worker, arriving at its
@@ -198,12 +218,14 @@ class SimServer:
     async def _start_engine(self, app) -> None:
         self._wakes = [asyncio.Event() for _ in self.core.cores]
         self._t0 = asyncio.get_running_loop().time()
+        self.watch.start()
         app["engine"] = [asyncio.create_task(self.engine_loop(core, wake))
                          for core, wake in zip(self.core.cores, self._wakes)]
 
     async def _stop_engine(self, app) -> None:
         for task in app["engine"]:
             task.cancel()
+        self.watch.stop()
         if self.truth:
             self.truth.close()
 
@@ -238,7 +260,9 @@ class SimServer:
         return sum(c.cfg.gpus * c.power.energy_j(now) for c in self.core.cores)
 
     async def metrics(self, request):
+        mark = self.watch.mark()
         body = exposition(self.core, self.stats, self.model_name, self.modeled_now())
+        self.watch.end(mark, "metrics")
         return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
     async def models(self, request):
@@ -264,8 +288,10 @@ class SimServer:
         self._reading[turn] = head
         try:  # read and parse (concurrently with other requests), then queue in the order the heads arrived
             body = await read_body(request, self.cfg.request_timeout_s)
+            mark = self.watch.mark()
             try:
                 req, prompt, max_tokens, tool = self._prompt(body, style)
+                self.watch.end(mark, "parse", lambda: {"body_bytes": len(body), "prompt_tokens": len(prompt)})
             except BadRequest as e:
                 self._count_error("bad_request")
                 body = api.anthropic_error_body(str(e), e.status) if anthropic else e.body()
@@ -278,10 +304,12 @@ class SimServer:
             rid = f"{ID_PREFIX[style]}-{next(self.ids)}"
             if fault in ("http500", "overflow"):
                 return self._fault_response(request, rid, fault, prompt, arrival, anthropic)
+            mark = self.watch.mark()
             seq = self.core.new_sequence(rid, prompt, max_tokens, req.min_tokens, req.ignore_eos, fault == "corrupt")
             seq.hints = req.agentx_hints
             seq.waiter = asyncio.Event()
             self.core.add(seq, (head - self._t0) * self.cfg.speed, request.headers.get("X-Session-ID"))
+            self.watch.end(mark, "queue", lambda: {"id": rid, "prompt_tokens": len(prompt)})
             energy_at_arrival = self.energy_j()
         finally:
             turn.set()
@@ -310,7 +338,9 @@ class SimServer:
             self.core.abort(seq)
             raise
         finally:
+            mark = self.watch.mark()
             self._finish(request, seq, arrival, timing, fault)
+            self.watch.end(mark, "finish", lambda: {"id": seq.id, "prompt_tokens": len(seq.prompt)})
 
     def _prompt(self, body: bytes, style: str):
         tool = None
@@ -327,16 +357,8 @@ class SimServer:
             max_tokens = req.max_tokens
             tool = forced_tool(req.tools, req.tool_choice)
         else:
-            req = api.parse(CompletionRequest, body)
-            if isinstance(req.prompt, str):
-                prompt = self.tokenizer.encode(req.prompt)
-            else:
-                prompt = req.prompt
-                vocab = self.core.vocab
-                bad = next((t for t in prompt if not 0 <= t < vocab), None)
-                if bad is not None:
-                    raise BadRequest(f"Token id {bad} is out of vocabulary (valid ids are 0 to {vocab - 1})",
-                                     param="prompt")
+            req = api.parse_completion(body, self.core.vocab)  # token ids checked against the vocabulary
+            prompt = self.tokenizer.encode(req.prompt) if isinstance(req.prompt, str) else req.prompt
             max_tokens = req.max_tokens
         if req.model is not None and req.model != self.model_name:
             raise BadRequest(f"The model `{req.model}` does not exist.", 404, "NotFoundError", "model")
@@ -504,7 +526,19 @@ class SimServer:
         if hints is not None:
             record["hints"] = hints.record()
             record["hint_headers"] = {h: v for h, v in request.headers.items() if h.lower().startswith("x-agentx-")}
+        self._write_truth(record)
+
+    def _write_truth(self, record: dict) -> None:
         self.truth.write(json.dumps(record) + "\n")
+
+    def _engine_state(self) -> dict:
+        """What the engine held when a stall was recorded: requests running and waiting, the
+        longest prompt among them, and the KV index's size (runs, entries)."""
+        cores = self.core.cores
+        seqs = [s for c in cores for s in (*c.running, *c.waiting)]
+        return {"running": sum(len(c.running) for c in cores), "waiting": sum(len(c.waiting) for c in cores),
+                "longest_prompt": max((s.prompt_len for s in seqs), default=0), "reading": len(self._reading),
+                "kv_runs": sum(len(c.kv.runs) for c in cores), "kv_entries": sum(c.kv.entries for c in cores)}
 
 
 def serve(cfg: ServeConfig) -> None:

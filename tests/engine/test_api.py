@@ -8,6 +8,7 @@ import pytest
 
 from agentx.engine.api import (AnthropicShape, BadRequest, ChatRequest, CompletionRequest, MessagesRequest,
                                OpenAIShape, forced_tool, parse, usage)
+from agentx.engine import api
 from agentx.replay.stream import Result, openai_event
 
 WORDS = [" the", " answer", " is", " 42"]  # the sim's words need no escaping inside a JSON string (tokenizer.word)
@@ -113,3 +114,30 @@ def test_the_forced_tool_of_either_api():
                           ([{"function": {}}], None), (openai_tools, {"type": "sometimes"})]:
         with pytest.raises(BadRequest):
             forced_tool(tools, choice)
+
+
+def test_token_ids_are_checked_against_the_vocabulary_as_they_are_decoded():
+    """`parse_completion` answers as the plain parse then a pass over the ids did: the same
+    request, or the same error (the schema's first, then the first id out of the vocabulary)."""
+    vocab = 1000
+
+    def plain(body: bytes):
+        req = api.parse(api.CompletionRequest, body)
+        bad = None if isinstance(req.prompt, str) else next((t for t in req.prompt if not 0 <= t < vocab), None)
+        if bad is not None:
+            raise api.BadRequest(f"Token id {bad} is out of vocabulary (valid ids are 0 to {vocab - 1})", param="prompt")
+        return req
+
+    def outcome(parse, body: bytes):
+        try:
+            req = parse(body)
+        except api.BadRequest as e:
+            return "error", str(e), e.param, e.status
+        return "ok", req.prompt, req.max_tokens, isinstance(req, api.CompletionRequest)
+
+    bodies = [{"prompt": [1, 2, 999], "max_tokens": 5}, {"prompt": [1, 1000, 3]}, {"prompt": [4, -1]}, {"prompt": "text"},
+              {"prompt": [1, 5000], "n": 2}, {"prompt": [1, 5000], "max_tokens": 0}, {"prompt": [1.5]},
+              {"prompt": [1], "temperature": -1}, {"prompt": [10**30]}, {}]
+    for body in [json.dumps(b).encode() for b in bodies] + [b"{bad", b"\xff"]:
+        assert outcome(lambda b: api.parse_completion(b, vocab), body) == outcome(plain, body)
+    assert outcome(lambda b: api.parse_completion(b, vocab), b'{"prompt": [1, 1000, 3]}')[1].startswith("Token id 1000")

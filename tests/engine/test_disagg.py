@@ -109,7 +109,7 @@ def test_sim_serve_with_prefill_and_decode_workers_under_bench(tmp_path):
     assert decode["prefix_queries"] == decode["prefix_hits"] == 0 == decode["prompt_tokens"]
     assert decode["kv_transfer_tokens"] > 0 and decode["kv_transfer_s"] > 0 and decode["generation_tokens"] > 0
     assert http["server_metrics"]["prefix_hit_rate"] == pytest.approx(prefill["prefix_hit_rate"])
-    lines = [json.loads(line) for line in truth.read_text().splitlines()]
+    lines = [x for x in map(json.loads, truth.read_text().splitlines()) if "stall" not in x]  # (a host stall's line)
     assert any(x["hints"].get("tool_result_tokens", 0) > 0 for x in lines)  # the hint the tool route reads
     handed = [x["modeled"] for x in lines if x["completion_tokens"] > 1]
     assert handed and all(m["prefill_worker"] == 0 and m["replica"] in (1, 2) and m["kv_transfer_s"] > 0

@@ -265,3 +265,17 @@ def test_a_hash_twice_in_one_prompt_is_handled_as_the_reference_does():
     for cache in caches:
         cache.free_seq("a")
     assert state(caches[0]) == state(caches[1])
+
+
+def test_block_hashes_are_the_chained_hash_of_each_full_block():
+    """Its definition, for any length and block size (the server computes it per prompt; issue
+    #24 made it cheaper, not different)."""
+    rng = random.Random(3)
+    for n in (0, 1, 3, 4, 5, 16, 17, 100, 1000):
+        tokens = [rng.randrange(200_000) for _ in range(n)]
+        for bs in (1, 4, 16):
+            expected, parent = [], 0
+            for i in range(0, n - bs + 1, bs):
+                parent = hash((parent, tuple(tokens[i : i + bs])))
+                expected.append(parent)
+            assert block_hashes(tokens, bs) == expected

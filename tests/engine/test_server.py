@@ -253,7 +253,7 @@ def test_truth_log(tmp_path):
     with sim_server("--speed", "20", "--truth-log", str(log)) as base:
         events = sse_events(base, "/v1/completions", {"prompt": [5] * 50, "max_tokens": 3, "stream": True})
         assert events
-    (rec,) = [json.loads(line) for line in log.read_text().splitlines()]
+    (rec,) = [x for x in map(json.loads, log.read_text().splitlines()) if "stall" not in x]  # (a host stall's line)
     assert rec["prompt_tokens"] == 50 and rec["completion_tokens"] <= 3 and rec["status"] in ("stop", "length")
     assert rec["arrival"] <= rec["first_token"] <= rec["last_token"]
 

@@ -37,7 +37,7 @@ def test_distinct_session_per_stream_with_parent_links(sim, tmp_path, preset):
     records = {(r.tree, r.node): r for r in read_records(tmp_path / "run")}
     run_id = next(iter(records.values())).run
     sent = [line for line in map(json.loads, truth.read_text().splitlines())
-            if line["correlation_id"].startswith(run_id + "-")]
+            if (line.get("correlation_id") or "").startswith(run_id + "-")]
     assert len(sent) == len(records) >= 10 and all(r.error is None for r in records.values())
     by_stream: dict = {}
     for line in sent:
