@@ -14,8 +14,14 @@ input to this client (a server of unknown build): it is decoded into the engine'
 dataclasses, with their types and bounds, and anything this client cannot rebuild exactly
 (another layout, an unknown field, faults, rendered text, ...) makes the twin "not checked" with a
 one-line reason, never a failed run. The twin's run folder is a temporary one, removed after: its
-figures go to `run.json` (`twin`), and `sim bench` with the run's settings writes the same folder
-for a reader who wants it request by request."""
+figures go to `run.json` (`twin`); `virtual.runner.sim_bench(settings, sessions, deployment,
+client_delay_s=client_delay(settings))` writes the same folder for a reader who wants it request
+by request.
+
+One thing the twin adds to the plan: an HTTP client hears of a request's end, and its successor
+reaches the sim, a little later than the end itself (CLIENT_REACTION_S below). The twin models
+that nominal delay, the same for every run of the plan, so it stays deterministic and
+host-independent, and it is the branch a quiet host's runs take."""
 
 from __future__ import annotations
 
@@ -34,6 +40,14 @@ from agentx.errors import AgentxError
 from agentx.replay.settings import BenchSettings
 
 SIM_ENGINE = "agentx-sim"  # what the simulated engine calls itself on /version
+# Wall seconds from a request's end at the sim to its successor's arrival there that an HTTP client
+# cannot avoid (the sim's write, the client's read, its next write, the sim's read): about 1-1.5 ms
+# on this project's 2-core host (SPEC section 10, "Host error"). The twin's plan hears of each end
+# this x the clock scale later (modeled seconds). Without it the twin sits on a branch no HTTP run
+# can take: a follow-up sent at the very instant its predecessor ended joins the iteration that
+# starts then, and any later one the next iteration (1 us moves the demo's c16 TTFT p90 by 10 %;
+# `benchmarks/twin_sensitivity.py`).
+CLIENT_REACTION_S = 0.0015
 MAX_TEXT = 200  # longest string of a published config (preset names, router, spec decoding method)
 MAX_NUMBER = 1e15  # largest magnitude of a published number
 MAX_ITEMS = 16  # longest list (the fault kinds)
@@ -75,7 +89,7 @@ def decode_config(raw) -> tuple[Deployment, FaultConfig]:
         raise NotTwinnable(f"the sim's published config is a {type(raw).__name__}, not an object")
     version = raw.get("version")
     if version != PUBLISHED_CONFIG_VERSION or isinstance(version, bool):
-        raise NotTwinnable(f"the sim's published config has version {str(version)[:20]!r}; this client reads "
+        raise NotTwinnable(f"the sim's published config has version {str(version)[:20]}; this client reads "
                            f"version {PUBLISHED_CONFIG_VERSION}")
     _check_plain(raw, "config")
     unknown = sorted(set(raw) - set(SECTIONS) - {"version"})
@@ -148,21 +162,27 @@ def blocker(settings: BenchSettings, deployment: Deployment, faults: FaultConfig
     return None
 
 
+def client_delay(settings: BenchSettings) -> float:
+    """Modeled seconds the twin's plan hears of an end late: CLIENT_REACTION_S on the run's clock."""
+    return CLIENT_REACTION_S * settings.target.clock_scale
+
+
 def replay(settings: BenchSettings, sessions: list, deployment: Deployment) -> dict:
     """The run's plan in virtual time on `deployment` (a temporary run folder): its figures."""
     from agentx.virtual.runner import sim_bench
 
     t0, cpu0 = time.perf_counter(), time.process_time()
+    delay = client_delay(settings)
     with tempfile.TemporaryDirectory(prefix="agentx-twin-") as tmp:
         twin = settings.replace(out=str(Path(tmp) / "twin"), power="none", probe_cache=0, workers="1", ray=None)
         try:
-            result = sim_bench(twin, sessions, deployment)
+            result = sim_bench(twin, sessions, deployment, client_delay_s=delay)
         except (AgentxError, KeyError, ValueError) as e:  # e.g. a preset this client does not have
             raise NotTwinnable(f"the twin could not run: {e}") from None
     rm = result["request_metrics"]
     ttft, itl = rm.get("ttft_s") or {}, rm.get("itl_s") or {}
     return {"checked": True, "ttft_p50_s": ttft.get("p50"), "ttft_p90_s": ttft.get("p90"), "itl_p50_s": itl.get("p50"),
-            "succeeded": result["requests"]["succeeded"], "deployment": deployment.label(),
+            "succeeded": result["requests"]["succeeded"], "client_delay_s": delay, "deployment": deployment.label(),
             "engine_settings": result["identity"].get("engine_settings"),
             "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - cpu0}
 
