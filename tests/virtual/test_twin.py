@@ -129,6 +129,20 @@ def test_a_bench_run_against_the_sim_stores_its_twin_equal_to_sim_bench(tmp_path
     assert valid_but_for_host_timing(http), failed_rules(http)
 
 
+def test_a_schedule_mode_run_has_its_twin_too(tmp_path):
+    """Open loop at the recorded session starts (schedule mode): the same plan in virtual time."""
+    sessions = load_sessions([sample_traces()])
+    plan = dict(mode="schedule", time_scale=50.0, warmup=False, duration=10.0, seed=0)
+    with sim_server("--speed", str(SPEED)) as url:
+        http = bench(BenchSettings.build(url=url, out=str(tmp_path / "http"), clock_scale=SPEED, **plan), sessions)
+    virtual = sim_bench(BenchSettings.build(url="virtual", out=str(tmp_path / "virtual"), **plan), sessions,
+                        Deployment(), client_delay_s=CLIENT_REACTION_S * SPEED)
+    twin, rm = http["twin"], virtual["request_metrics"]
+    assert twin["checked"] and twin["succeeded"] == virtual["requests"]["succeeded"] > 0
+    assert (twin["ttft_p50_s"], twin["ttft_p90_s"]) == (rm["ttft_s"]["p50"], rm["ttft_s"]["p90"])
+    assert valid_but_for_host_timing(http), failed_rules(http)
+
+
 def test_a_sim_with_faults_has_its_twin_listed_as_not_checked(tmp_path):
     """Faults are drawn by the order requests reach the sim: virtual time does not replay them.
     (A rate this small draws none in this run, so the run itself is clean.)"""
