@@ -177,8 +177,10 @@ def replay(settings: BenchSettings, sessions: list, deployment: Deployment) -> d
         twin = settings.replace(out=str(Path(tmp) / "twin"), power="none", probe_cache=0, workers="1", ray=None)
         try:
             result = sim_bench(twin, sessions, deployment, client_delay_s=delay)
-        except (AgentxError, KeyError, ValueError) as e:  # e.g. a preset this client does not have
+        except AgentxError as e:  # e.g. a preset this client does not have
             raise NotTwinnable(f"the twin could not run: {e}") from None
+        except Exception as e:  # anything else: the run it checks is finished and stays summarized
+            raise NotTwinnable(f"the twin could not run ({type(e).__name__}: {str(e)[:200]})") from None
     rm = result["request_metrics"]
     ttft, itl = rm.get("ttft_s") or {}, rm.get("itl_s") or {}
     return {"checked": True, "ttft_p50_s": ttft.get("p50"), "ttft_p90_s": ttft.get("p90"), "itl_p50_s": itl.get("p50"),

@@ -93,6 +93,15 @@ def test_what_virtual_time_does_not_replay_blocks_the_twin():
     assert not_checked["checked"] is False and "injects faults" in not_checked["reason"]
 
 
+def test_a_preset_or_router_this_client_lacks_is_not_checked():
+    lanes = BenchSettings.build(url="http://127.0.0.1:1", **COMMON)
+    hardware = _with(published(), ("deployment", "engine", "hardware"), "H999")
+    assert virtual_twin(lanes, [], identity(hardware))["reason"].startswith(
+        "the twin could not run: unknown hardware preset 'H999'")
+    router = _with(_with(published(), ("deployment", "router"), "magic"), ("deployment", "replicas"), 2)
+    assert virtual_twin(lanes, [], identity(router))["reason"].startswith("the twin could not run: unknown router 'magic'")
+
+
 def test_a_mismatching_published_config_is_reported_as_not_checked(tmp_path):
     """A real sim's /version, as bench discovers it, with a field this client does not know (a
     newer sim): the twin is not checked, its reason naming the field; the real one decodes."""
