@@ -3,7 +3,7 @@ CLI's flags for `sim serve` and `sim bench` and the capacity plan's grid read th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from agentx.engine.faults import FaultConfig
 from agentx.engine.presets import ENGINES
@@ -163,3 +163,16 @@ class ServeConfig:
         check_bounds(self)
         if self.reasoning_field not in REASONING_FIELDS:
             raise AgentxError(f"reasoning field must be one of {', '.join(REASONING_FIELDS)}, got {self.reasoning_field!r}")
+
+
+# The layout of `published_config`: a client that reads another version does not guess at it.
+PUBLISHED_CONFIG_VERSION = 1
+
+
+def published_config(cfg: ServeConfig) -> dict:
+    """Every setting of a served sim that changes its modeled timing, as plain JSON (`/version`'s
+    `config`): the deployment with its engine config, and the faults. A client rebuilds the same
+    `Deployment` from it to replay its plan in virtual time (bench's twin, SPEC section 3). Left out:
+    what only changes wall time or the wire (`speed`, host, port, timeouts, the served name, the
+    truth log, reasoning in chat answers)."""
+    return {"version": PUBLISHED_CONFIG_VERSION, "deployment": asdict(cfg.deployment), "faults": asdict(cfg.faults)}

@@ -25,7 +25,7 @@ from agentx import __version__
 from agentx.engine import api
 from agentx.engine.api import (AnthropicShape, BadRequest, ChatRequest, MessagesRequest,
                                OpenAIShape, forced_tool)
-from agentx.engine.config import EngineConfig, ServeConfig
+from agentx.engine.config import EngineConfig, ServeConfig, published_config
 from agentx.engine.core import Sequence
 from agentx.engine.metrics import ServerStats, exposition
 from agentx.engine.disagg import Workers, answer_len, workers
@@ -250,7 +250,8 @@ class SimServer:
     async def version(self, request):
         """vLLM's /version ({"version"}), plus the engine's name, settings and precision (vLLM's has none)."""
         return web.json_response({"version": __version__, "engine": "agentx-sim", "engine_settings": self.settings,
-                                  "precision": self.cfg.deployment.engine.precision})
+                                  "precision": self.cfg.deployment.engine.precision,
+                                  "config": published_config(self.cfg)})  # what bench's twin replays on
 
     def energy_j(self) -> float | None:
         """Joules all the modeled GPUs have drawn until now (modeled time); None without power figures."""

@@ -7,7 +7,9 @@ maximum model length, from the endpoints each engine publishes:
 - llama.cpp: `/props` (`build_info`, `default_generation_settings.n_ctx` per slot); it reuses any
   common prefix of a slot's cached tokens, so its block is one token.
 
-Every field found is returned with the endpoint it came from; nothing found is left out.
+Every field found is returned with the endpoint it came from; nothing found is left out. Beside
+FIELDS, the simulated engine's whole configuration (`sim_config`, as published: not decoded here)
+is returned for bench's virtual twin (`agentx/virtual/twin.py`).
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ async def discover(base_url: str, timeout_s: float = 10.0, headers: tuple = ()) 
         put("engine_version", version.get("version"), "/version")
         put("engine_settings", version.get("engine_settings"), "/version")  # agentx-sim: its settings
         put("precision", version.get("precision"), "/version")  # agentx sim's (vLLM publishes none)
+        put("sim_config", version.get("config"), "/version")  # agentx sim's full config: bench's twin (not a label)
     put("block_size", _block_size(metrics), "/metrics")
     if isinstance(models, dict) and models.get("data"):
         put("max_model_len", models["data"][0].get("max_model_len"), "/v1/models")

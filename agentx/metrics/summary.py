@@ -15,7 +15,7 @@ from agentx.metrics.hints import hints
 from agentx.metrics.identity import merge
 from agentx.metrics.server import summarize_server
 from agentx.metrics.spread import spread
-from agentx.metrics.validity import host_error, validity
+from agentx.metrics.validity import host_error, twin, validity
 from agentx.records import Record
 
 SCHEMA_VERSION = 1
@@ -170,7 +170,7 @@ def summarize(records: list[Record], run: dict, series: list[dict], trees: list[
     if "throughput" in rm:
         rm["throughput"]["power_valid"] = measured["valid"]  # the per-MW figures above are the table's
     health = client_health(prof, run.get("client", {}), settings.get("clock_scale") or 1.0)
-    host, ci = host_error(ok), spread(ok)
+    host, ci, tw = host_error(ok), spread(ok), twin(run.get("twin"), rm)
     return {
         "schema_version": SCHEMA_VERSION,
         "identity": ident,
@@ -187,8 +187,9 @@ def summarize(records: list[Record], run: dict, series: list[dict], trees: list[
         "client_health": health,
         "host_error": host,
         "spread": ci,
+        "twin": tw,
         "cache_probe": run.get("cache_probe"),
-        "validity": validity(prof, ok, run, health, rm, errors, cancelled, host, ci),
+        "validity": validity(prof, ok, run, health, rm, errors, cancelled, host, ci, tw),
         "hints": hints(prof, errors, ident, settings),
         "provenance": {k: run.get(k) for k in ("agentx_version", "command", "start_time", "host", "run_id")},
     }

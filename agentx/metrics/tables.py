@@ -69,6 +69,20 @@ def host_error_line(host: dict) -> str:
     return line + "; of it the sim's own lag: " + ", ".join((part("sim_lag_ttft_s", "TTFT"), part("sim_lag_itl_s", "ITL")))
 
 
+def twin_line(tw: dict) -> str:
+    """The run's figures against the same plan in virtual time (SPEC section 3, `twin`)."""
+    if not tw.get("checked"):
+        return f"virtual twin: not checked ({tw.get('reason')})"
+    dev = tw.get("deviation") or {}
+
+    def part(key: str, label: str) -> str:
+        v, d = tw.get(key), dev.get(key)
+        return f"{label} {v * 1000:,.1f} ms" + (f" (run {d:+.1%})" if d is not None else "") if v is not None \
+            else f"{label} -"
+    return ("virtual twin (the same plan in virtual time): " + ", ".join(
+        (part("ttft_p50_s", "TTFT p50"), part("ttft_p90_s", "p90"), part("itl_p50_s", "ITL p50"))))
+
+
 def _pct(fraction) -> str:
     """A share as a percentage that keeps small values visible (0.25 %, not 0 %)."""
     if fraction is None:
@@ -222,6 +236,8 @@ def trust_lines(result: dict) -> list[str]:
     lines = [f"{probe_line(probe)} ({when} the run)" for when, probe in (result.get("cache_probe") or {}).items()]
     if result.get("host_error"):
         lines.append(host_error_line(result["host_error"]))
+    if result.get("twin"):
+        lines.append(twin_line(result["twin"]))
     if result.get("spread"):
         lines.append(spread_line(result["spread"]))
     if low_sample_note(result):

@@ -5,8 +5,10 @@ checked with its figure and bound, and the `low sample` mark. A rule that fails 
 The rules cover the answer, not only the requests: failed or overflowed requests, a run that did
 not finish, cache probes that disagree, a client that could not keep the schedule, a simulated
 target that wrote its tokens late or whose modeled figures the client did not measure (host
-error), in schedule mode a window whose end cancelled many requests, and a run whose TTFT
-percentiles another run could put more than 5 % away (their bootstrap interval, `spread`)."""
+error) or whose figures are off the same plan replayed in virtual time (its twin: the host moved
+the sim's modeled schedule), in schedule mode a window whose end cancelled many requests, and a
+run whose TTFT percentiles another run could put more than 5 % away (their bootstrap interval,
+`spread`)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,11 @@ FAILED_LIMIT = 0.10  # share of profiled requests that failed
 OVERFLOW_LIMIT = 0.01  # share that overflowed the context
 CANCELLED_LIMIT = 0.10  # schedule mode: share cancelled at the window's end
 HOST_ERROR_LIMIT = 0.03  # measured minus modeled (p50), as a share of the metric's p50
+# the run's TTFT p50 / p90 and ITL p50 against its virtual twin's (agentx-sim targets): two valid
+# runs of one plan are then within 2 x TWIN_LIMIT = 5 % of each other, issue #24's agreement
+TWIN_LIMIT = 0.025
+TWIN_FIGURES = (("ttft_p50_s", "ttft_s", "p50", "TTFT p50"), ("ttft_p90_s", "ttft_s", "p90", "TTFT p90"),
+                ("itl_p50_s", "itl_s", "p50", "ITL p50"))  # (twin key, request metric, percentile, label)
 AGREEMENT = 0.05  # what `--agreement 0.05` asks: two runs agree on TTFT p50 and p90 within 5 % (off by default)
 SPREAD_LIMIT = AGREEMENT * 2 ** 0.5  # widest 95 % interval (as a share of the figure) that promises it
 SPREAD_PERCENTILES = ("p50", "p90")  # of TTFT
@@ -68,6 +75,42 @@ def _shift(measured: list[float], modeled: list[float]) -> dict | None:
     """{p50, p90}: the measured percentile minus the modeled one (the same requests)."""
     a, b = (percentiles(np.asarray(v, dtype=float), (50, 90)) for v in (measured, modeled))
     return None if a is None else {"p50": a[0] - b[0], "p90": a[1] - b[1]}
+
+
+def twin(run_twin: dict | None, rm: dict) -> dict | None:
+    """The virtual twin's figures (run.json's `twin`, `agentx/virtual/twin.py`) and the run's
+    `deviation` from each: measured / twin - 1 (None where either figure is missing). None when
+    the run had no twin (not against agentx-sim, or a virtual run itself)."""
+    if not run_twin:
+        return None
+    out = dict(run_twin)
+    if run_twin.get("checked"):
+        deviation = {}
+        for key, metric, q, _ in TWIN_FIGURES:
+            measured, modeled = (rm.get(metric) or {}).get(q), run_twin.get(key)
+            deviation[key] = measured / modeled - 1 if measured is not None and modeled else None
+        out["deviation"] = deviation
+    return out
+
+
+def _twin_rules(rules: list, tw: dict | None) -> None:
+    """`twin_ttft` (TTFT p50 and p90) and `twin_itl` (ITL p50): the run's figure within TWIN_LIMIT
+    of its twin's; listed as not checked, with the reason, where the twin could not be built."""
+    if not tw:
+        return
+    for name, keys in (("twin_ttft", ("ttft_p50_s", "ttft_p90_s")), ("twin_itl", ("itl_p50_s",))):
+        devs = [(abs(tw["deviation"][k]), k) for k in keys if (tw.get("deviation") or {}).get(k) is not None]
+        if not devs:
+            why = tw.get("reason") or "the run or its twin has no such figure"
+            rules.append({"rule": name, "figure": None, "bound": TWIN_LIMIT, "ok": True, "reason": f"not checked: {why}"})
+            continue
+        share, key = max(devs, key=lambda d: d[0])  # the first of equal ones
+        label = next(f[3] for f in TWIN_FIGURES if f[0] == key)
+        measured = tw[key] * (1 + tw["deviation"][key])
+        _rule(rules, name, share, TWIN_LIMIT, share > TWIN_LIMIT,
+              f"virtual twin: {label} {measured * 1000:,.1f} ms is {tw['deviation'][key]:+.1%} off the same plan "
+              f"in virtual time ({tw[key] * 1000:,.1f} ms; limit {TWIN_LIMIT:.1%}): the host moved the sim's "
+              f"modeled schedule, so another run could differ by more than {2 * TWIN_LIMIT:.0%}")
 
 
 def _rule(rules: list, name: str, figure, bound, failed: bool, text: str) -> None:
@@ -122,8 +165,9 @@ def _spread_rule(rules: list, ci: dict | None, agreement: float) -> None:
 
 
 def validity(prof: list[Record], ok: list[Record], run: dict, health: dict, rm: dict, errors: Counter,
-             cancelled: int, host: dict | None, ci: dict | None) -> dict:
-    """Every rule with its figure and bound; `valid` when all pass; `reasons` of those that fail."""
+             cancelled: int, host: dict | None, ci: dict | None, tw: dict | None = None) -> dict:
+    """Every rule with its figure and bound; `valid` when all pass; `reasons` of those that fail.
+    A rule listed with no figure was not checked (its `reason` says why; it does not fail)."""
     rules: list[dict] = []
     n = len(prof)
     failed = sum(errors.values())
@@ -157,6 +201,7 @@ def validity(prof: list[Record], ok: list[Record], run: dict, health: dict, rm: 
         _relative_rules(rules, {"ttft_s": host["sim_lag_ttft_s"], "itl_s": host["sim_lag_itl_s"]}, metric, "sim_lag",
                         "the simulated engine's own lag:")
         _relative_rules(rules, host, metric, "host_error", "host error (measured minus modeled):")
+    _twin_rules(rules, tw)
     agreement = (run.get("settings") or {}).get("agreement")
     _spread_rule(rules, ci, agreement or 0.0)
     reasons = [r["reason"] for r in rules if not r["ok"]]

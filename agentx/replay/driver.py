@@ -395,4 +395,16 @@ def bench(settings: BenchSettings, sessions: list, command: str = "", on_tick=No
     except BaseException as e:  # KeyboardInterrupt too: the folder says the run did not complete
         run.folder.fail(e)
         raise
+    _twin(run, settings, sessions)
     return report(run.folder.path)
+
+
+def _twin(run: Run, settings: BenchSettings, sessions: list) -> None:
+    """Against agentx-sim: the same plan in virtual time on the deployment the sim published,
+    into run.json (`twin`), for the validity rules `twin_ttft` and `twin_itl` (SPEC section 3)."""
+    from agentx.virtual.twin import virtual_twin
+
+    twin = virtual_twin(settings, sessions, run.folder.info.get("server_identity") or {})
+    if twin is not None:
+        run.folder.info["twin"] = twin
+        run.folder.write_info()

@@ -87,8 +87,14 @@ def summary_rows(result: dict) -> dict:
     ]
     return {"columns": list(COLUMNS), "distributions": dists, "figures": figures,
             "provenance": provenance(result), "diagnosis": diagnosis(result),
-            "rules": [(r["rule"], _rule_figure(r), "pass" if r["ok"] else "FAIL: " + r["reason"])
-                      for r in (result["validity"].get("rules") or [])]}
+            "rules": [(r["rule"], _rule_figure(r), _outcome(r)) for r in (result["validity"].get("rules") or [])]}
+
+
+def _outcome(rule: dict) -> str:
+    """pass, FAIL: reason, or (a rule with no figure) not checked: reason."""
+    if not rule["ok"]:
+        return "FAIL: " + rule["reason"]
+    return rule["reason"] if rule.get("figure") is None and rule.get("reason") else "pass"
 
 
 def _tier_rows(sm: dict) -> list[tuple[str, str, str]]:

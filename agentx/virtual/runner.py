@@ -69,9 +69,13 @@ def kv_offload_label(e: EngineConfig) -> str | None:
 
 
 class VirtualRun(RunSkeleton):
-    """One virtual replay of `sessions` into the run folder `settings.out`."""
+    """One virtual replay of `sessions` into the run folder `settings.out`. `client_delay_s`: the
+    plan hears of each request's end this many modeled seconds after it (0: at once, as `sim
+    bench`; bench's twin models what an HTTP client cannot avoid, `virtual/twin.py`)."""
 
-    def __init__(self, settings: BenchSettings, sessions: list, sim: Deployment, command: str = ""):
+    def __init__(self, settings: BenchSettings, sessions: list, sim: Deployment, command: str = "",
+                 client_delay_s: float = 0.0):
+        self.client_delay_s = client_delay_s
         self.replicas = workers(sim)
         self.disagg = self.replicas if isinstance(self.replicas, Workers) else None
         roof = self.replicas.roofline
@@ -305,7 +309,7 @@ class VirtualRun(RunSkeleton):
         self.records.write(rec)
         if rec.phase == "profile" and rec.error is None:
             self.last_profile_end = max(self.last_profile_end or rec.end, rec.end)
-        self.plan.ended(d.key, at)
+        self.plan.ended(d.key, at + self.client_delay_s)
         for tree in self.finished_trees():  # their rows written; their block hashes dropped
             for stream in range(len(tree.graph.streams)):
                 self.hashes.pop((tree.uid, stream), None)
@@ -352,10 +356,11 @@ def _series_line(t: float, phase: str, values: dict[str, float]) -> bytes:
     return f'{{"t": {json.dumps(t)}, "phase": {json.dumps(phase)}, "samples": {{{", ".join(parts)}}}}}\n'.encode()
 
 
-def sim_bench(settings: BenchSettings, sessions: list, sim: Deployment, command: str = "", on_tick=None) -> dict:
+def sim_bench(settings: BenchSettings, sessions: list, sim: Deployment, command: str = "", on_tick=None,
+              client_delay_s: float = 0.0) -> dict:
     """Replay `sessions` on the simulated deployment in modeled time; write the run folder;
     return the result point. `on_tick(snapshot())` follows the run (a progress line)."""
-    run = VirtualRun(settings, sessions, sim, command)
+    run = VirtualRun(settings, sessions, sim, command, client_delay_s)
     run.on_tick = on_tick
     try:
         run.execute()

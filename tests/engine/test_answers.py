@@ -86,5 +86,7 @@ def test_chat_streams_a_share_of_the_answer_as_reasoning_first(field):
 def test_version_names_the_engine(base):
     with urllib.request.urlopen(base + "/version") as r:
         body = json.loads(r.read())
+    config = body.pop("config")  # the whole config, for bench's twin (tests/virtual/test_twin.py)
+    assert config["version"] == 1 and config["deployment"]["engine"]["hardware"] == "H200"
     assert body == {"version": __version__, "engine": "agentx-sim", "precision": "bf16",
                     "engine_settings": "H200 x8 qwen3-235b-a22b bf16"}  # every setting that changes performance

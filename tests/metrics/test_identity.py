@@ -10,6 +10,8 @@ from agentx.metrics.identity import discover, merge
 def test_the_sim_publishes_engine_version_block_size_and_context():
     with sim_server("--speed", "50", "--block-size", "32", "--max-model-len", "65536") as url:
         found = asyncio.run(discover(url))
+    config, source = found.pop("sim_config")  # the whole config, for bench's twin (tests/virtual/test_twin.py)
+    assert source == "/version" and config["deployment"]["engine"]["block_size"] == 32
     settings = "H200 x8 qwen3-235b-a22b bf16, block_size=32, max_model_len=65536"  # what differs from the defaults
     assert found == {"engine": ("agentx-sim", "/version"), "engine_version": (__version__, "/version"),
                      "block_size": (32, "/metrics"), "max_model_len": (65536, "/v1/models"),

@@ -26,8 +26,9 @@ requests, ~2 min with the warmup). The test also raises its priority while the H
 where the OS allows it, and names the client's lateness verdict in any failure.
 
 On a loaded host the HTTP run may instead be NOT VALID, for its host error (measured minus the
-sim's modeled timings over 3 % of a p50), the sim's own lag or the client's lateness, and for
-nothing else (issue #24): either the figures agree, or the run says they are not the engine's."""
+sim's modeled timings over 3 % of a p50), the sim's own lag, the client's lateness or its figures
+off the same plan in virtual time (its twin, tests/virtual/test_twin.py), and for nothing else
+(issue #24): either the figures agree, or the run says they are not the engine's."""
 
 import os
 from contextlib import contextmanager

@@ -1,0 +1,166 @@
+"""bench's virtual twin (SPEC section 3, `twin_ttft` / `twin_itl`; `agentx/virtual/twin.py`).
+
+A bench run against `agentx sim serve` replays its plan in virtual time on the deployment the sim
+published on `/version`: the twin's figures are exactly those of a virtual run with the same
+settings and the twin's client delay (both are virtual time), and what the client cannot rebuild exactly (faults, another
+config layout, an unknown or out-of-bounds field) is listed as not checked with its reason. No
+test here bounds wall-clock figures: the HTTP run may be NOT VALID for host timing (the twin's
+rules among them) on a loaded host."""
+
+import asyncio
+import copy
+import json
+
+import pytest
+
+from agentx.data import sample_traces
+from agentx.engine.config import Deployment, EngineConfig, ServeConfig, published_config
+from agentx.engine.faults import FaultConfig
+from agentx.engine.launch import sim_server
+from agentx.metrics.identity import discover
+from agentx.replay.driver import bench
+from agentx.replay.settings import BenchSettings
+from agentx.traces.load import load_sessions
+from agentx.virtual.runner import sim_bench
+from agentx.virtual.twin import CLIENT_REACTION_S, NotTwinnable, blocker, decode_config, virtual_twin
+from tests.conftest import failed_rules, valid_but_for_host_timing
+
+SPEED = 4.0
+COMMON = dict(concurrency=4, duration=20.0, seed=0, warmup_requests_per_lane=2)
+SIM = "agentx-sim"
+
+
+def identity(config) -> dict:
+    """run.json's `server_identity` as bench's discovery writes it."""
+    return {"engine": [SIM, "/version"], "sim_config": [config, "/version"]}
+
+
+def published(**changes) -> dict:
+    return json.loads(json.dumps(published_config(ServeConfig(**changes))))  # as it crosses the wire
+
+
+def reason(config) -> str:
+    with pytest.raises(NotTwinnable) as e:
+        decode_config(config)
+    return str(e.value)
+
+
+def test_the_published_config_decodes_to_the_same_deployment():
+    dep = Deployment(EngineConfig(hardware="H100", gpus=4, model="llama-3.1-70b", cpu_offload_gb=100, ssd_drives=2,
+                                  spec_decode="mtp", draft_tokens=2, overhead_s=0.004), replicas=2, router="prefix-aware")
+    got, faults = decode_config(published(deployment=dep))
+    assert got == dep and faults == FaultConfig()
+
+
+def test_what_the_client_cannot_rebuild_is_named_in_one_line():
+    good = published()
+    cases = {
+        "version": ({**good, "version": 2}, "has version 2; this client reads version 1"),
+        "unknown top": ({**good, "scheduler": {}}, "does not know: config.scheduler"),
+        "unknown engine field": (_with(good, ("deployment", "engine", "chunked_prefill"), True),
+                                 "does not know: config.deployment.engine.chunked_prefill"),
+        "wrong type": (_with(good, ("deployment", "engine", "gpus"), "8"), "Expected `int`, got `str` - at `$.engine.gpus`"),
+        "bound": (_with(good, ("deployment", "replicas"), 0), "config.deployment: replicas: must be >= 1, got 0"),
+        "huge": (_with(good, ("deployment", "engine", "max_num_seqs"), 10**30), "config.deployment.engine.max_num_seqs"),
+        "long text": (_with(good, ("deployment", "engine", "hardware"), "H" * 500), "is 500 characters long"),
+        "missing part": ({"version": 1, "deployment": good["deployment"]}, "lacks config.faults"),
+        "not an object": ([1, 2], "is a list, not an object"),
+        "absent": (None, "published no config on /version"),
+    }
+    for name, (config, expected) in cases.items():
+        got = reason(config)
+        assert expected in got and "\n" not in got, (name, got)
+
+
+def _with(config: dict, path: tuple, value) -> dict:
+    out = copy.deepcopy(config)
+    node = out
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return out
+
+
+def test_what_virtual_time_does_not_replay_blocks_the_twin():
+    lanes = BenchSettings.build(url="http://127.0.0.1:1", **COMMON)
+    assert blocker(lanes, Deployment(), FaultConfig()) is None
+    assert "injects faults (rate 0.1)" in blocker(lanes, Deployment(), FaultConfig(rate=0.1))
+    assert "--wire chat" in blocker(lanes.replace(wire="chat"), Deployment(), FaultConfig())
+    assert "session-affinity" in blocker(lanes, Deployment(replicas=2, router="session-affinity"), FaultConfig())
+    assert blocker(lanes, Deployment(replicas=1, router="session-affinity"), FaultConfig()) is None  # routes nothing
+    assert virtual_twin(lanes, [], {"engine": ["vllm", "/version"]}) is None  # no twin to speak of
+    not_checked = virtual_twin(lanes, [], identity(published(faults=FaultConfig(rate=0.1))))
+    assert not_checked["checked"] is False and "injects faults" in not_checked["reason"]
+
+
+def test_a_preset_or_router_this_client_lacks_is_not_checked():
+    lanes = BenchSettings.build(url="http://127.0.0.1:1", **COMMON)
+    hardware = _with(published(), ("deployment", "engine", "hardware"), "H999")
+    assert virtual_twin(lanes, [], identity(hardware))["reason"].startswith(
+        "the twin could not run: unknown hardware preset 'H999'")
+    router = _with(_with(published(), ("deployment", "router"), "magic"), ("deployment", "replicas"), 2)
+    assert virtual_twin(lanes, [], identity(router))["reason"].startswith("the twin could not run: unknown router 'magic'")
+
+
+def test_a_mismatching_published_config_is_reported_as_not_checked(tmp_path):
+    """A real sim's /version, as bench discovers it, with a field this client does not know (a
+    newer sim): the twin is not checked, its reason naming the field; the real one decodes."""
+    with sim_server("--speed", "50", "--max-num-seqs", "64") as url:
+        found = asyncio.run(discover(url))
+    server_identity = {k: list(v) for k, v in found.items()}
+    config = server_identity["sim_config"][0]
+    assert decode_config(config)[0] == Deployment(EngineConfig(max_num_seqs=64))
+    newer = identity(_with(config, ("deployment", "engine", "prefill_chunking"), "dynamic"))
+    twin = virtual_twin(BenchSettings.build(url=url, **COMMON), [], newer)
+    assert twin == {"checked": False, "reason": "the sim's published config has a field this client does not know: "
+                                                "config.deployment.engine.prefill_chunking"}
+
+
+def test_a_bench_run_against_the_sim_stores_its_twin_equal_to_sim_bench(tmp_path):
+    sessions = load_sessions([sample_traces()])
+    with sim_server("--speed", str(SPEED)) as url:
+        http = bench(BenchSettings.build(url=url, out=str(tmp_path / "http"), clock_scale=SPEED, **COMMON), sessions)
+    # the twin's plan hears of each end CLIENT_REACTION_S (wall) late, as an HTTP client does
+    delay = CLIENT_REACTION_S * SPEED
+    virtual = sim_bench(BenchSettings.build(url="virtual", out=str(tmp_path / "virtual"), **COMMON), sessions,
+                        Deployment(), client_delay_s=delay)
+    twin, rm = http["twin"], virtual["request_metrics"]
+    assert twin["client_delay_s"] == delay
+    assert twin["checked"] and twin["succeeded"] == virtual["requests"]["succeeded"] > 0
+    # exact: the twin and sim bench are the same plan on the same engine in virtual time
+    assert (twin["ttft_p50_s"], twin["ttft_p90_s"], twin["itl_p50_s"]) == (
+        rm["ttft_s"]["p50"], rm["ttft_s"]["p90"], rm["itl_s"]["p50"])
+    rules = {r["rule"]: r for r in http["validity"]["rules"]}
+    assert rules["twin_ttft"]["figure"] is not None and rules["twin_itl"]["figure"] is not None
+    assert rules["twin_ttft"]["figure"] == max(abs(http["twin"]["deviation"][k]) for k in ("ttft_p50_s", "ttft_p90_s"))
+    assert json.loads((tmp_path / "http" / "run.json").read_text())["twin"]["checked"]
+    assert not (tmp_path / "http" / "twin").exists()  # the twin's folder was a temporary one
+    assert valid_but_for_host_timing(http), failed_rules(http)
+
+
+def test_a_schedule_mode_run_has_its_twin_too(tmp_path):
+    """Open loop at the recorded session starts (schedule mode): the same plan in virtual time."""
+    sessions = load_sessions([sample_traces()])
+    plan = dict(mode="schedule", time_scale=50.0, warmup=False, duration=10.0, seed=0)
+    with sim_server("--speed", str(SPEED)) as url:
+        http = bench(BenchSettings.build(url=url, out=str(tmp_path / "http"), clock_scale=SPEED, **plan), sessions)
+    virtual = sim_bench(BenchSettings.build(url="virtual", out=str(tmp_path / "virtual"), **plan), sessions,
+                        Deployment(), client_delay_s=CLIENT_REACTION_S * SPEED)
+    twin, rm = http["twin"], virtual["request_metrics"]
+    assert twin["checked"] and twin["succeeded"] == virtual["requests"]["succeeded"] > 0
+    assert (twin["ttft_p50_s"], twin["ttft_p90_s"]) == (rm["ttft_s"]["p50"], rm["ttft_s"]["p90"])
+    assert valid_but_for_host_timing(http), failed_rules(http)
+
+
+def test_a_sim_with_faults_has_its_twin_listed_as_not_checked(tmp_path):
+    """Faults are drawn by the order requests reach the sim: virtual time does not replay them.
+    (A rate this small draws none in this run, so the run itself is clean.)"""
+    sessions = load_sessions([sample_traces()])
+    with sim_server("--speed", str(SPEED), "--fault-rate", "1e-9") as url:
+        http = bench(BenchSettings.build(url=url, out=str(tmp_path / "http"), clock_scale=SPEED,
+                                         **{**COMMON, "duration": 5.0}), sessions)
+    rules = {r["rule"]: r for r in http["validity"]["rules"]}
+    for name in ("twin_ttft", "twin_itl"):
+        assert rules[name]["ok"] and rules[name]["figure"] is None
+        assert rules[name]["reason"].startswith("not checked: the sim injects faults (rate 1e-09)")
+    assert valid_but_for_host_timing(http), failed_rules(http)
