@@ -39,7 +39,7 @@ def check(rows, table, group: bool) -> None:
         step = t.step(c)
         ratio, itl = t.k / step / t.tok_s, step / t.tpot
         within, within_itl = within + (abs(ratio - 1) <= 0.15), within_itl + (abs(itl - 1) <= 0.20)
-        kinds = "  ".join(f"{p.share:4.0%} compute {p.compute / c['mfu'] * 1e3:6.1f} ms memory "
+        kinds = "  ".join(f"{p.share:4.0%} compute {(p.compute + p.compute_experts / c['moe_efficiency']) / c['mfu'] * 1e3:6.1f} ms memory "
                           f"{(p.dense + p.experts / c['moe_efficiency'] + p.kv / c['kv_efficiency']) / c['mbu'] * 1e3:5.1f}"
                           for p in t.phases)
         print(f"#  {r.id:30s} tok/s {ratio:5.2f}  TPOT {itl:5.2f}  {kinds}")

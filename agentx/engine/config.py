@@ -56,7 +56,8 @@ class EngineConfig:
     mbu: float = option(0.0, "Memory bandwidth utilization (0: the engine profile's).", min=0, max=1)
     overhead_s: float | None = option(None, "Fixed cost of one iteration: scheduling, launches, collective "
                                       "latency (default: the engine profile's).", min=0)
-    moe_efficiency: float = option(0.0, "Expert-weight streaming relative to MBU (0: the profile's).", min=0, max=1)
+    moe_efficiency: float = option(0.0, "Routed-expert GEMMs relative to the dense ones, in weight "
+                                   "streaming (MBU) and FLOPs (MFU) (0: the profile's).", min=0, max=1)
     kv_efficiency: float = option(0.0, "KV cache streaming by attention relative to MBU (0: the profile's).", min=0,
                                   max=1)
     host_link_efficiency: float = option(0.5, "Achieved / peak host-link bandwidth for KV block copies.",

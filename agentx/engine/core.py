@@ -10,6 +10,11 @@ timing model, with no I/O and no clock of its own.
   queue and later re-prefills prompt plus output, prefix cache hits included); no new
   sequence is admitted in an iteration that preempted;
 - a request whose prompt plus `max_tokens` exceeds the context limit is refused up front.
+With `engine = "trtllm"` admission follows TensorRT-LLM's default capacity scheduler policy,
+GUARANTEED_NO_EVICT (docs/source/performance/performance-tuning-guide/useful-runtime-flags.md,
+"Capacity Scheduler Policy"): a request is admitted only when the KV blocks it needs to finish
+(prompt plus `max_tokens`), beside those the running requests still need to finish, are free,
+so nothing is ever preempted (vLLM, SGLang and ATOM admit on the prompt's blocks and preempt).
 The step returns the iteration's modeled duration; the caller owns the clock (`now` only
 accumulates the durations it is told about) and delivers the emitted tokens.
 """
@@ -148,6 +153,8 @@ class EngineCore:
         self._blocked = None  # (head of the queue, budget, the cache's gains) last found blocked
         self.version = 0  # changes whenever a request is queued or aborted or an iteration runs
         self.window_memo = None  # engine/window.py's decode state at a version
+        # TensorRT-LLM's GUARANTEED_NO_EVICT: admit only what can finish without evicting anything
+        self.no_evict = cfg.engine == "trtllm"
 
     # ------------------------------------------------------------------ requests
 
@@ -359,17 +366,22 @@ class EngineCore:
     def _admit_waiting(self, work: Work, scheduled: list, budget: int) -> float:
         """Admit what fits; returns the seconds of SSD reads the admitted prompts' hits need."""
         bs, ssd_s = self.cfg.block_size, 0.0
+        outstanding = self.outstanding_blocks() if self.no_evict and self.waiting else 0
         while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
             seq = self.waiting[0]
             if seq.arrival > self.now:  # arrived after this iteration's start (a server loop catching up)
                 break
             total, cacheable, g, c, n = self._admission(seq, budget)
+            if self.no_evict and self.final_blocks(seq) - g + outstanding > self.kv.free_blocks:
+                return ssd_s
             hit = (g + c) * bs
             alloc = self.kv.allocate(seq, cacheable, hit + n, prompt_tokens=total, count=not seq.transferred)
             if alloc is None:
                 return ssd_s
             ssd_s += self.kv.tiers.read_s(alloc.ssd_hit_blocks)
             seq.capacity = len(alloc.blocks) * bs
+            if self.no_evict:
+                outstanding += max(0, self.final_blocks(seq) - len(alloc.blocks))
             if self.prefetcher:  # a hit on blocks still in flight: the first iteration waits for them
                 wait = self.prefetcher.wait(alloc.blocks[: alloc.gpu_hit_blocks], self.now)
                 work.loaded_tokens += math.ceil(wait / self.roofline.transfer_s(1)) if wait else 0
@@ -394,6 +406,15 @@ class EngineCore:
             budget -= n
         return ssd_s
 
+    def final_blocks(self, seq: Sequence) -> int:
+        """KV blocks `seq` holds when it finishes at `max_tokens` (what GUARANTEED_NO_EVICT reserves)."""
+        return -(-(seq.prompt_len + seq.max_tokens) // self.cfg.block_size)
+
+    def outstanding_blocks(self) -> int:
+        """Blocks the running sequences still need to finish at their `max_tokens`."""
+        bs = self.cfg.block_size
+        return sum(max(0, self.final_blocks(s) - s.capacity // bs) for s in self.running)
+
     def _admission(self, seq: Sequence, budget: int) -> tuple:
         """(context tokens, cacheable hashes, GPU hit blocks, CPU hit blocks, tokens to compute)."""
         bs, total = self.cfg.block_size, seq.context_len
@@ -413,7 +434,9 @@ class EngineCore:
         if key == self._blocked:  # nothing since that could have unblocked it (a decode window's growth)
             return True
         _, cacheable, g, c, n = self._admission(self.waiting[0], budget)
-        if self.kv.can_allocate(cacheable, (g + c) * self.cfg.block_size + n):
+        fits = not self.no_evict or (self.final_blocks(self.waiting[0]) - g + self.outstanding_blocks()
+                                     <= self.kv.free_blocks)
+        if fits and self.kv.can_allocate(cacheable, (g + c) * self.cfg.block_size + n):
             return False
         self._blocked = key
         return True

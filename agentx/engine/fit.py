@@ -7,7 +7,8 @@ only one number, its iteration time, so per-row constants would fit anything and
   efficiency is a property of the kernels of a number format;
 - MBU per GPU kind: how much of the datasheet HBM bandwidth streams in practice;
 - the per-iteration overhead per engine (scheduler, launches, sampling, collective latency);
-- the MoE efficiency per model (expert GEMMs of few tokens each stream weights less well);
+- the MoE efficiency per model (routed-expert grouped GEMMs, of few tokens per expert, stream
+  their weights and run their FLOPs below the dense GEMMs' rates);
 - the KV efficiency per attention kind (gqa, mla: how well the attention kernels stream the
   paged KV cache, relative to MBU).
 
@@ -45,11 +46,12 @@ def key_of(name: str, row: Row) -> str:
 
 @dataclass
 class PhaseTerms:
-    """One kind of iteration at unit efficiencies: time = max(compute / mfu, (dense + experts /
-    moe + kv / kv_efficiency) / mbu) + collectives + overhead."""
+    """One kind of iteration at unit efficiencies: time = max((compute + compute_experts / moe) /
+    mfu, (dense + experts / moe + kv / kv_efficiency) / mbu) + collectives + overhead."""
 
     share: float
     compute: float
+    compute_experts: float
     dense: float
     experts: float
     kv: float
@@ -57,7 +59,7 @@ class PhaseTerms:
 
     def step(self, c: dict) -> float:
         memory = (self.dense + self.experts / c["moe_efficiency"] + self.kv / c["kv_efficiency"]) / c["mbu"]
-        return max(self.compute / c["mfu"], memory) + self.collective + c["overhead_ms"] / 1000
+        return max((self.compute + self.compute_experts / c["moe_efficiency"]) / c["mfu"], memory) + self.collective + c["overhead_ms"] / 1000
 
 
 @dataclass
@@ -87,8 +89,9 @@ def phase_terms(roof: Roofline, share: float, work) -> PhaseTerms:
     weights = roof.weight_bytes_per_gpu(work.new_tokens)
     roof.moe_eff = 0.5
     experts = (roof.weight_bytes_per_gpu(work.new_tokens) - weights) / roof.hw.hbm_bw  # experts / 0.5 - experts
+    compute_experts = roof.compute_s(work) - compute
     kv = roof.kv_bytes(work) / roof.hw.hbm_bw
-    return PhaseTerms(share, compute, memory - experts - kv, experts, kv, roof.collective_s(work.new_tokens))
+    return PhaseTerms(share, compute - compute_experts, compute_experts, memory - experts - kv, experts, kv, roof.collective_s(work.new_tokens))
 
 
 def terms(row: Row) -> Terms:

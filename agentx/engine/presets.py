@@ -109,7 +109,7 @@ class Profile:
     mfu: float
     mbu: float
     overhead_ms: float
-    moe_efficiency: float  # expert-weight streaming, relative to mbu (grouped GEMMs of few tokens per expert)
+    moe_efficiency: float  # routed-expert GEMMs relative to dense ones, in streaming (mbu) and FLOPs (mfu)
     kv_efficiency: float  # KV cache streaming by the attention kernels, relative to mbu, per attention kind
     collective_efficiency: float
     sources: dict

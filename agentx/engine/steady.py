@@ -5,7 +5,9 @@ input and OSL output tokens (no prefix sharing), used to fit the engine profiles
 points without running the event loop thousands of times (`tools/fit_profiles.py`); the
 calibration report itself runs the real simulator (`agentx sim calibrate`).
 
-- Batch: B = min(C, max_num_seqs, KV capacity / mean context), mean context ISL + OSL / 2.
+- Batch: B = min(C, max_num_seqs, KV capacity / mean context), mean context ISL + OSL / 2;
+  with TensorRT-LLM, whose default capacity scheduler (GUARANTEED_NO_EVICT) admits a request only
+  with the blocks of its whole answer free, KV capacity / (ISL + OSL).
 - Prompts arrive as requests finish, B / OSL per decode step, and the scheduler prefills each in
   the next iteration beside the B decodes (chunks of the budget max_num_batched_tokens - B when a
   prompt is longer). So iterations are of two kinds, as in the event loop: decode-only ones
@@ -57,7 +59,8 @@ class Mix:
 def steady_mix(roof: Roofline, isl: float, osl: float, concurrency: int) -> Mix:
     cfg = roof.cfg
     context = isl + osl / 2
-    batch = max(1.0, min(concurrency, cfg.max_num_seqs, roof.kv_capacity_tokens / context))
+    held = isl + osl if cfg.engine == "trtllm" else context  # GUARANTEED_NO_EVICT reserves the whole answer
+    batch = max(1.0, min(concurrency, cfg.max_num_seqs, roof.kv_capacity_tokens / held))
     budget = max(1.0, cfg.max_num_batched_tokens - batch)
     demand = batch * isl / osl  # prompt tokens per decode step
     chunk = min(budget, isl * max(1.0, batch / osl))

@@ -5,7 +5,10 @@ Per iteration, per GPU of the tensor-parallel group (everything is split evenly 
     duration = max(compute, memory) + overhead + host_load
 
 - compute = FLOPs / (peak dense FLOP/s of the precision x MFU), with
-  FLOPs = 2 x active params x new tokens + attention FLOPs. Attention costs, per (query token,
+  FLOPs = 2 x active params x new tokens + attention FLOPs; the routed experts' share of the
+  active params counts 1 / moe_efficiency times (grouped GEMMs over small per-expert shapes, with
+  the tokens' permutation and the weighted combine, run below the dense GEMMs' rate: TensorRT-LLM
+  tech blog 24, "MoE as Dense GEMM"; the same constant as their weight streaming below). Attention costs, per (query token,
   attended context token) pair and layer, 4 x heads x head_dim for GQA (QK^T and AV) and
   2 x heads x (2 x kv_lora_rank + qk_rope_head_dim) for MLA with absorbed projections. A prefill
   chunk of n new tokens after c computed ones attends n x c + n(n+1)/2 pairs; a decode token
@@ -159,7 +162,8 @@ class Roofline:
     def weight_bytes_per_gpu(self, tokens: int) -> float:
         """Weight bytes one GPU reads in an iteration of `tokens` new tokens (for MoE, the dense part
         plus the routed experts the tokens touch: 1 - (1 - k/E)^tokens of them, counted 1 /
-        moe_efficiency times: expert GEMMs of a few tokens each stream their weights less well)."""
+        moe_efficiency times: expert GEMMs of a few tokens each stream their weights less well; their
+        FLOPs count the same way in compute_s)."""
         g = self.cfg.gpus
         touched = 1.0 - (1.0 - self.k_over_e) ** tokens if self.model.experts else 1.0
         experts = self.expert_bytes * touched / g / self.moe_eff
@@ -169,7 +173,9 @@ class Roofline:
 
     def compute_s(self, work: Work) -> float:
         g = self.cfg.gpus
-        matmul = 2 * self.model.params_active * work.new_tokens / (g * self.peak_flops * self.mfu)
+        experts = self.expert_params * self.k_over_e if self.model.experts else 0.0  # active routed
+        dense = self.model.params_active - experts
+        matmul = 2 * (dense + experts / self.moe_eff) * work.new_tokens / (g * self.peak_flops * self.mfu)
         return matmul + self.attn_flops_per_pair * work.attn_pairs / (g * self.attn_flops * self.mfu)
 
     def kv_bytes(self, work: Work) -> float:

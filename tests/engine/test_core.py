@@ -152,3 +152,25 @@ def test_a_request_joins_no_iteration_that_started_before_it_arrived():
         assert late.scheduled_at is None and steps < 100
     c.step()
     assert late.arrival <= late.scheduled_at < late.arrival + 0.1 and a.finish_reason is None
+
+
+def test_trtllm_admits_only_what_can_finish_without_eviction():
+    """TensorRT-LLM's GUARANTEED_NO_EVICT: 4 requests of 200 + 300 tokens need 32 blocks each at
+    completion (block size 16); 64 blocks hold two such reservations, so two run at a time and
+    nothing is preempted, where vLLM admits all four on their prompts' blocks and preempts."""
+    vllm = core(num_gpu_blocks_override=64, max_model_len=1024)
+    trt = core(num_gpu_blocks_override=64, max_model_len=1024, engine="trtllm")
+    assert trt.final_blocks(trt.new_sequence("x", prompt(200), 300, ignore_eos=True)) == 32
+    for c in (vllm, trt):
+        seqs = [c.new_sequence(str(i), prompt(200, start=i * 1000), 300, ignore_eos=True) for i in range(4)]
+        for s in seqs:
+            c.add(s)
+        first = c.step()
+        assert first.batch_size == (4 if c is vllm else 2)
+        if c is trt:
+            assert trt.outstanding_blocks() == 2 * (32 - 13)  # 13 blocks hold 201 tokens
+            assert trt.admission_blocked(trt.cfg.max_num_batched_tokens)
+        run(c)
+        assert all(len(s.output) == 300 for s in seqs)
+        assert c.kv.free_blocks == 64
+    assert vllm.preemptions > 0 and trt.preemptions == 0

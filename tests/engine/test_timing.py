@@ -103,3 +103,18 @@ def test_cpu_loads_add_their_transfer_time():
     assert roof.cpu_capacity_tokens == int(100e9 // (roof.kv_bytes_per_token * 8))
     with pytest.raises(AgentxError, match="exceeds the host DRAM"):
         Roofline(EngineConfig(cpu_offload_gb=1e6))
+
+
+def test_routed_expert_flops_count_one_over_moe_efficiency():
+    """The active routed experts' FLOPs run at moe_efficiency of the dense GEMMs' rate; a dense
+    model's compute does not depend on it."""
+    kw = dict(hardware="H200", gpus=8, model="gpt-oss-120b", precision="mxfp4", mfu=0.4)
+    full, half = Roofline(EngineConfig(**kw, moe_efficiency=1.0)), Roofline(EngineConfig(**kw, moe_efficiency=0.5))
+    w = Work(new_tokens=4096)
+    experts = full.expert_params * full.k_over_e  # active routed params
+    extra = 2 * experts * 4096 / (8 * full.peak_flops * 0.4)  # their FLOPs once more at efficiency 0.5
+    assert half.compute_s(w) == pytest.approx(full.compute_s(w) + extra)
+    assert experts == pytest.approx(full.model.params_active - full.dense_params)
+    dense = dict(hardware="H200", gpus=8, model="llama-3.1-70b", mfu=0.4)
+    assert Roofline(EngineConfig(**dense, moe_efficiency=0.5)).compute_s(w) == \
+        Roofline(EngineConfig(**dense, moe_efficiency=1.0)).compute_s(w)

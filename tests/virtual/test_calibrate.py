@@ -177,3 +177,16 @@ def test_disaggregated_prefill_decode_hands_the_kv_over(tmp_path):
     assert all(r.end - r.start - r.ttft >= r.isl * per_token + (r.osl - 1) * roof.overhead_s for r in profiled)
     bad = agentx("sim", "bench", "--scenario", "1k1k", "--prefill", "1")
     assert bad.returncode == 2 and "--prefill and --decode go together" in bad.stderr
+
+
+def test_the_closed_form_reserves_whole_answers_for_trtllm():
+    """TensorRT-LLM's GUARANTEED_NO_EVICT holds the KV of prompt + answer from admission: a
+    KV-bound batch is capacity / (ISL + OSL) there, capacity / (ISL + OSL / 2) elsewhere."""
+    from agentx.engine.steady import steady_mix
+
+    row = next(r for r in load_table().row if r.id == "l70-8k1k-b200-fp4-trt")
+    trt = Roofline(row_engine(row))
+    vllm = Roofline(replace(row_engine(row), engine="vllm"))
+    assert trt.kv_capacity_tokens == vllm.kv_capacity_tokens
+    assert steady_mix(trt, 8000, 1000, 512).batch == pytest.approx(trt.kv_capacity_tokens / 9000)
+    assert steady_mix(vllm, 8000, 1000, 512).batch == pytest.approx(vllm.kv_capacity_tokens / 8500)
