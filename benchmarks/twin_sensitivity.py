@@ -1,9 +1,9 @@
 """How far the host's noise can move the sim's *modeled* schedule: the butterfly effect the virtual
 twin rule guards against (SPEC section 3 `twin_ttft`, section 10 "The twin").
 
-Replays the demo's points (bundled traces, 8 x H200 Qwen3-235B-A22B, c8 / c16 / c32, 240 modeled
+Replays the demo's points (bundled traces, 8 x H200 Qwen3-235B-A22B, c4 / c8 / c16, 180 modeled
 s, the demo's settings) in virtual time: once as bench's twin does at the demo's speed (the plan
-hears of each end `--reference-ms` modeled ms late: CLIENT_REACTION_S x 4 = 6 ms), then `--draws`
+hears of each end `--reference-ms` modeled ms late: CLIENT_REACTION_S x 2 = 3 ms), then `--draws`
 times with each end heard late by a random delay (exponential, mean `--delay-ms`, seeded): what
 a host adds per request over HTTP, varying from request to request. The next request of the
 session goes out that much later, as over HTTP; the records keep the modeled times, so what moves
@@ -11,7 +11,7 @@ TTFT p50 / p90 here is only the engine's batching and queueing of the shifted ar
 far over 2.5 % off the reference mean that a quiet host's runs of these points will often be NOT
 VALID for the twin rule. `--fixed`: every end exactly `--delay-ms` late (one draw is enough).
 
-    python benchmarks/twin_sensitivity.py [--delay-ms 6] [--draws 5] [--reference-ms 6] [--fixed]
+    python benchmarks/twin_sensitivity.py [--delay-ms 3] [--draws 5] [--reference-ms 3] [--fixed]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
 from agentx.virtual.runner import VirtualRun
 
-DEMO_SPEED = 4.0
+DEMO_SPEED = 2.0  # agentx.cli.bench's
 
 
 class LateEnds(VirtualRun):
@@ -50,12 +50,12 @@ def figures(run: VirtualRun, out: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--delay-ms", type=float, default=6.0, help="Mean late end of the draws (modeled ms).")
+    ap.add_argument("--delay-ms", type=float, default=1.5 * DEMO_SPEED, help="Mean late end of the draws (modeled ms).")
     ap.add_argument("--draws", type=int, default=5)
     ap.add_argument("--reference-ms", type=float, default=1.5 * DEMO_SPEED, help="The reference's fixed late end.")
     ap.add_argument("--fixed", action="store_true", help="The draws' ends exactly --delay-ms late.")
-    ap.add_argument("--concurrency", default="8,16,32")
-    ap.add_argument("--duration", type=float, default=240.0)
+    ap.add_argument("--concurrency", default="4,8,16")
+    ap.add_argument("--duration", type=float, default=180.0)
     args = ap.parse_args()
     sessions = load_sessions([sample_traces()])
     late = f"{args.delay_ms:g} ms" + ("" if args.fixed else f" mean, {args.draws} draws")
