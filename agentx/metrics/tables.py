@@ -6,6 +6,8 @@ import math
 
 from rich.table import Table
 
+from agentx.metrics.validity import paired_text
+
 
 def _f(value, scale: float = 1.0, fmt: str = "{:,.1f}") -> str:
     """A figure, or `-` when there is none (never `nan`)."""
@@ -80,7 +82,9 @@ def twin_line(tw: dict) -> str:
         return f"{label} {v * 1000:,.1f} ms" + (f" (run {d:+.1%})" if d is not None else "") if v is not None \
             else f"{label} -"
     return ("virtual twin (the same plan in virtual time): " + ", ".join(
-        (part("ttft_p50_s", "TTFT p50"), part("ttft_p90_s", "p90"), part("itl_p50_s", "ITL p50"))))
+        (part("ttft_p50_s", "TTFT p50"), part("ttft_p90_s", "p90"), part("itl_p50_s", "ITL p50")))
+        + (f"; {paired_text(tw['paired_ttft_s'])}" if tw.get("paired_ttft_s") else ""))
+
 
 
 def _pct(fraction) -> str:

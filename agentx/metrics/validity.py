@@ -93,6 +93,12 @@ def twin(run_twin: dict | None, rm: dict) -> dict | None:
     return out
 
 
+def paired_text(paired: dict) -> str:
+    """The run's TTFT request by request against its twin's (`twin.paired_ttft_s`)."""
+    return (f"request by request TTFT {paired['p50'] * 1000:+,.1f} ms (median), 90 % within "
+            f"{paired['p90_abs'] * 1000:,.1f} ms ({paired['n']} pairs)")
+
+
 def _twin_rules(rules: list, tw: dict | None) -> None:
     """`twin_ttft` (TTFT p50 and p90) and `twin_itl` (ITL p50): the run's figure within TWIN_LIMIT
     of its twin's; listed as not checked, with the reason, where the twin could not be built."""
@@ -110,7 +116,8 @@ def _twin_rules(rules: list, tw: dict | None) -> None:
         _rule(rules, name, share, TWIN_LIMIT, share > TWIN_LIMIT,
               f"virtual twin: {label} {measured * 1000:,.1f} ms is {tw['deviation'][key]:+.1%} off the same plan "
               f"in virtual time ({tw[key] * 1000:,.1f} ms; limit {TWIN_LIMIT:.1%}): the host moved the sim's "
-              f"modeled schedule, so another run could differ by more than {2 * TWIN_LIMIT:.0%}")
+              f"modeled schedule, so another run could differ by more than {2 * TWIN_LIMIT:.0%}"
+              + (f" ({paired_text(tw['paired_ttft_s'])})" if tw.get("paired_ttft_s") else ""))
 
 
 def _rule(rules: list, name: str, figure, bound, failed: bool, text: str) -> None:

@@ -404,7 +404,7 @@ def _twin(run: Run, settings: BenchSettings, sessions: list) -> None:
     into run.json (`twin`), for the validity rules `twin_ttft` and `twin_itl` (SPEC section 3)."""
     from agentx.virtual.twin import virtual_twin
 
-    twin = virtual_twin(settings, sessions, run.folder.info.get("server_identity") or {})
+    twin = virtual_twin(settings, sessions, run.folder.info.get("server_identity") or {}, run.folder.path)
     if twin is not None:
         run.folder.info["twin"] = twin
         run.folder.write_info()

@@ -32,11 +32,13 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 import msgspec
+import numpy as np
 
 from agentx.engine.config import PUBLISHED_CONFIG_VERSION, Deployment
 from agentx.engine.faults import FaultConfig
 from agentx.engine.routing import RouterName
 from agentx.errors import AgentxError
+from agentx.records import Record, read_records
 from agentx.replay.settings import BenchSettings
 
 SIM_ENGINE = "agentx-sim"  # what the simulated engine calls itself on /version
@@ -58,9 +60,11 @@ class NotTwinnable(Exception):
     """Why this run has no twin: one line, stored as the rule's `not checked` reason."""
 
 
-def virtual_twin(settings: BenchSettings, sessions: list, server_identity: dict) -> dict | None:
+def virtual_twin(settings: BenchSettings, sessions: list, server_identity: dict,
+                 run_folder: Path | None = None) -> dict | None:
     """The twin of a finished bench run: {checked: true, ttft_p50_s, ttft_p90_s, itl_p50_s, ...}
-    or {checked: false, reason}; None when the target is not agentx-sim (no twin to speak of)."""
+    or {checked: false, reason}; None when the target is not agentx-sim (no twin to speak of).
+    With the run's folder, also its TTFT request by request against the twin's (`paired_ttft_s`)."""
     engine = _published(server_identity, "engine")
     if engine != SIM_ENGINE:
         return None
@@ -69,8 +73,8 @@ def virtual_twin(settings: BenchSettings, sessions: list, server_identity: dict)
         blocked = blocker(settings, deployment, faults)
         if blocked:
             raise NotTwinnable(blocked)
-        return replay(settings, sessions, deployment)
-    except NotTwinnable as e:
+        return replay(settings, sessions, deployment, read_records(run_folder) if run_folder else None)
+    except (NotTwinnable, AgentxError) as e:  # (AgentxError: the run's own records unreadable)
         return {"checked": False, "reason": str(e)}
 
 
@@ -167,8 +171,10 @@ def client_delay(settings: BenchSettings) -> float:
     return CLIENT_REACTION_S * settings.target.clock_scale
 
 
-def replay(settings: BenchSettings, sessions: list, deployment: Deployment) -> dict:
-    """The run's plan in virtual time on `deployment` (a temporary run folder): its figures."""
+def replay(settings: BenchSettings, sessions: list, deployment: Deployment,
+           run_records: list[Record] | None = None) -> dict:
+    """The run's plan in virtual time on `deployment` (a temporary run folder): its figures, and
+    with `run_records` the run's TTFT request by request against the twin's."""
     from agentx.virtual.runner import sim_bench
 
     t0, cpu0 = time.perf_counter(), time.process_time()
@@ -177,6 +183,7 @@ def replay(settings: BenchSettings, sessions: list, deployment: Deployment) -> d
         twin = settings.replace(out=str(Path(tmp) / "twin"), power="none", probe_cache=0, workers="1", ray=None)
         try:
             result = sim_bench(twin, sessions, deployment, client_delay_s=delay)
+            paired = paired_ttft(run_records, read_records(Path(twin.out))) if run_records is not None else None
         except AgentxError as e:  # e.g. a preset this client does not have
             raise NotTwinnable(f"the twin could not run: {e}") from None
         except Exception as e:  # anything else: the run it checks is finished and stays summarized
@@ -184,7 +191,26 @@ def replay(settings: BenchSettings, sessions: list, deployment: Deployment) -> d
     rm = result["request_metrics"]
     ttft, itl = rm.get("ttft_s") or {}, rm.get("itl_s") or {}
     return {"checked": True, "ttft_p50_s": ttft.get("p50"), "ttft_p90_s": ttft.get("p90"), "itl_p50_s": itl.get("p50"),
-            "succeeded": result["requests"]["succeeded"], "client_delay_s": delay, "deployment": deployment.label(),
+            "succeeded": result["requests"]["succeeded"], "paired_ttft_s": paired,
+            "client_delay_s": delay, "deployment": deployment.label(),
             "engine_settings": result["identity"].get("engine_settings"),
             "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - cpu0}
 
+
+
+def paired_ttft(run: list[Record], twin: list[Record]) -> dict | None:
+    """Each successful profiled request's TTFT minus its twin's (the same lane, tree, stream and
+    node; modeled seconds): {n, p50, p90_abs, max_abs}, None when none pair. The twin replays the
+    same plan, so its requests pair with the run's; a percentile that moves more than its requests
+    do sits where requests are sparse (a window of ~100 requests: one decode step of ~20 ms on the
+    few requests about the median moved the demo's TTFT p50 9 %; SPEC section 10)."""
+    def done(records: list[Record]) -> dict:
+        return {(r.lane, r.tree, r.stream, r.node): r.ttft for r in records
+                if r.phase == "profile" and r.error is None and r.ttft is not None}
+
+    mine, theirs = done(run), done(twin)
+    d = np.array([mine[k] - theirs[k] for k in mine.keys() & theirs.keys()], dtype=float)
+    if not d.size:
+        return None
+    return {"n": int(d.size), "p50": float(np.median(d)), "p90_abs": float(np.percentile(np.abs(d), 90)),
+            "max_abs": float(np.abs(d).max())}

@@ -22,8 +22,9 @@ from agentx.replay.driver import bench
 from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
 from agentx.virtual.runner import sim_bench
-from agentx.virtual.twin import CLIENT_REACTION_S, NotTwinnable, blocker, decode_config, virtual_twin
+from agentx.virtual.twin import CLIENT_REACTION_S, NotTwinnable, blocker, decode_config, paired_ttft, virtual_twin
 from tests.conftest import failed_rules, valid_but_for_host_timing
+from tests.metrics.test_validity import rec
 
 SPEED = 4.0
 COMMON = dict(concurrency=4, duration=20.0, seed=0, warmup_requests_per_lane=2)
@@ -135,6 +136,11 @@ def test_a_bench_run_against_the_sim_stores_its_twin_equal_to_sim_bench(tmp_path
     assert rules["twin_ttft"]["figure"] == max(abs(http["twin"]["deviation"][k]) for k in ("ttft_p50_s", "ttft_p90_s"))
     assert json.loads((tmp_path / "http" / "run.json").read_text())["twin"]["checked"]
     assert not (tmp_path / "http" / "twin").exists()  # the twin's folder was a temporary one
+    # request by request: every successful profiled request of the run pairs with the twin's
+    ok = [json.loads(line) for line in (tmp_path / "http" / "records.jsonl").read_text().splitlines()]
+    ok = [r for r in ok if r["phase"] == "profile" and "error" not in r and r.get("ttft") is not None]
+    paired = twin["paired_ttft_s"]
+    assert paired["n"] == len(ok) > 0 and paired["max_abs"] >= paired["p90_abs"] >= abs(paired["p50"]) >= 0
     assert valid_but_for_host_timing(http), failed_rules(http)
 
 
@@ -164,3 +170,16 @@ def test_a_sim_with_faults_has_its_twin_listed_as_not_checked(tmp_path):
         assert rules[name]["ok"] and rules[name]["figure"] is None
         assert rules[name]["reason"].startswith("not checked: the sim injects faults (rate 1e-09)")
     assert valid_but_for_host_timing(http), failed_rules(http)
+
+
+def test_paired_ttft_matches_requests_by_lane_tree_stream_and_node():
+    twin = [rec(i, ttft=1.0) for i in range(10)]
+    run = [rec(i, ttft=1.0 + 0.01 * i) for i in range(10)]  # request i 10 i ms later than its twin
+    run.append(rec(99, ttft=5.0))  # no twin: left out
+    run.append(rec(3, ttft=9.0, error="http 500"))  # failed: left out (its tree 3 pairs the ok one only once)
+    run[0].phase = "warmup"  # not profiled: left out
+    got = paired_ttft(run, twin)
+    assert got["n"] == 9
+    assert got["p50"] == pytest.approx(0.05)  # median of 10..90 ms
+    assert got["max_abs"] == pytest.approx(0.09) and got["p90_abs"] == pytest.approx(0.082)
+    assert paired_ttft([rec(50)], twin) is None
