@@ -78,3 +78,11 @@ def test_the_summary_prints_the_twin_beside_the_run():
     line = next(x for x in lines if x.startswith("virtual twin"))
     assert line == ("virtual twin (the same plan in virtual time): TTFT p50 980.0 ms (run +2.0%), p90 1,010.0 ms "
                     "(run -1.0%), ITL p50 100.0 ms (run +0.0%)")
+
+
+def test_the_requests_against_their_twins_are_printed_and_in_the_reason():
+    tw = {**twin(ttft_p90=0.96), "paired_ttft_s": {"n": 40, "p50": 0.0045, "p90_abs": 0.0201, "max_abs": 0.029}}
+    result = run_with(tw)
+    said = "request by request TTFT +4.5 ms (median), 90 % within 20.1 ms (40 pairs)"
+    assert next(x for x in trust_lines(result) if x.startswith("virtual twin")).endswith("; " + said)
+    assert result["validity"]["reasons"][0].endswith(f"({said})")
