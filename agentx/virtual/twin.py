@@ -197,15 +197,15 @@ def replay(settings: BenchSettings, sessions: list, deployment: Deployment,
             "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - cpu0}
 
 
-
 def paired_ttft(run: list[Record], twin: list[Record]) -> dict | None:
-    """Each successful profiled request's TTFT minus its twin's (the same lane, tree, stream and
+    """Each successful profiled request's TTFT minus its twin's (the same tree, session, stream and
     node; modeled seconds): {n, p50, p90_abs, max_abs}, None when none pair. The twin replays the
-    same plan, so its requests pair with the run's; a percentile that moves more than its requests
+    same plan, so its requests pair with the run's (a tree may start on another lane when the host
+    moved the schedule, so the lane is not part of the key); a percentile that moves more than its requests
     do sits where requests are sparse (a window of ~100 requests: one decode step of ~20 ms on the
     few requests about the median moved the demo's TTFT p50 9 %; SPEC section 10)."""
     def done(records: list[Record]) -> dict:
-        return {(r.lane, r.tree, r.stream, r.node): r.ttft for r in records
+        return {(r.tree, r.session, r.stream, r.node): r.ttft for r in records
                 if r.phase == "profile" and r.error is None and r.ttft is not None}
 
     mine, theirs = done(run), done(twin)

@@ -172,7 +172,7 @@ def test_a_sim_with_faults_has_its_twin_listed_as_not_checked(tmp_path):
     assert valid_but_for_host_timing(http), failed_rules(http)
 
 
-def test_paired_ttft_matches_requests_by_lane_tree_stream_and_node():
+def test_paired_ttft_matches_requests_by_tree_session_stream_and_node():
     twin = [rec(i, ttft=1.0) for i in range(10)]
     run = [rec(i, ttft=1.0 + 0.01 * i) for i in range(10)]  # request i 10 i ms later than its twin
     run.append(rec(99, ttft=5.0))  # no twin: left out
