@@ -95,8 +95,12 @@ def twin(run_twin: dict | None, rm: dict) -> dict | None:
 
 def paired_text(paired: dict) -> str:
     """The run's TTFT request by request against its twin's (`twin.paired_ttft_s`)."""
-    return (f"request by request TTFT {paired['p50'] * 1000:+,.1f} ms (median), 90 % within "
-            f"{paired['p90_abs'] * 1000:,.1f} ms ({paired['n']} pairs)")
+    text = (f"request by request TTFT {paired['p50'] * 1000:+,.1f} ms (median), 90 % within "
+            f"{paired['p90_abs'] * 1000:,.1f} ms ({paired['n']} pairs")
+    if paired.get("ttft_p50_rel") is not None and paired.get("ttft_p90_rel") is not None:
+        text += (f"; over them TTFT p50 {paired['ttft_p50_rel']:+.1%}, p90 {paired['ttft_p90_rel']:+.1%}; "
+                 f"unpaired: {paired.get('unpaired_run', 0)} of the run, {paired.get('unpaired_twin', 0)} of the twin")
+    return text + ")"
 
 
 def _twin_rules(rules: list, tw: dict | None) -> None:

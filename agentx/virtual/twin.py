@@ -199,7 +199,10 @@ def replay(settings: BenchSettings, sessions: list, deployment: Deployment,
 
 def paired_ttft(run: list[Record], twin: list[Record]) -> dict | None:
     """Each successful profiled request's TTFT minus its twin's (the same tree, session, stream and
-    node; modeled seconds): {n, p50, p90_abs, max_abs}, None when none pair. The twin replays the
+    node; modeled seconds): {n, p50, p90_abs, max_abs}, the requests of either side that did not
+    pair (`unpaired_run`, `unpaired_twin`: the window held another set), and TTFT p50 / p90 over
+    the paired requests alone, the run's against the twin's (`ttft_p50_rel`, `ttft_p90_rel`);
+    None when none pair. The twin replays the
     same plan, so its requests pair with the run's (a tree may start on another lane when the host
     moved the schedule, so the lane is not part of the key); a percentile that moves more than its requests
     do sits where requests are sparse (a window of ~100 requests: one decode step of ~20 ms on the
@@ -209,8 +212,13 @@ def paired_ttft(run: list[Record], twin: list[Record]) -> dict | None:
                 if r.phase == "profile" and r.error is None and r.ttft is not None}
 
     mine, theirs = done(run), done(twin)
-    d = np.array([mine[k] - theirs[k] for k in mine.keys() & theirs.keys()], dtype=float)
-    if not d.size:
+    keys = sorted(mine.keys() & theirs.keys())
+    if not keys:
         return None
-    return {"n": int(d.size), "p50": float(np.median(d)), "p90_abs": float(np.percentile(np.abs(d), 90)),
-            "max_abs": float(np.abs(d).max())}
+    a, b = (np.array([side[k] for k in keys], dtype=float) for side in (mine, theirs))
+    d = a - b
+    shift = {f"ttft_{q}_rel": float(np.percentile(a, pct) / np.percentile(b, pct) - 1) if np.percentile(b, pct) else None
+             for q, pct in (("p50", 50), ("p90", 90))}
+    return {"n": len(keys), "unpaired_run": len(mine) - len(keys), "unpaired_twin": len(theirs) - len(keys),
+            "p50": float(np.median(d)), "p90_abs": float(np.percentile(np.abs(d), 90)), "max_abs": float(np.abs(d).max()),
+            **shift}

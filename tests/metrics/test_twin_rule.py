@@ -86,3 +86,10 @@ def test_the_requests_against_their_twins_are_printed_and_in_the_reason():
     said = "request by request TTFT +4.5 ms (median), 90 % within 20.1 ms (40 pairs)"
     assert next(x for x in trust_lines(result) if x.startswith("virtual twin")).endswith("; " + said)
     assert result["validity"]["reasons"][0].endswith(f"({said})")
+
+
+def test_the_paired_percentiles_say_what_the_window_membership_did():
+    paired = {"n": 105, "p50": 0.0045, "p90_abs": 0.0201, "max_abs": 0.029, "unpaired_run": 1, "unpaired_twin": 1,
+              "ttft_p50_rel": 0.005, "ttft_p90_rel": -0.012}
+    line = next(x for x in trust_lines(run_with({**twin(), "paired_ttft_s": paired})) if x.startswith("virtual twin"))
+    assert line.endswith("(105 pairs; over them TTFT p50 +0.5%, p90 -1.2%; unpaired: 1 of the run, 1 of the twin)")

@@ -182,4 +182,6 @@ def test_paired_ttft_matches_requests_by_tree_session_stream_and_node():
     assert got["n"] == 9
     assert got["p50"] == pytest.approx(0.05)  # median of 10..90 ms
     assert got["max_abs"] == pytest.approx(0.09) and got["p90_abs"] == pytest.approx(0.082)
+    assert (got["unpaired_run"], got["unpaired_twin"]) == (1, 1)  # tree 99 of the run; tree 0 of the twin
+    assert got["ttft_p50_rel"] == pytest.approx(0.05) and got["ttft_p90_rel"] == pytest.approx(0.082)
     assert paired_ttft([rec(50)], twin) is None
