@@ -45,6 +45,14 @@ def _print_result(result: dict, title: str, folder: Path) -> None:
     console.print(f"results: {folder}/result.json (records: {folder}/records.jsonl)", highlight=False)
 
 
+def _bench_with_twin(settings, sessions, command: str, on_tick) -> dict:
+    """A bench run with its virtual twin (SPEC section 3, `twin`) where the target is agentx-sim."""
+    from agentx.replay.driver import bench
+    from agentx.virtual.twin import virtual_twin
+
+    return bench(settings, sessions, command, on_tick, twin=virtual_twin)
+
+
 def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str, run=None) -> list[dict]:
     from agentx.metrics.tables import sweep_table
     from agentx.replay.folder import command_line
@@ -66,8 +74,7 @@ def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str, 
     def done(n: int, folder: Path, result: dict) -> None:
         _print_result(result, level(settings.replace(concurrency=n).plan), folder)
 
-    results = sweep(settings, sessions, concurrencies, out, command_line(), progress, done,
-                    **({"run": run} if run else {}))
+    results = sweep(settings, sessions, concurrencies, out, command_line(), progress, done, run or _bench_with_twin)
     if len(results) > 1:
         console.print(sweep_table(results))
     return [result for _, result in results]

@@ -225,10 +225,11 @@ def sweep_cmd(
     from agentx.cli.bench import _progress, print_sweep
     from agentx.report.rundata import complete_runs
     from agentx.results.recipe_sweep import run_sweep
+    from agentx.virtual.twin import virtual_twin
 
     with _progress() as tick:
         folder, _ = run_sweep(recipe, _engine(db), out, say=lambda m: live_console.print(m, highlight=False),
-                              on_tick=tick)
+                              on_tick=tick, twin=virtual_twin)
     if complete_runs(folder):
         print_sweep(folder)
     else:

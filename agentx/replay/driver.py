@@ -384,9 +384,11 @@ async def _after(seconds: float, coro):
     return await coro
 
 
-def bench(settings: BenchSettings, sessions: list, command: str = "", on_tick=None) -> dict:
+def bench(settings: BenchSettings, sessions: list, command: str = "", on_tick=None, twin=None) -> dict:
     """Replay `sessions` against the target; write the run folder; return the result point.
-    `on_tick(snapshot)` receives live figures twice a second (a progress display)."""
+    `on_tick(snapshot)` receives live figures twice a second (a progress display). `twin`: the
+    virtual-twin check, `twin(settings, sessions, server_identity, folder) -> dict | None`
+    (`agentx.virtual.twin.virtual_twin`, a layer above this one: the CLI passes it in)."""
     if settings.target.model is None:
         settings = settings.replace(model=discover_model(settings.target.url, settings.target.headers))
     run = Run(settings, sessions, command)
@@ -395,16 +397,15 @@ def bench(settings: BenchSettings, sessions: list, command: str = "", on_tick=No
     except BaseException as e:  # KeyboardInterrupt too: the folder says the run did not complete
         run.folder.fail(e)
         raise
-    _twin(run, settings, sessions)
+    if twin is not None:
+        _twin(run, settings, sessions, twin)
     return report(run.folder.path)
 
 
-def _twin(run: Run, settings: BenchSettings, sessions: list) -> None:
+def _twin(run: Run, settings: BenchSettings, sessions: list, twin) -> None:
     """Against agentx-sim: the same plan in virtual time on the deployment the sim published,
     into run.json (`twin`), for the validity rules `twin_ttft` and `twin_itl` (SPEC section 3)."""
-    from agentx.virtual.twin import virtual_twin
-
-    twin = virtual_twin(settings, sessions, run.folder.info.get("server_identity") or {}, run.folder.path)
-    if twin is not None:
-        run.folder.info["twin"] = twin
+    found = twin(settings, sessions, run.folder.info.get("server_identity") or {}, run.folder.path)
+    if found is not None:
+        run.folder.info["twin"] = found
         run.folder.write_info()

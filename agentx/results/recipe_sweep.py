@@ -29,9 +29,10 @@ from agentx.results.targets import healthy, running
 
 
 def run_sweep(path: Path, engine: Engine, out: Path | None, say: Callable[[str], None] = print,
-              on_tick=None) -> tuple[Path, dict]:
+              on_tick=None, twin=None) -> tuple[Path, dict]:
     """Run (or resume) the recipe at `path`; return its folder and {deployment: {concurrency:
-    status}}. `on_tick(snapshot)` follows each bench run (a progress line)."""
+    status}}. `on_tick(snapshot)` follows each bench run (a progress line); `twin`: bench's
+    virtual-twin check (`agentx.virtual.twin.virtual_twin`, passed in by the CLI)."""
     recipe = load_recipe(path)  # the recipe and its dataset are valid before anything is written
     options = bench_options(recipe, path)
     sessions = _sessions(recipe, path.parent)
@@ -47,7 +48,7 @@ def run_sweep(path: Path, engine: Engine, out: Path | None, say: Callable[[str],
     try:
         for dep in recipe.deployments:
             outcome[dep.name] = _deployment(engine, recipe, options, dep, sessions, out / dep.name, sweep_id, say,
-                                            on_tick)
+                                            on_tick, twin)
         statuses = [s for per in outcome.values() for s in per.values()]
         status = "finished" if all(s != "failed" for s in statuses) else "partial"
     finally:
@@ -84,7 +85,7 @@ def _stored(engine: Engine, fingerprint: str) -> bool:
 
 
 def _deployment(engine, recipe: Recipe, options: dict, dep: Deployment, sessions, folder: Path, sweep_id: int,
-                say, on_tick=None) -> dict:
+                say, on_tick=None, twin=None) -> dict:
     todo = {n: point_fingerprint(recipe, dep, n) for n in recipe.concurrency}
     status = {n: "stored" for n, fp in todo.items() if _stored(engine, fp)}
     todo = {n: fp for n, fp in todo.items() if n not in status}
@@ -98,7 +99,7 @@ def _deployment(engine, recipe: Recipe, options: dict, dep: Deployment, sessions
                 if not healthy(url):
                     raise AgentxError(f"deployment {dep.name}: {url} stopped answering (log: {folder / 'server.log'})")
                 status[n] = _point(engine, recipe, options, dep, sessions, url, folder / f"c{n}", n, fp, sweep_id, say,
-                                   on_tick)
+                                   on_tick, twin)
     except AgentxError as e:
         say(f"{dep.name}: failed: {e}")
         for n, fp in todo.items():
@@ -109,7 +110,7 @@ def _deployment(engine, recipe: Recipe, options: dict, dep: Deployment, sessions
 
 
 def _point(engine, recipe: Recipe, options: dict, dep: Deployment, sessions, url: str, folder: Path, n: int,
-           fp: str, sweep_id: int, say, on_tick=None) -> str:
+           fp: str, sweep_id: int, say, on_tick=None, twin=None) -> str:
     from agentx.replay.driver import bench
     from agentx.replay.settings import BenchSettings
 
@@ -125,7 +126,7 @@ def _point(engine, recipe: Recipe, options: dict, dep: Deployment, sessions, url
         gpus=labels.get("gpus"), hardware=labels.get("hardware"), engine=labels.get("engine"), clock_scale=clock_scale,
         **_corpus(recipe).labels, **options)
     say(f"{dep.name}: concurrency {n}, {recipe.duration:g} s profiling -> {folder}")
-    result = bench(settings, sessions, f"agentx sweep ({recipe.name})", on_tick)
+    result = bench(settings, sessions, f"agentx sweep ({recipe.name})", on_tick, twin=twin)
     _label(folder, result, labels)
     done = import_run(engine, folder, sweep_id=sweep_id, fingerprint=fp)
     with engine.begin() as conn:  # a retried point replaces its failed attempts

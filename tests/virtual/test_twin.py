@@ -120,7 +120,8 @@ def test_a_mismatching_published_config_is_reported_as_not_checked(tmp_path):
 def test_a_bench_run_against_the_sim_stores_its_twin_equal_to_sim_bench(tmp_path):
     sessions = load_sessions([sample_traces()])
     with sim_server("--speed", str(SPEED)) as url:
-        http = bench(BenchSettings.build(url=url, out=str(tmp_path / "http"), clock_scale=SPEED, **COMMON), sessions)
+        http = bench(BenchSettings.build(url=url, out=str(tmp_path / "http"), clock_scale=SPEED, **COMMON), sessions,
+                     twin=virtual_twin)
     # the twin's plan hears of each end CLIENT_REACTION_S (wall) late, as an HTTP client does
     delay = CLIENT_REACTION_S * SPEED
     virtual = sim_bench(BenchSettings.build(url="virtual", out=str(tmp_path / "virtual"), **COMMON), sessions,
@@ -149,7 +150,8 @@ def test_a_schedule_mode_run_has_its_twin_too(tmp_path):
     sessions = load_sessions([sample_traces()])
     plan = dict(mode="schedule", time_scale=50.0, warmup=False, duration=10.0, seed=0)
     with sim_server("--speed", str(SPEED)) as url:
-        http = bench(BenchSettings.build(url=url, out=str(tmp_path / "http"), clock_scale=SPEED, **plan), sessions)
+        http = bench(BenchSettings.build(url=url, out=str(tmp_path / "http"), clock_scale=SPEED, **plan), sessions,
+                     twin=virtual_twin)
     virtual = sim_bench(BenchSettings.build(url="virtual", out=str(tmp_path / "virtual"), **plan), sessions,
                         Deployment(), client_delay_s=CLIENT_REACTION_S * SPEED)
     twin, rm = http["twin"], virtual["request_metrics"]
@@ -164,7 +166,7 @@ def test_a_sim_with_faults_has_its_twin_listed_as_not_checked(tmp_path):
     sessions = load_sessions([sample_traces()])
     with sim_server("--speed", str(SPEED), "--fault-rate", "1e-9") as url:
         http = bench(BenchSettings.build(url=url, out=str(tmp_path / "http"), clock_scale=SPEED,
-                                         **{**COMMON, "duration": 5.0}), sessions)
+                                         **{**COMMON, "duration": 5.0}), sessions, twin=virtual_twin)
     rules = {r["rule"]: r for r in http["validity"]["rules"]}
     for name in ("twin_ttft", "twin_itl"):
         assert rules[name]["ok"] and rules[name]["figure"] is None
