@@ -10,7 +10,8 @@ observation of `agentx_sim:loop_stall_seconds` (wall seconds) and a line in the 
 saying what the loop was doing. Each stall carries the CPU seconds the process spent in it: CPU
 close to the wall time is the sim's own work, little CPU is a host that ran something else.
 
-Cost when nothing stalls: two clock reads per phase (~1 us); nothing is logged.
+Cost when nothing stalls: per phase two clock reads, a getrusage and a pread of the thread's
+schedstat (~3 us; the last two are the start of a stall's deltas); nothing is logged.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from agentx.engine.metrics import Histogram
 
 # A phase is a stall from 50 ms of wall time: 10x the largest legitimate synchronous step (a
 # 128k-token prompt's parse and hashes, ~6 ms of CPU; the engine's catch-up slice is 10 ms), and
-# 200 modeled ms at the demo's speed 4, half a TTFT p50: lag under it is the host error's
-# ordinary few ms, lag over it is one event worth naming.
+# 100 modeled ms at the demo's speed 2 (200 at the speed 4 it was chosen at), a third to half a
+# TTFT p50: lag under it is the host error's ordinary few ms, lag over it is one event to name.
 STALL_S = 0.05
 STALL_BUCKETS = (0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -75,7 +76,7 @@ class LoopWatch:
         except (OSError, IndexError, ValueError):
             return None
 
-    def end(self, mark: tuple[float, float], phase: str, info=None) -> float:
+    def end(self, mark: tuple, phase: str, info=None) -> float:
         """A phase begun at `mark` ended now; recorded as a stall when it lasted the threshold or
         more (`info`: a dict, or a callable making it, only called then). Returns its wall seconds."""
         wall = clock() - mark[0]
