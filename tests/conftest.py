@@ -29,7 +29,7 @@ def pytest_addoption(parser):
 # A test of what a run does (not of how fast the host is) accepts a run NOT VALID for these and
 # only these, and says so.
 HOST_TIMING_RULES = ("client", "sim_lag_ttft", "sim_lag_itl", "host_error_ttft", "host_error_itl", "twin_ttft",
-                     "twin_itl")
+                     "twin_itl", "twin_window")
 
 
 def failed_rules(result: dict) -> list[str]:

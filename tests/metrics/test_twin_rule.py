@@ -93,3 +93,42 @@ def test_the_paired_percentiles_say_what_the_window_membership_did():
               "ttft_p50_rel": 0.005, "ttft_p90_rel": -0.012}
     line = next(x for x in trust_lines(run_with({**twin(), "paired_ttft_s": paired})) if x.startswith("virtual twin"))
     assert line.endswith("(105 pairs; over them TTFT p50 +0.5%, p90 -1.2%; unpaired: 1 of the run, 1 of the twin)")
+
+
+def paired(n=105, p50_rel=0.005, p90_rel=-0.012, itl_rel=0.004, unpaired_run=1, unpaired_twin=0) -> dict:
+    return {"n": n, "p50": 0.0045, "p90_abs": 0.0175, "max_abs": 0.05, "unpaired_run": unpaired_run,
+            "unpaired_twin": unpaired_twin, "ttft_p50_rel": p50_rel, "ttft_p90_rel": p90_rel, "itl_p50_rel": itl_rel}
+
+
+def test_the_rules_compare_the_requests_both_windows_hold_not_the_windows_edge():
+    """The quiet demo's c16 (SPEC section 10): one request at the window's edge moved the window's
+    TTFT p50 +9.3 % off the twin's while the 105 requests both held agreed within 0.5 %: valid, and
+    the line still shows both."""
+    result = run_with({**twin(ttft_p50=1.0 / 1.093), "paired_ttft_s": paired()})
+    assert result["validity"]["valid"], result["validity"]["reasons"]
+    got = rules(result)
+    assert set(got) == {"twin_ttft", "twin_itl", "twin_window"}
+    assert got["twin_ttft"]["figure"] == 0.012 and got["twin_itl"]["figure"] == 0.004
+    assert got["twin_window"]["figure"] == 1 / 106 and got["twin_window"]["bound"] == 0.05
+    line = next(x for x in trust_lines(result) if x.startswith("virtual twin"))
+    assert "TTFT p50 914.9 ms (run +9.3%)" in line
+    assert line.endswith("over them TTFT p50 +0.5%, p90 -1.2%, ITL p50 +0.4%; unpaired: 1 of the run, 0 of the twin)")
+
+
+def test_the_same_requests_off_their_twins_are_not_valid_even_when_the_windows_agree():
+    result = run_with({**twin(), "paired_ttft_s": paired(p90_rel=0.031)})
+    v = result["validity"]
+    assert not v["valid"] and [r["rule"] for r in v["rules"] if not r["ok"]] == ["twin_ttft"]
+    assert v["reasons"][0].startswith("virtual twin: TTFT p90 over the 105 requests both windows hold is +3.1% off "
+                                      "the same requests in virtual time (limit 2.5%): the host moved")
+    bad_itl = run_with({**twin(), "paired_ttft_s": paired(itl_rel=-0.026)})["validity"]
+    assert [r["rule"] for r in bad_itl["rules"] if not r["ok"]] == ["twin_itl"]
+
+
+def test_windows_that_hold_other_requests_are_not_valid():
+    # 4 + 2 of 111 requests in one window only: 5.4 %, over the 5 % limit; 5 of 110: 4.5 %, within it
+    v = run_with({**twin(), "paired_ttft_s": paired(unpaired_run=4, unpaired_twin=2)})["validity"]
+    assert [r["rule"] for r in v["rules"] if not r["ok"]] == ["twin_window"]
+    assert v["reasons"][0] == ("virtual twin: 4 of the run's and 2 of the twin's requests are in one window only "
+                               "(5.4% of 111; limit 5%): the host moved which requests started inside the window")
+    assert run_with({**twin(), "paired_ttft_s": paired(unpaired_run=3, unpaired_twin=2)})["validity"]["valid"]

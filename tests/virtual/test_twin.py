@@ -134,13 +134,17 @@ def test_a_bench_run_against_the_sim_stores_its_twin_equal_to_sim_bench(tmp_path
         rm["ttft_s"]["p50"], rm["ttft_s"]["p90"], rm["itl_s"]["p50"])
     rules = {r["rule"]: r for r in http["validity"]["rules"]}
     assert rules["twin_ttft"]["figure"] is not None and rules["twin_itl"]["figure"] is not None
-    assert rules["twin_ttft"]["figure"] == max(abs(http["twin"]["deviation"][k]) for k in ("ttft_p50_s", "ttft_p90_s"))
+    # the rules compare the requests both windows hold
+    paired = twin["paired_ttft_s"]
+    assert rules["twin_ttft"]["figure"] == max(abs(paired[k]) for k in ("ttft_p50_rel", "ttft_p90_rel"))
+    assert rules["twin_itl"]["figure"] == abs(paired["itl_p50_rel"])
+    assert rules["twin_window"]["figure"] == (paired["unpaired_run"] + paired["unpaired_twin"]) / (
+        paired["n"] + paired["unpaired_run"] + paired["unpaired_twin"])
     assert json.loads((tmp_path / "http" / "run.json").read_text())["twin"]["checked"]
     assert not (tmp_path / "http" / "twin").exists()  # the twin's folder was a temporary one
     # request by request: every successful profiled request of the run pairs with the twin's
     ok = [json.loads(line) for line in (tmp_path / "http" / "records.jsonl").read_text().splitlines()]
     ok = [r for r in ok if r["phase"] == "profile" and "error" not in r and r.get("ttft") is not None]
-    paired = twin["paired_ttft_s"]
     assert paired["n"] == len(ok) > 0 and paired["max_abs"] >= paired["p90_abs"] >= abs(paired["p50"]) >= 0
     assert valid_but_for_host_timing(http), failed_rules(http)
 
@@ -175,8 +179,8 @@ def test_a_sim_with_faults_has_its_twin_listed_as_not_checked(tmp_path):
 
 
 def test_paired_ttft_matches_requests_by_tree_session_stream_and_node():
-    twin = [rec(i, ttft=1.0) for i in range(10)]
-    run = [rec(i, ttft=1.0 + 0.01 * i) for i in range(10)]  # request i 10 i ms later than its twin
+    twin = [rec(i, ttft=1.0) for i in range(10)]  # ITL (3.0 - 1.0) / 20 = 100 ms
+    run = [rec(i, ttft=1.0 + 0.01 * i) for i in range(10)]  # request i 10 i ms later than its twin (ITL 100 - i / 2 ms)
     run.append(rec(99, ttft=5.0))  # no twin: left out
     run.append(rec(3, ttft=9.0, error="http 500"))  # failed: left out (its tree 3 pairs the ok one only once)
     run[0].phase = "warmup"  # not profiled: left out
@@ -186,4 +190,5 @@ def test_paired_ttft_matches_requests_by_tree_session_stream_and_node():
     assert got["max_abs"] == pytest.approx(0.09) and got["p90_abs"] == pytest.approx(0.082)
     assert (got["unpaired_run"], got["unpaired_twin"]) == (1, 1)  # tree 99 of the run; tree 0 of the twin
     assert got["ttft_p50_rel"] == pytest.approx(0.05) and got["ttft_p90_rel"] == pytest.approx(0.082)
+    assert got["itl_p50_rel"] == pytest.approx(-0.025)  # ITL p50 97.5 ms (requests 1..9) against 100 ms
     assert paired_ttft([rec(50)], twin) is None
