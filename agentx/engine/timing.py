@@ -8,7 +8,10 @@ Per iteration, per GPU of the tensor-parallel group (everything is split evenly 
   FLOPs = 2 x active params x new tokens + attention FLOPs; the routed experts' share of the
   active params counts 1 / moe_efficiency times (grouped GEMMs over small per-expert shapes, with
   the tokens' permutation and the weighted combine, run below the dense GEMMs' rate: TensorRT-LLM
-  tech blog 24, "MoE as Dense GEMM"; the same constant as their weight streaming below). Attention costs, per (query token,
+  tech blog 24, "MoE as Dense GEMM"; the same constant as their weight streaming below). A
+  checkpoint that quantizes only its experts to FP4 (gpt-oss: attention, router and embeddings in
+  BF16, quantization_config.modules_to_not_convert) runs its dense matmuls at the BF16 rate, the
+  experts at the FP4 one. Attention costs, per (query token,
   attended context token) pair and layer, 4 x heads x head_dim for GQA (QK^T and AV) and
   2 x heads x (2 x kv_lora_rank + qk_rope_head_dim) for MLA with absorbed projections. A prefill
   chunk of n new tokens after c computed ones attends n x c + n(n+1)/2 pairs; a decode token
@@ -83,6 +86,9 @@ class Roofline:
         g, dep = cfg.gpus, cfg.parallelism == "dep"
         self.dtype_bytes = KV_BYTES[cfg.precision if cfg.kv_cache_dtype == "auto" else cfg.kv_cache_dtype]
         self.peak_flops, self.attn_flops = self._peaks(hw, cfg.precision)
+        # dense matmuls of an experts-only FP4 checkpoint: BF16 weights, BF16 GEMMs
+        self.dense_flops = hw.bf16_flops if m.fp4_scope == "experts" and cfg.precision in ("nvfp4", "mxfp4") \
+            else self.peak_flops
         kv_layers = m.kv_layers or m.layers
         if m.attention == "mla":
             full = kv_layers * (m.kv_lora_rank + m.qk_rope_head_dim) * self.dtype_bytes
@@ -175,7 +181,7 @@ class Roofline:
         g = self.cfg.gpus
         experts = self.expert_params * self.k_over_e if self.model.experts else 0.0  # active routed
         dense = self.model.params_active - experts
-        matmul = 2 * (dense + experts / self.moe_eff) * work.new_tokens / (g * self.peak_flops * self.mfu)
+        matmul = 2 * (dense / self.dense_flops + experts / self.moe_eff / self.peak_flops) * work.new_tokens / (g * self.mfu)
         return matmul + self.attn_flops_per_pair * work.attn_pairs / (g * self.attn_flops * self.mfu)
 
     def kv_bytes(self, work: Work) -> float:

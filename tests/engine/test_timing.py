@@ -118,3 +118,18 @@ def test_routed_expert_flops_count_one_over_moe_efficiency():
     dense = dict(hardware="H200", gpus=8, model="llama-3.1-70b", mfu=0.4)
     assert Roofline(EngineConfig(**dense, moe_efficiency=0.5)).compute_s(w) == \
         Roofline(EngineConfig(**dense, moe_efficiency=1.0)).compute_s(w)
+
+
+def test_experts_only_fp4_checkpoint_runs_its_dense_matmuls_at_the_bf16_rate():
+    """gpt-oss keeps attention, router and embeddings in BF16: on B200 their FLOPs run at the BF16
+    peak (2.25 PFLOPS), the routed experts' at the FP4 one (9 PFLOPS); a checkpoint quantized
+    throughout (Llama FP4) runs all its matmuls at the FP4 rate."""
+    w = Work(new_tokens=8192)
+    oss = Roofline(EngineConfig(hardware="B200", gpus=1, model="gpt-oss-120b", precision="nvfp4", mfu=0.5,
+                                moe_efficiency=1.0))
+    dense, experts = oss.dense_params, oss.expert_params * oss.k_over_e
+    assert oss.compute_s(w) == pytest.approx(2 * 8192 * (dense / 2.25e15 + experts / 9e15) / 0.5)
+    llama = Roofline(EngineConfig(hardware="B200", gpus=1, model="llama-3.1-70b", precision="nvfp4", mfu=0.5))
+    assert llama.compute_s(w) == pytest.approx(2 * 8192 * llama.model.params_active / (9e15 * 0.5))
+    hopper = Roofline(EngineConfig(hardware="H200", gpus=1, model="gpt-oss-120b", precision="mxfp4", mfu=0.5))
+    assert hopper.dense_flops == hopper.peak_flops == presets.hardware("H200").bf16_flops  # weight-only FP4
