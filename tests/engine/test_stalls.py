@@ -9,7 +9,6 @@ import time
 
 import aiohttp
 import pytest
-from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
 from agentx.engine.config import ServeConfig
@@ -52,36 +51,28 @@ def test_a_phase_under_the_threshold_is_not_a_stall():
     assert watch.count == 0 and watch.max_s == 0 and sum(watch.hist.counts) == 0
 
 
-async def blocked_server(tmp_path, block_s: float) -> tuple[SimServer, bytes]:
-    """One streamed request served in-process, the whole loop blocked `block_s` mid-answer;
-    (the server, its /metrics text)."""
-    server = SimServer(ServeConfig(speed=2.0, truth_log=str(tmp_path / "truth.jsonl")))
-    runner = web.AppRunner(server.app())
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    try:
-        async with aiohttp.ClientSession() as http:
-            body = {"prompt": list(range(1000, 3000)), "max_tokens": 300, "ignore_eos": True, "stream": True}
+async def blocked_server(server: SimServer, port: int, block_s: float) -> bytes:
+    """One streamed request served in-process, the whole loop blocked `block_s` mid-answer; the
+    server's /metrics text."""
+    async with aiohttp.ClientSession() as http:
+        body = {"prompt": list(range(1000, 3000)), "max_tokens": 300, "ignore_eos": True, "stream": True}
 
-            async def answer():
-                async with http.post(f"http://127.0.0.1:{port}/v1/completions", json=body) as resp:
-                    assert resp.status == 200
-                    await resp.read()
+        async def answer():
+            async with http.post(f"http://127.0.0.1:{port}/v1/completions", json=body) as resp:
+                assert resp.status == 200
+                await resp.read()
 
-            task = asyncio.create_task(answer())
-            await asyncio.sleep(0.3)
-            time.sleep(block_s)  # the whole loop held: no timer, no socket, no engine step
-            await task
-        text = exposition(server.core, server.stats, server.model_name)
-    finally:
-        await runner.cleanup()
-    return server, text
+        task = asyncio.create_task(answer())
+        await asyncio.sleep(0.3)
+        time.sleep(block_s)  # the whole loop held: no timer, no socket, no engine step
+        await task
+    return exposition(server.core, server.stats, server.model_name)
 
 
-def test_the_server_records_a_blocked_loop(tmp_path):
-    server, text = asyncio.run(blocked_server(tmp_path, BLOCK_S))
+@pytest.mark.anyio
+async def test_the_server_records_a_blocked_loop(sim_in_process, tmp_path):
+    server, port = sim_in_process
+    text = await blocked_server(server, port, BLOCK_S)
     # the block was no phase of the server's: the engine's timed sleep woke that late
     assert server.watch.by_phase.get("wakeup", 0) >= 1 and server.watch.max_s >= BLOCK_S - 0.1
     m = stall_samples(text.decode())

@@ -40,9 +40,19 @@ def run(url, out, sessions, **kw):
     return bench(s, sessions)
 
 
-def test_tokens_mode_against_llamacpp(server, sessions, tmp_path):
-    result = run(server, tmp_path / "tokens", sessions)
-    prof = [r for r in read_records(tmp_path / "tokens") if r.phase == "profile"]
+@pytest.fixture(scope="module")
+def probed(model, sessions, tmp_path_factory):
+    """One tokens-mode bench with `--probe-cache 2` against a server of micro-batches of one token
+    (so the probe's cold and warm answers are bitwise comparable): (its result, its folder). The
+    tokens-mode test and the probe test both read this run."""
+    out = tmp_path_factory.mktemp("probed")
+    with llamacpp_server(model, ctx=32768, slots=4, ubatch=1) as url:
+        return run(url, out, sessions, probe_cache=2), out
+
+
+def test_tokens_mode_against_llamacpp(probed):
+    result, out = probed
+    prof = [r for r in read_records(out) if r.phase == "profile"]
     assert prof and all(r.error is None for r in prof), [r.detail for r in prof if r.error][:3]
     assert all(r.isl == r.isl_planned and r.osl == r.osl_planned for r in prof)  # token-exact
     assert any(r.cached for r in prof)  # llama.cpp reuses the slot's prefix
@@ -79,21 +89,6 @@ def test_chat_mode_against_llamacpp(server, model, sessions, tmp_path):
     assert result["server_metrics"]["engine"] == "llama.cpp"
 
 
-def test_cache_probe_finds_no_mismatch_in_llamacpp(model, sessions):
-    import asyncio
-
-    from agentx.content.tokens import ContentConfig
-    from agentx.replay.probe import ProbeConfig, probe_cache
-
-    # micro-batches of one token: a cold prompt's last token is computed as a warm one's is (bitwise)
-    with llamacpp_server(model, ctx=8192, slots=1, ubatch=1) as url:
-        cfg = ProbeConfig(url=url, model="tiny-llama", probes=3, content=ContentConfig(0, (300, 8000), 64), max_isl=700)
-        result = asyncio.run(probe_cache(cfg, sessions))
-    assert result["probes"] == 3 and result["errors"] == 0, result["items"]
-    assert result["mismatches"] == 0
-    assert all(p["prefix"] == p["isl"] - 1 for p in result["items"])  # llama.cpp reuses all but the last token
-
-
 def test_identity_of_llamacpp(server):
     import asyncio
 
@@ -104,12 +99,10 @@ def test_identity_of_llamacpp(server):
     assert found["block_size"][0] == 1 and found["max_model_len"] == (8192, "/props")  # 32768 over 4 slots
 
 
-def test_bench_with_cache_probe_prints_identity_efficiency_and_no_mismatch(model, sessions, tmp_path):
+def test_bench_with_cache_probe_prints_identity_efficiency_and_no_mismatch(probed):
     from agentx.metrics.tables import result_lines
 
-    # micro-batches of one token, so the probe's cold and warm answers are bitwise comparable
-    with llamacpp_server(model, ctx=32768, slots=4, ubatch=1) as url:
-        result = run(url, tmp_path / "probed", sessions, probe_cache=2)
+    result, _ = probed
     lines = "\n".join(result_lines(result))
     ident = result["identity"]
     assert ident["engine"] == "llama.cpp" and ident["engine_version"] and ident["block_size"] == 1
@@ -121,5 +114,8 @@ def test_bench_with_cache_probe_prints_identity_efficiency_and_no_mismatch(model
     probes = result["cache_probe"]
     assert probes["before"]["mismatches"] == probes["after"]["mismatches"] == 0
     assert probes["before"]["probes"] == probes["after"]["probes"] == 2
+    assert probes["before"]["errors"] == probes["after"]["errors"] == 0, probes
+    items = probes["before"]["items"] + probes["after"]["items"]
+    assert all(p["prefix"] == p["isl"] - 1 for p in items), items  # llama.cpp reuses all but the last token
     assert "cache probe: 0 mismatches in 2 probes (before the run)" in lines
     assert result["server_metrics"]["window"] == "exact"

@@ -26,7 +26,9 @@ def sim(tmp_path_factory):
 
 def _replay(url, truth, tmp_path, level: str, preset: str = "plain"):
     session = read_weka(WEKA / "trace_0291.json")[0]  # main + 2 subagents
-    bench(BenchSettings.build(url=url, concurrency=1, duration=400, out=str(tmp_path / level), clock_scale=SPEED,
+    # idle caps compress the recorded gaps: one whole replay of the tree (~25-235 modeled s) and the
+    # head of the next fit the window
+    bench(BenchSettings.build(url=url, concurrency=1, duration=300, out=str(tmp_path / level), clock_scale=SPEED,
                               warmup=False, grace=5, idle_cap=5, system_idle_cap=1, hints=level,
                               session_headers=preset), [session])
     records = {(r.tree, r.node): r for r in read_records(tmp_path / level)}

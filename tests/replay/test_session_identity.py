@@ -30,8 +30,9 @@ def test_distinct_session_per_stream_with_parent_links(sim, tmp_path, preset):
     url, truth = sim
     session = read_weka(WEKA / "trace_0291.json")[0]  # main + 2 subagents
     graph = build_graph(session)
-    # idle caps compress the recorded gaps so that a whole tree fits the short window
-    bench(BenchSettings.build(url=url, concurrency=1, duration=400, out=str(tmp_path / "run"), clock_scale=SPEED,
+    # idle caps compress the recorded gaps so that a whole tree fits the short window (one whole
+    # replay, ~25-235 modeled s, and the head of the next)
+    bench(BenchSettings.build(url=url, concurrency=1, duration=300, out=str(tmp_path / "run"), clock_scale=SPEED,
                               warmup=False, grace=5, idle_cap=5, system_idle_cap=1, session_headers=preset), [session])
     assert json.loads((tmp_path / "run" / "result.json").read_text())["identity"]["session_headers"] == preset
     records = {(r.tree, r.node): r for r in read_records(tmp_path / "run")}

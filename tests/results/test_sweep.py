@@ -94,7 +94,7 @@ def test_sim_and_command_targets_and_a_failing_deployment(tmp_path):
 def test_resumed_after_the_sweep_is_killed(tmp_path):
     recipe = write(tmp_path / "recipe.yaml", """
         name: resume
-        duration: 600
+        duration: 300
         concurrency: [2, 3]
         bench: {warmup_requests_per_lane: 2, grace: 10}
         deployments:
