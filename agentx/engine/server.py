@@ -32,7 +32,7 @@ from agentx.engine.disagg import Workers, answer_len, workers
 from agentx.engine.stalls import LoopWatch
 from agentx.engine.tokenizer import Tokenizer, render_chat
 from agentx.errors import AgentxError
-from agentx.serving import json_errors, log_line, read_body, serve_app
+from agentx.serving import head_time, json_errors, log_line, read_body, serve_app
 
 JSON = "application/json"
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -293,7 +293,9 @@ class SimServer:
 
     async def _serve(self, request: web.Request, style: str):
         """Serve one request; `style` is completion, chat (OpenAI) or messages (Anthropic)."""
-        arrival, head = time.time(), clock()
+        arrival, now = time.time(), clock()
+        head = head_time(request) or now  # when the connection read its head (aiohttp's hops to here are not the client's)
+        arrival -= now - head
         anthropic = style == "messages"
         ahead, turn = self._last_arrival, asyncio.Event()
         self._last_arrival = turn
