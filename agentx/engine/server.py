@@ -161,8 +161,6 @@ class SimServer:
             watch.end(mark, "engine", lambda: {"iterations": steps})
             delay, mark, stalls = prev_end - clock(), watch.mark(), watch.count
             await _wait_until(prev_end, delay)
-            if watch.count == stalls:  # a late wake-up that no phase of ours explains: the host, or aiohttp's I/O
-                watch.end((mark[0] + max(delay, 0.0), *mark[1:]), "wakeup")
             # the core may already be computing later tokens: show only these. Each stream's write is
             # a socket send (~50-90 us on a VM), so the order matters: first tokens (TTFT), then
             # answers that end here (their successors wait for them), then the rest.
@@ -172,6 +170,8 @@ class SimServer:
             if emitted:  # a loop turn for their handlers to write them before the next iteration's CPU
                 emitted.clear()
                 await asyncio.sleep(0)
+            if watch.count == stalls:  # late (the wake-up or the turn) with no phase of ours to explain it: host, I/O
+                watch.end((mark[0] + max(delay, 0.0), *mark[1:]), "wakeup")
             if held is not None:
                 mark = watch.mark()
                 await self._wait_read(start)
@@ -294,7 +294,7 @@ class SimServer:
     async def _serve(self, request: web.Request, style: str):
         """Serve one request; `style` is completion, chat (OpenAI) or messages (Anthropic)."""
         arrival, now = time.time(), clock()
-        head = head_time(request) or now  # when the connection read its head (aiohttp's hops to here are not the client's)
+        head = head_time(request) or now  # when the connection read it (aiohttp's hops to here are not the client's)
         arrival -= now - head
         anthropic = style == "messages"
         ahead, turn = self._last_arrival, asyncio.Event()
