@@ -32,7 +32,6 @@ from pathlib import Path
 
 import numpy as np
 
-from agentx.replay import client as client_mod
 from agentx.replay import plan as plan_mod
 from agentx.replay import sender as sender_mod
 from agentx.traces.graph import START
@@ -56,11 +55,12 @@ class Stamps:
         # a key is dispatched once per phase that replays its tree (warmup, profile): lists, in order
         self.begun: list = []  # (key, correlation id, planned run clock, in-edge sources, phase)
         self.ended: dict = {}  # key -> [(perf_counter, run clock)] when the plan heard of an end
-        self.begin_ms: dict = {True: [], False: []}  # built ahead or not -> each HttpSender.begin's own time (the body's build if not ahead, the head, the first write)
+        # body built ahead or not -> each HttpSender.begin's own time, ms (the build if not ahead, the first write)
+        self.begin_ms: dict = {True: [], False: []}
 
     def install(self) -> None:
         stamps = self
-        begin, finish, ended = sender_mod.HttpSender.begin, client_mod.Client.finish, plan_mod.ReplayPlan.ended
+        begin, ended = sender_mod.HttpSender.begin, plan_mod.ReplayPlan.ended
 
         def patched_begin(self, d):
             edges = [(e.src, e.delay) for e in d.graph.in_edges[d.node] if e.src != START]
@@ -72,15 +72,11 @@ class Stamps:
             stamps.begun.append((d.key, cid, d.planned, edges, d.phase, sent[0].res))
             return sent
 
-        async def patched_finish(self, ex):
-            return await finish(self, ex)
-
         def patched_ended(self, key, now):
             stamps.ended.setdefault(key, []).append((time.perf_counter(), now))
             return ended(self, key, now)
 
         sender_mod.HttpSender.begin = patched_begin
-        client_mod.Client.finish = patched_finish
         plan_mod.ReplayPlan.ended = patched_ended
 
 
@@ -143,7 +139,8 @@ def main() -> None:
         if i < len(truth.get(cid, ())):
             begun.append((key, planned, edges, phase, res, truth[cid][i]))
     # the sim's clock origin on the wall clock: arrival (time.time()) minus modeled arrival / S
-    sim_t0 = statistics.median(r["arrival"] - r["modeled"]["arrival_s"] / speed for rows in truth.values() for r in rows)
+    sim_t0 = statistics.median(r["arrival"] - r["modeled"]["arrival_s"] / speed
+                               for rows in truth.values() for r in rows)
 
     def model_end_wall(t: dict) -> float:
         m = t["modeled"]
@@ -153,7 +150,7 @@ def main() -> None:
     react, end_heard, planned_head, heard_begin, begin_head = [], [], [], [], []
     end_written, written_read, read_heard = [], [], []
     pt_res = {id(t): res for _, _, _, _, res, t in begun}
-    ends = {}  # (key, perf of the end heard) -> the truth record of the request that ended
+    ends: dict = {}  # key -> the truth records of its requests that ended, in order
     for key, planned, edges, phase, res, t in begun:
         if res.end is not None:
             ends[key] = ends.get(key, []) + [t]
@@ -175,7 +172,8 @@ def main() -> None:
         # trace's, capped by the idle caps; run clock)
         if phase != "profile" or planned == float("inf"):
             continue
-        preds = []  # (heard perf, heard run clock, the end's truth record): the last end of each source before this start
+        # (heard perf, heard run clock, arrival, the end's truth record): each source's last end before this start
+        preds = []
         for src, _ in edges:
             heard_list = [h for h in stamps.ended.get((key[0], src), []) if h[0] <= res.start]
             rows = [r for r in ends.get((key[0], src), []) if r["arrival"] <= t["arrival"]]

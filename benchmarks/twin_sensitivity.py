@@ -51,9 +51,10 @@ def figures(run: VirtualRun, out: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--delay-ms", type=float, default=CLIENT_REACTION_S * 1000 * DEMO_SPEED, help="Mean late end of the draws (modeled ms).")
+    reaction_ms = CLIENT_REACTION_S * 1000 * DEMO_SPEED
+    ap.add_argument("--delay-ms", type=float, default=reaction_ms, help="Mean late end of the draws (modeled ms).")
     ap.add_argument("--draws", type=int, default=5)
-    ap.add_argument("--reference-ms", type=float, default=CLIENT_REACTION_S * 1000 * DEMO_SPEED, help="The reference's fixed late end.")
+    ap.add_argument("--reference-ms", type=float, default=reaction_ms, help="The reference's fixed late end.")
     ap.add_argument("--fixed", action="store_true", help="The draws' ends exactly --delay-ms late.")
     ap.add_argument("--concurrency", default="4,8,16")
     ap.add_argument("--duration", type=float, default=180.0)
