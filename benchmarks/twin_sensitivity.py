@@ -3,7 +3,7 @@ twin rule guards against (SPEC section 3 `twin_ttft`, section 10 "The twin").
 
 Replays the demo's points (bundled traces, 8 x H200 Qwen3-235B-A22B, c4 / c8 / c16, 180 modeled
 s, the demo's settings) in virtual time: once as bench's twin does at the demo's speed (the plan
-hears of each end `--reference-ms` modeled ms late: CLIENT_REACTION_S x 2 = 5 ms), then `--draws`
+hears of each end `--reference-ms` modeled ms late: CLIENT_REACTION_S x 2 = 3.8 ms), then `--draws`
 times with each end heard late by a random delay (exponential, mean `--delay-ms`, seeded): what
 a host adds per request over HTTP, varying from request to request. The next request of the
 session goes out that much later, as over HTTP; the records keep the modeled times, so what moves
@@ -11,7 +11,7 @@ TTFT p50 / p90 here is only the engine's batching and queueing of the shifted ar
 far over 2.5 % off the reference mean that a quiet host's runs of these points will often be NOT
 VALID for the twin rule. `--fixed`: every end exactly `--delay-ms` late (one draw is enough).
 
-    python benchmarks/twin_sensitivity.py [--delay-ms 5] [--draws 5] [--reference-ms 5] [--fixed]
+    python benchmarks/twin_sensitivity.py [--delay-ms 3.8] [--draws 5] [--reference-ms 3.8] [--fixed]
 """
 
 from __future__ import annotations
