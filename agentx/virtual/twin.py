@@ -46,7 +46,7 @@ SIM_ENGINE = "agentx-sim"  # what the simulated engine calls itself on /version
 # the plan's delay between them) that an HTTP client cannot avoid: the sim's last write, the
 # client's read and its plan, its next write, the sim's read of the head. Measured 1.85 and 1.95 ms
 # at the median (p10 1.2-1.3 ms) on this project's 2-core host at load 0.5-2.0, bench at c8, speed
-# 5 (`benchmarks/http_split.py`; SPEC section 10, "Host cost per request"); 2.7-5.1 ms at load 2-6.
+# 5 (`benchmarks/http_split.py`; SPEC section 10, "Host cost per request"); 2.7-7.9 ms at load 1.6-6.
 # The twin's plan hears of each end this x the clock scale later (modeled seconds). Without it the
 # twin sits on a branch no HTTP run can take: a follow-up sent at the very instant its predecessor
 # ended joins the iteration that starts then, and any later one the next iteration (1 us moves the
