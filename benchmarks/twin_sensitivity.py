@@ -3,7 +3,7 @@ twin rule guards against (SPEC section 3 `twin_ttft`, section 10 "The twin").
 
 Replays the demo's points (bundled traces, 8 x H200 Qwen3-235B-A22B, c4 / c8 / c16, 180 modeled
 s, the demo's settings) in virtual time: once as bench's twin does at the demo's speed (the plan
-hears of each end `--reference-ms` modeled ms late: CLIENT_REACTION_S x 2 = 3 ms), then `--draws`
+hears of each end `--reference-ms` modeled ms late: CLIENT_REACTION_S x 2 = 3.8 ms), then `--draws`
 times with each end heard late by a random delay (exponential, mean `--delay-ms`, seeded): what
 a host adds per request over HTTP, varying from request to request. The next request of the
 session goes out that much later, as over HTTP; the records keep the modeled times, so what moves
@@ -14,7 +14,7 @@ its edge included) and over the requests both windows hold, as the twin rules co
 paired figures, or over 5 % of requests in one window only, mean that a quiet host's runs of these
 points will often be NOT VALID for the twin rules. `--fixed`: every end exactly `--delay-ms` late (one draw is enough).
 
-    python benchmarks/twin_sensitivity.py [--delay-ms 3] [--draws 5] [--reference-ms 3] [--fixed]
+    python benchmarks/twin_sensitivity.py [--delay-ms 3.8] [--draws 5] [--reference-ms 3.8] [--fixed]
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from agentx.records import read_records
 from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
 from agentx.virtual.runner import VirtualRun
-from agentx.virtual.twin import paired_ttft
+from agentx.virtual.twin import CLIENT_REACTION_S, paired_ttft
 
 DEMO_SPEED = 2.0  # agentx.cli.bench's
 
@@ -63,9 +63,10 @@ def same_requests(draw: dict, base: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--delay-ms", type=float, default=1.5 * DEMO_SPEED, help="Mean late end of the draws (modeled ms).")
+    reaction_ms = CLIENT_REACTION_S * 1000 * DEMO_SPEED
+    ap.add_argument("--delay-ms", type=float, default=reaction_ms, help="Mean late end of the draws (modeled ms).")
     ap.add_argument("--draws", type=int, default=5)
-    ap.add_argument("--reference-ms", type=float, default=1.5 * DEMO_SPEED, help="The reference's fixed late end.")
+    ap.add_argument("--reference-ms", type=float, default=reaction_ms, help="The reference's fixed late end.")
     ap.add_argument("--fixed", action="store_true", help="The draws' ends exactly --delay-ms late.")
     ap.add_argument("--concurrency", default="4,8,16")
     ap.add_argument("--duration", type=float, default=180.0)

@@ -32,13 +32,20 @@ from agentx.engine.disagg import Workers, answer_len, workers
 from agentx.engine.stalls import LoopWatch
 from agentx.engine.tokenizer import Tokenizer, render_chat
 from agentx.errors import AgentxError
-from agentx.serving import json_errors, log_line, read_body, serve_app
+from agentx.serving import head_time, json_errors, log_line, read_body, serve_app
 
 JSON = "application/json"
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 RESYNC_S = 1.0  # behind the modeled schedule by more than this (wall): restart it from now
 SLICE_S = 0.01  # while behind, run iterations back to back for this long between deliveries
 ORDER_WAIT_S = 1.0  # a request waits at most this long (wall, from its head) for those that arrived before it
+# The sim's clock (wall seconds): CLOCK_MONOTONIC read when asked. Not the event loop's time(): uvloop's
+# counts whole milliseconds and is read once per loop turn, so heads, due times and lags were up to a
+# millisecond or more off, and a timer could wake the engine before its tokens were due (issue #24).
+clock = time.perf_counter
+# Timers count whole milliseconds (uvloop's fire up to ~1 ms early, asyncio's up to 1 ms late): the
+# engine waits for a due time on a timer until it is this close, then sleeps the rest with the loop held.
+TIMER_GRAIN_S = 0.0015
 # session headers routers read (agentx's --session-headers presets): logged as sent, for checking a replay
 ROUTER_SESSION_HEADERS = ("X-Dynamo-Session-ID", "X-Dynamo-Parent-Session-ID", "X-Dynamo-Session-Final",
                           "X-SMG-Routing-Key", "Cookie")
@@ -104,7 +111,7 @@ class SimServer:
     # ------------------------------------------------------------------ engine
 
     def modeled_now(self) -> float:
-        return (asyncio.get_running_loop().time() - self._t0) * self.cfg.speed
+        return (clock() - self._t0) * self.cfg.speed
 
     async def engine_loop(self, core, wake: asyncio.Event) -> None:
         """Run iterations on the modeled schedule and deliver each one's tokens at its end.
@@ -117,13 +124,13 @@ class SimServer:
         the schedule restart from now. A request that arrived after an iteration's modeled
         start waits for the next one (`EngineCore.step`), as it would on time.
         """
-        loop, speed, t0, watch = asyncio.get_running_loop(), self.cfg.speed, self._t0, self.watch
-        prev_end, emitted = loop.time(), {}
+        speed, t0, watch = self.cfg.speed, self._t0, self.watch
+        prev_end, emitted = clock(), {}
         while True:
             if core.idle:
                 wake.clear()
                 await wake.wait()
-            now = slice_start = loop.time()
+            now = slice_start = clock()
             held, mark, steps = None, watch.mark(), 0
             while not core.idle:
                 if core.running:
@@ -148,22 +155,27 @@ class SimServer:
                 for seq in step.emitted:  # their new tokens are due at the iteration's modeled end
                     seq.due.extend([core.now] * (len(seq.output) - len(seq.due)))
                     emitted[seq] = None
-                now = loop.time()
+                now = clock()
                 if prev_end > now or now - slice_start > SLICE_S:
                     break
             watch.end(mark, "engine", lambda: {"iterations": steps})
-            delay, mark, stalls = prev_end - loop.time(), watch.mark(), watch.count
-            await asyncio.sleep(delay if delay > 0 else 0)
-            if watch.count == stalls:  # a late wake-up that no phase of ours explains: the host, or aiohttp's I/O
-                watch.end((mark[0] + max(delay, 0.0), *mark[1:]), "wakeup")
-            for seq in emitted:  # the core may already be computing later tokens: show only these
+            delay, mark, stalls = prev_end - clock(), watch.mark(), watch.count
+            await _wait_until(prev_end, delay)
+            # the core may already be computing later tokens: show only these. Each stream's write is
+            # a socket send (~50-90 us on a VM), so the order matters: first tokens (TTFT), then
+            # answers that end here (their successors wait for them), then the rest.
+            for seq in sorted(emitted, key=_delivery_rank):
                 seq.delivered = len(seq.output)
                 seq.waiter.set()
-            emitted.clear()
+            if emitted:  # a loop turn for their handlers to write them before the next iteration's CPU
+                emitted.clear()
+                await asyncio.sleep(0)
+            if watch.count == stalls:  # late (the wake-up or the turn) with no phase of ours to explain it: host, I/O
+                watch.end((mark[0] + max(delay, 0.0), *mark[1:]), "wakeup")
             if held is not None:
                 mark = watch.mark()
                 await self._wait_read(start)
-                watch.end(mark, "held", lambda: {"head_age_s": round(loop.time() - held, 6)})
+                watch.end(mark, "held", lambda: {"head_age_s": round(clock() - held, 6)})
 
     async def _wait_read(self, start: float) -> None:
         """Wait while a request whose head came before `start` (wall) is still being read, each at
@@ -171,11 +183,10 @@ class SimServer:
         queued while the engine was delivering, before this wait began, set `_queued` before the
         wait could see it, and waiting for the next signal held the engine until another request
         was queued or the second was up (issue #24: the 0.2-1 s stalls of the demo)."""
-        loop = asyncio.get_running_loop()
-        while (head := self._read_before(start, loop.time())) is not None:
+        while (head := self._read_before(start, clock())) is not None:
             self._queued.clear()
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout_at(head + ORDER_WAIT_S):
+                async with asyncio.timeout(head + ORDER_WAIT_S - clock()):
                     await self._queued.wait()
 
     def _hand_off(self, finished: list[Sequence]) -> None:
@@ -185,7 +196,7 @@ class SimServer:
         for seq in finished:
             if self.disagg.prefilled(seq):
                 when = seq.stage.sent_at + seq.stage.transfer_s
-                loop.call_at(self._t0 + when / self.cfg.speed, self._kv_arrived, when)
+                loop.call_later(self._t0 + when / self.cfg.speed - clock(), self._kv_arrived, when)
 
     def _kv_arrived(self, when: float) -> None:
         for i in self.disagg.arrive(when):
@@ -217,7 +228,7 @@ class SimServer:
 
     async def _start_engine(self, app) -> None:
         self._wakes = [asyncio.Event() for _ in self.core.cores]
-        self._t0 = asyncio.get_running_loop().time()
+        self._t0 = clock()
         self.watch.start()
         app["engine"] = [asyncio.create_task(self.engine_loop(core, wake))
                          for core, wake in zip(self.core.cores, self._wakes)]
@@ -282,7 +293,9 @@ class SimServer:
 
     async def _serve(self, request: web.Request, style: str):
         """Serve one request; `style` is completion, chat (OpenAI) or messages (Anthropic)."""
-        arrival, head = time.time(), asyncio.get_running_loop().time()
+        arrival, now = time.time(), clock()
+        head = head_time(request) or now  # when the connection read it (aiohttp's hops to here are not the client's)
+        arrival -= now - head
         anthropic = style == "messages"
         ahead, turn = self._last_arrival, asyncio.Event()
         self._last_arrival = turn
@@ -298,7 +311,7 @@ class SimServer:
                 body = api.anthropic_error_body(str(e), e.status) if anthropic else e.body()
                 return web.Response(status=e.status, body=body, content_type=JSON)
             with contextlib.suppress(TimeoutError):  # one stalled body must not hold back the rest
-                async with asyncio.timeout_at(head + ORDER_WAIT_S):
+                async with asyncio.timeout(head + ORDER_WAIT_S - clock()):
                     await ahead.wait()
             fault = self.cfg.faults.fault_for(self.accepted)
             self.accepted += 1
@@ -540,6 +553,25 @@ class SimServer:
         return {"running": sum(len(c.running) for c in cores), "waiting": sum(len(c.waiting) for c in cores),
                 "longest_prompt": max((s.prompt_len for s in seqs), default=0), "reading": len(self._reading),
                 "kv_runs": sum(len(c.kv.runs) for c in cores), "kv_entries": sum(c.kv.entries for c in cores)}
+
+
+async def _wait_until(due: float, delay: float) -> None:
+    """Wait until `clock()` reaches `due` (`delay` seconds from now), never returning before it:
+    on a timer while it is more than TIMER_GRAIN_S away, then the rest in one sleep holding the
+    loop (at most TIMER_GRAIN_S; other work waits that long, but no token is written early)."""
+    await asyncio.sleep(delay if delay > 0 else 0)  # (a loop turn even when due: I/O runs)
+    while (left := due - clock()) > 0:
+        if left > TIMER_GRAIN_S:
+            await asyncio.sleep(left - TIMER_GRAIN_S / 2)
+        else:
+            time.sleep(left)
+
+
+def _delivery_rank(seq: Sequence) -> int:
+    """A delivery's place among those of one instant: 0 a first token, 1 an answer's end, 2 the rest."""
+    if seq.delivered == 0:
+        return 0
+    return 1 if seq.finish_reason is not None else 2
 
 
 def serve(cfg: ServeConfig) -> None:

@@ -351,16 +351,17 @@ class Dispatcher:
     async def _one(self, d: Dispatch, sent) -> None:
         rec = await self.sender.answer(d, sent)
         sent = None  # the body: its stream's next request may reuse the buffer
-        self.writer.write(rec)
-        self.run.count(rec)
         # the agent can act once the response is complete (its last bytes may come after the last
-        # token): that, not the record's `end`, starts the end-to-start delays
+        # token): that, not the record's `end`, starts the end-to-start delays. What this end made
+        # due goes out now, before the record is written (the client's reaction, SPEC section 10)
         self.plan.ended(d.key, self.run.clock())
         self.window_opens()
+        if self.plan.phase != DONE:
+            self.launch(self.run.clock())
+        self.writer.write(rec)
+        self.run.count(rec)
         for tree in self.run.forget_finished():
             self.sender.forget(tree)
-        if self.plan.phase != DONE:
-            self.launch(self.run.clock())  # what this completion made due goes out now, not a loop hop later
         self.wake.set()
 
     def _render_ahead(self, now: float) -> bool:

@@ -96,7 +96,9 @@ class Renderer:
         return min(isl, hits * self.prompts.block_tokens(d.session))
 
     def forget(self, tree: int, streams: int) -> None:
-        """Drop a finished tree's state."""
+        """Drop a finished tree's state (and bodies prepared for requests it no longer sends)."""
+        for key in [k for k in self.ahead if k[0] == tree]:
+            self.ahead_bytes -= _held(self.ahead.pop(key)[1][0])
         self.seen.pop(tree, None)
         for stream in range(streams):
             self.tokens_text.forget((tree, stream))

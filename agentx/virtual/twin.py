@@ -42,14 +42,16 @@ from agentx.records import Record, read_records
 from agentx.replay.settings import BenchSettings
 
 SIM_ENGINE = "agentx-sim"  # what the simulated engine calls itself on /version
-# Wall seconds from a request's end at the sim to its successor's arrival there that an HTTP client
-# cannot avoid (the sim's write, the client's read, its next write, the sim's read): about 1-1.5 ms
-# on this project's 2-core host (SPEC section 10, "Host error"). The twin's plan hears of each end
-# this x the clock scale later (modeled seconds). Without it the twin sits on a branch no HTTP run
-# can take: a follow-up sent at the very instant its predecessor ended joins the iteration that
-# starts then, and any later one the next iteration (1 us moves the demo's c16 TTFT p90 by 10 %;
-# `benchmarks/twin_sensitivity.py`).
-CLIENT_REACTION_S = 0.0015
+# Wall seconds from a request's modeled end at the sim to its successor's modeled arrival there (less
+# the plan's delay between them) that an HTTP client cannot avoid: the sim's last write, the
+# client's read and its plan, its next write, the sim's read of the head. Measured 1.85 and 1.95 ms
+# at the median (p10 1.2-1.3 ms) on this project's 2-core host at load 0.5-2.0, bench at c8, speed
+# 5 (`benchmarks/http_split.py`; SPEC section 10, "Host cost per request"); 2.7-7.9 ms at load 1.6-6.
+# The twin's plan hears of each end this x the clock scale later (modeled seconds). Without it the
+# twin sits on a branch no HTTP run can take: a follow-up sent at the very instant its predecessor
+# ended joins the iteration that starts then, and any later one the next iteration (1 us moves the
+# demo's c16 TTFT p90 by 10 %; `benchmarks/twin_sensitivity.py`).
+CLIENT_REACTION_S = 0.0019
 MAX_TEXT = 200  # longest string of a published config (preset names, router, spec decoding method)
 MAX_NUMBER = 1e15  # largest magnitude of a published number
 MAX_ITEMS = 16  # longest list (the fault kinds)

@@ -209,6 +209,34 @@ def test_ttft_follows_the_timing_model(url):
     assert modeled(large) > 50 * modeled(small)  # prefill cost grows with uncached tokens
 
 
+def test_no_token_of_concurrent_streams_is_written_before_it_is_due(url):
+    """Eight streams at once, prompts of different lengths: each one's first and last token reach
+    the client no earlier than the sim modeled them (its `agentx_sim` ttft_s and e2el_s over the
+    speed, from before the request was sent). The sim keeps its own clock (CLOCK_MONOTONIC read
+    when asked, not the event loop's millisecond time) and waits out a timer that fires early
+    before it writes (issue #24). Only an order of events is asserted, no wall-clock bound."""
+
+    async def one(s: aiohttp.ClientSession, n: int) -> tuple[float, float, dict]:
+        prompt = list(range(1_000 + n, 1_000 + n + 2_000 * (n + 1)))
+        body = {"prompt": prompt, "max_tokens": 20, "stream": True, "ignore_eos": True}
+        t0, first, buf = time.perf_counter(), None, b""
+        async with s.post(url + "/v1/completions", json=body) as r:
+            async for chunk in r.content.iter_any():
+                now = time.perf_counter()
+                first = now if first is None else first
+                buf += chunk
+        final = next(json.loads(f[6:]) for f in buf.split(b"\n\n") if b"agentx_sim" in f)
+        return first - t0, now - t0, final["agentx_sim"]
+
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            return await asyncio.gather(*(one(s, n) for n in range(8)))
+
+    for ttft, e2e, sim in asyncio.run(go()):
+        assert sim["schedule_skipped_s"] == 0  # (a restarted schedule reports its skip as lag)
+        assert ttft >= sim["ttft_s"] / 20 - 1e-9 and e2e >= sim["e2el_s"] / 20 - 1e-9
+
+
 def test_bad_input_gets_openai_errors_and_the_server_keeps_serving(url):
     cases = [
         (b"{not json", 400, "invalid JSON"),

@@ -93,3 +93,15 @@ def test_the_theoretical_cache_counts_blocks_the_tree_sent_before_and_forgets_fi
     assert tree in render.seen
     render.forget(tree, len(ds[0].graph.streams))
     assert tree not in render.seen and not any(t == tree for t, _ in render.last_ids)
+
+
+def test_forgetting_a_tree_drops_the_bodies_prepared_for_it(graphs):
+    render = renderer()
+    ds = dispatches(graphs, 12)
+    while render.prepare_ahead(ds):
+        pass
+    trees = {d.tree for d in ds}
+    assert len(trees) > 1 and len(render.ahead) == len(ds)
+    gone = ds[0].tree
+    render.forget(gone, len(ds[0].graph.streams))
+    assert {k[0] for k in render.ahead} == trees - {gone} and render.ahead_bytes >= 0
