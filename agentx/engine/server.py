@@ -160,7 +160,7 @@ class SimServer:
                     break
             watch.end(mark, "engine", lambda: {"iterations": steps})
             delay, mark, stalls = prev_end - clock(), watch.mark(), watch.count
-            await _wait_until(prev_end, delay)
+            await _wait_until(prev_end)
             # the core may already be computing later tokens: show only these. Each stream's write is
             # a socket send (~50-90 us on a VM), so the order matters: first tokens (TTFT), then
             # answers that end here (their successors wait for them), then the rest.
@@ -555,11 +555,11 @@ class SimServer:
                 "kv_runs": sum(len(c.kv.runs) for c in cores), "kv_entries": sum(c.kv.entries for c in cores)}
 
 
-async def _wait_until(due: float, delay: float) -> None:
-    """Wait until `clock()` reaches `due` (`delay` seconds from now), never returning before it:
-    on a timer while it is more than TIMER_GRAIN_S away, then the rest in one sleep holding the
-    loop (at most TIMER_GRAIN_S; other work waits that long, but no token is written early)."""
-    await asyncio.sleep(delay if delay > 0 else 0)  # (a loop turn even when due: I/O runs)
+async def _wait_until(due: float) -> None:
+    """Wait until `clock()` reaches `due`, never returning before it: on a timer while it is more
+    than TIMER_GRAIN_S away, then the rest in one sleep holding the loop (at most TIMER_GRAIN_S;
+    other work waits that long, but no token is written early)."""
+    await asyncio.sleep(max(due - clock(), 0.0))  # (a loop turn even when due: I/O runs)
     while (left := due - clock()) > 0:
         if left > TIMER_GRAIN_S:
             await asyncio.sleep(left - TIMER_GRAIN_S / 2)

@@ -222,10 +222,11 @@ def paired_ttft(run: list[Record], twin: list[Record]) -> dict | None:
     d = a - b
     shift = {f"ttft_{q}_rel": _rel(a, b, pct) for q, pct in (("p50", 50), ("p90", 90))}
     decoding = [k for k in keys if mine[k].itl is not None and theirs[k].itl is not None]
-    itl = (np.array([side[k].itl for k in decoding], dtype=float) for side in (mine, theirs)) if decoding else None
+    itl_rel = _rel(*(np.array([side[k].itl for k in decoding], dtype=float) for side in (mine, theirs)), 50) \
+        if decoding else None
     return {"n": len(keys), "unpaired_run": len(mine) - len(keys), "unpaired_twin": len(theirs) - len(keys),
             "p50": float(np.median(d)), "p90_abs": float(np.percentile(np.abs(d), 90)), "max_abs": float(np.abs(d).max()),
-            **shift, "itl_p50_rel": _rel(*itl, 50) if itl else None}
+            **shift, "itl_p50_rel": itl_rel}
 
 
 def _rel(a: np.ndarray, b: np.ndarray, pct: float) -> float | None:
