@@ -1,0 +1,111 @@
+"""How often the host itself stops a process for milliseconds (issue #24's late dispatches on a
+quiet host): two processes side by side for D seconds, each stamping its own stops:
+
+  sleeper   an event loop (uvloop, as bench's client) awaiting 1 ms timers: a stop is a timer
+            that fired more than --threshold ms after it was due (bench's dispatch lateness)
+  spinner   a busy loop reading the clock: a stop is a gap over --threshold ms between two reads
+            (the process was off its CPU)
+
+A stop of both processes at once (their intervals overlap) is the whole host pausing (a VM's
+vCPUs descheduled by the hypervisor, a host-wide stall), which no client code can avoid: the
+dispatch loop spinning instead of sleeping would not have sent on time either. CLOCK_MONOTONIC is
+shared by both processes. Prints one table, the load average and the steal time /proc/stat
+counted over the run.
+
+    python benchmarks/host_pauses.py [--duration 60] [--threshold 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import time
+
+import numpy as np
+
+try:
+    import uvloop
+except ImportError:  # pragma: no cover
+    uvloop = None
+
+
+def _sleeper(duration: float, threshold: float, out) -> None:
+    async def beat() -> list:
+        lateness, stops = [], []
+        end = time.perf_counter() + duration
+        due = time.perf_counter() + 0.001
+        while due < end:
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            now = time.perf_counter()
+            lateness.append(now - due)
+            if now - due > threshold:
+                stops.append((due, now))
+            due = now + 0.001
+        return lateness, stops
+
+    out.put(("sleeper", *(uvloop.run(beat()) if uvloop else asyncio.run(beat()))))
+
+
+def _spinner(duration: float, threshold: float, out) -> None:
+    gaps, stops = [], []
+    last = time.perf_counter()
+    end = last + duration
+    while last < end:
+        now = time.perf_counter()
+        if now - last > 0.0005:
+            gaps.append(now - last)
+            if now - last > threshold:
+                stops.append((last, now))
+        last = now
+    out.put(("spinner", gaps, stops))
+
+
+def _steal_s() -> float | None:
+    """Seconds of steal over all CPUs so far (/proc/stat, USER_HZ ticks); None off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            return int(f.readline().split()[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _overlapping(a: list, b: list) -> int:
+    """Stops of `a` that overlap a stop of `b`."""
+    return sum(1 for s, e in a if any(s < e2 and s2 < e for s2, e2 in b))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--duration", type=float, default=60.0)
+    ap.add_argument("--threshold", type=float, default=5.0, help="ms: a stop is longer than this")
+    args = ap.parse_args()
+    threshold = args.threshold / 1000
+    out = mp.Queue()
+    steal0 = _steal_s()
+    load0 = os.getloadavg()[0]
+    procs = [mp.Process(target=f, args=(args.duration, threshold, out)) for f in (_sleeper, _spinner)]
+    for p in procs:
+        p.start()
+    found = {name: (values, stops) for name, values, stops in (out.get() for _ in procs)}
+    for p in procs:
+        p.join()
+    steal = None if steal0 is None else _steal_s() - steal0
+    print(f"{args.duration:g} s, load {load0:.2f} -> {os.getloadavg()[0]:.2f}, steal over the run "
+          f"{'n/a' if steal is None else f'{steal * 1000:.0f} ms'} (all CPUs)")
+    print(f"| process | samples | p50 ms | p99 ms | max ms | stops > {args.threshold:g} ms | > 10 ms | > 20 ms "
+          f"| of them while the other stopped too |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, other in (("sleeper", "spinner"), ("spinner", "sleeper")):
+        values, stops = found[name]
+        ms = np.array(values) * 1000 if values else np.zeros(1)
+        lengths = [(e - s) * 1000 for s, e in stops]
+        print(f"| {name} | {len(values):,} | {np.percentile(ms, 50):.2f} | {np.percentile(ms, 99):.2f} | "
+              f"{ms.max():.1f} | {len(stops)} | {sum(x > 10 for x in lengths)} | {sum(x > 20 for x in lengths)} | "
+              f"{_overlapping(stops, found[other][1])} |")
+    print("(spinner samples: its gaps over 0.5 ms only)")
+
+
+if __name__ == "__main__":
+    main()
