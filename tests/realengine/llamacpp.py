@@ -49,10 +49,11 @@ def server_process(cmd: list[str], url: str, env: dict | None = None, startup_s:
         log.close()
 
 
-def llamacpp_server(model: Path, ctx: int = 32768, slots: int = 4, threads: int = 2, ubatch: int = 512):
+def llamacpp_server(model: Path, ctx: int = 32768, slots: int = 4, threads: int = 1, ubatch: int = 512):
     """`ubatch 1` computes every prompt token alone, as a cache hit's last token is: answers are then
     bitwise the same cold and warm (with bigger micro-batches the kernels differ, and a random-weight
-    model's near-tied logits can flip)."""
+    model's near-tied logits can flip). One thread: two wait on each other whenever another process
+    holds a core (the probed run took 4 min beside a second test worker, 36 s on one thread)."""
     port = free_port()
     cmd = [sys.executable, __file__, str(model), str(port), "--ctx", str(ctx), "--slots", str(slots),
            "--threads", str(threads), "--ubatch", str(ubatch)]
