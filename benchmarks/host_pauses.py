@@ -12,7 +12,12 @@ dispatch loop spinning instead of sleeping would not have sent on time either. C
 shared by both processes. Prints one table, the load average and the steal time /proc/stat
 counted over the run.
 
-    python benchmarks/host_pauses.py [--duration 60] [--threshold 5]
+`--spin-ms A,B` then keeps due times the way bench's dispatch loop does, in two processes side by
+side for the same duration: due times 50-150 ms apart, each process sleeping until A (resp. B) ms
+before a due time and spinning the rest (the loop spins its last TIMER_SLACK_S, 2 ms); prints each
+one's lateness. Spinning longer avoids a sleeping process being woken late, not the host pausing.
+
+    python benchmarks/host_pauses.py [--duration 60] [--threshold 5] [--spin-ms 2,25]
 """
 
 from __future__ import annotations
@@ -62,6 +67,44 @@ def _spinner(duration: float, threshold: float, out) -> None:
     out.put(("spinner", gaps, stops))
 
 
+def _dues(duration: float, spin: float, out) -> None:
+    async def keep() -> list:
+        loop = asyncio.get_running_loop()
+        rng = np.random.default_rng(0)
+        lateness = []
+        end = time.perf_counter() + duration
+        due = time.perf_counter() + 0.05
+        while due < end:
+            wall = due - time.perf_counter()
+            if wall > spin:
+                woken = asyncio.Event()
+                loop.call_later(wall - spin, woken.set)
+                await woken.wait()
+            while time.perf_counter() < due:
+                await asyncio.sleep(0)
+            lateness.append(time.perf_counter() - due)
+            due += rng.uniform(0.05, 0.15)
+        return lateness
+
+    out.put((spin, uvloop.run(keep()) if uvloop else asyncio.run(keep())))
+
+
+def _keep_dues(duration: float, spins: list[float]) -> None:
+    out = mp.Queue()
+    procs = [mp.Process(target=_dues, args=(duration, spin, out)) for spin in spins]
+    for p in procs:
+        p.start()
+    found = dict(out.get() for _ in procs)
+    for p in procs:
+        p.join()
+    print(f"\n| due times kept, spinning the last | dues | p50 ms | p99 ms | max ms | late > 5 ms | > 10 ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for spin in spins:
+        ms = np.array(found[spin]) * 1000
+        print(f"| {spin * 1000:g} ms | {len(ms):,} | {np.percentile(ms, 50):.2f} | {np.percentile(ms, 99):.2f} | "
+              f"{ms.max():.1f} | {int((ms > 5).sum())} | {int((ms > 10).sum())} |")
+
+
 def _steal_s() -> float | None:
     """Seconds of steal over all CPUs so far (/proc/stat, USER_HZ ticks); None off Linux."""
     try:
@@ -80,6 +123,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--threshold", type=float, default=5.0, help="ms: a stop is longer than this")
+    ap.add_argument("--spin-ms", default=None, help="A,B: then keep due times in two processes spinning A, B ms")
     args = ap.parse_args()
     threshold = args.threshold / 1000
     out = mp.Queue()
@@ -105,6 +149,8 @@ def main() -> None:
               f"{ms.max():.1f} | {len(stops)} | {sum(x > 10 for x in lengths)} | {sum(x > 20 for x in lengths)} | "
               f"{_overlapping(stops, found[other][1])} |")
     print("(spinner samples: its gaps over 0.5 ms only)")
+    if args.spin_ms:
+        _keep_dues(args.duration, [float(x) / 1000 for x in args.spin_ms.split(",")])
 
 
 if __name__ == "__main__":

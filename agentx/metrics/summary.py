@@ -115,7 +115,7 @@ def session_metrics(trees: list[dict]) -> dict:
 def client_health(prof: list[Record], client: dict, clock_scale: float) -> dict:
     """Dispatch lateness, client CPU and the verdict: `cpu_bound` (the client's CPU over 90 %: it
     cannot keep up), `late_dispatch` (p99 lateness over 10 ms while the client had CPU to spare:
-    its event loop was held, the whole host paused, or the host kept it off a CPU, see
+    its event loop was held, the host woke it late or paused, or kept it off a CPU, see
     `runqueue_wait_percent`), or `ok`."""
     late = [(r.start - r.planned) * 1000 / clock_scale for r in prof]  # wall milliseconds
     d = distribution(late)

@@ -229,7 +229,7 @@ def _client_line(health: dict) -> str:
         line += " - CLIENT-BOUND (CPU)"
     elif verdict == "late_dispatch":
         waited = health.get("runqueue_wait_percent")
-        line += (" - LATE DISPATCH (the client had CPU to spare: its event loop was held, the whole host paused"
+        line += (" - LATE DISPATCH (the client had CPU to spare: its event loop was held, the host woke it late or paused"
                  + (f" (benchmarks/host_pauses.py), or the host kept it waiting for a CPU {_pct(waited / 100)} of the time)"
                     if waited is not None else " (benchmarks/host_pauses.py))"))
     return line
