@@ -30,10 +30,7 @@ import time
 
 import numpy as np
 
-try:
-    import uvloop
-except ImportError:  # pragma: no cover
-    uvloop = None
+from agentx.serving import run_async  # uvloop where installed, as bench's client
 
 
 def _sleeper(duration: float, threshold: float, out) -> None:
@@ -50,7 +47,7 @@ def _sleeper(duration: float, threshold: float, out) -> None:
             due = now + 0.001
         return lateness, stops
 
-    out.put(("sleeper", *(uvloop.run(beat()) if uvloop else asyncio.run(beat()))))
+    out.put(("sleeper", *run_async(beat())))
 
 
 def _spinner(duration: float, threshold: float, out) -> None:
@@ -86,7 +83,7 @@ def _dues(duration: float, spin: float, out) -> None:
             due += rng.uniform(0.05, 0.15)
         return lateness
 
-    out.put((spin, uvloop.run(keep()) if uvloop else asyncio.run(keep())))
+    out.put((spin, run_async(keep())))
 
 
 def _keep_dues(duration: float, spins: list[float]) -> None:

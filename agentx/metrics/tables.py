@@ -229,9 +229,10 @@ def _client_line(health: dict) -> str:
         line += " - CLIENT-BOUND (CPU)"
     elif verdict == "late_dispatch":
         waited = health.get("runqueue_wait_percent")
-        line += (" - LATE DISPATCH (the client had CPU to spare: its event loop was held, the host woke it late or paused"
-                 + (f" (benchmarks/host_pauses.py), or the host kept it waiting for a CPU {_pct(waited / 100)} of the time)"
-                    if waited is not None else " (benchmarks/host_pauses.py))"))
+        line += (" - LATE DISPATCH (the client had CPU to spare: its event loop was held, the host woke it late or "
+                 "paused (benchmarks/host_pauses.py)"
+                 + (f", or the host kept it waiting for a CPU {_pct(waited / 100)} of the time)" if waited is not None
+                    else ")"))
     return line
 
 
