@@ -33,8 +33,21 @@ import numpy as np
 from agentx.serving import run_async  # uvloop where installed, as bench's client
 
 
+def _side_by_side(jobs: list) -> list:
+    """Run each (function, args) in its own process at once; each puts one result on the queue
+    passed last. The results, in the order they arrived."""
+    out = mp.Queue()
+    procs = [mp.Process(target=f, args=(*args, out)) for f, args in jobs]
+    for p in procs:
+        p.start()
+    results = [out.get() for _ in procs]
+    for p in procs:
+        p.join()
+    return results
+
+
 def _sleeper(duration: float, threshold: float, out) -> None:
-    async def beat() -> list:
+    async def beat() -> tuple[list, list]:
         lateness, stops = [], []
         end = time.perf_counter() + duration
         due = time.perf_counter() + 0.001
@@ -87,13 +100,7 @@ def _dues(duration: float, spin: float, out) -> None:
 
 
 def _keep_dues(duration: float, spins: list[float]) -> None:
-    out = mp.Queue()
-    procs = [mp.Process(target=_dues, args=(duration, spin, out)) for spin in spins]
-    for p in procs:
-        p.start()
-    found = dict(out.get() for _ in procs)
-    for p in procs:
-        p.join()
+    found = dict(_side_by_side([(_dues, (duration, spin)) for spin in spins]))
     print(f"\n| due times kept, spinning the last | dues | p50 ms | p99 ms | max ms | late > 5 ms | > 10 ms |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for spin in spins:
@@ -123,15 +130,10 @@ def main() -> None:
     ap.add_argument("--spin-ms", default=None, help="A,B: then keep due times in two processes spinning A, B ms")
     args = ap.parse_args()
     threshold = args.threshold / 1000
-    out = mp.Queue()
     steal0 = _steal_s()
     load0 = os.getloadavg()[0]
-    procs = [mp.Process(target=f, args=(args.duration, threshold, out)) for f in (_sleeper, _spinner)]
-    for p in procs:
-        p.start()
-    found = {name: (values, stops) for name, values, stops in (out.get() for _ in procs)}
-    for p in procs:
-        p.join()
+    found = {name: (values, stops) for name, values, stops in
+             _side_by_side([(f, (args.duration, threshold)) for f in (_sleeper, _spinner)])}
     steal = None if steal0 is None else _steal_s() - steal0
     print(f"{args.duration:g} s, load {load0:.2f} -> {os.getloadavg()[0]:.2f}, steal over the run "
           f"{'n/a' if steal is None else f'{steal * 1000:.0f} ms'} (all CPUs)")
