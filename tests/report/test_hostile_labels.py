@@ -57,6 +57,9 @@ def _drawn(page) -> list:
     return graphs
 
 
+# About 22 pages with up to 12 Plotly charts each: 25 s on a quiet 2-core host, but over the suite's
+# 300 s hang guard beside two busy processes (Chromium starved about tenfold), so a wider guard.
+@pytest.mark.timeout(1500)
 def test_every_page_draws_with_hostile_labels(hostile_dashboard):
     with chromium_page(allow=hostile_dashboard) as page:
         page.page.goto(hostile_dashboard + "/")
