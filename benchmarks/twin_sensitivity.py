@@ -1,9 +1,9 @@
 """How far the host's noise can move the sim's *modeled* schedule: the butterfly effect the virtual
 twin rule guards against (SPEC section 3 `twin_ttft`, section 10 "The twin").
 
-Replays the demo's points (bundled traces, 8 x H200 Qwen3-235B-A22B, c4 / c8 / c16, 180 modeled
+Replays the demo's points (bundled traces, 8 x H200 Qwen3-235B-A22B, c4 / c6 / c16, 150 modeled
 s, the demo's settings) in virtual time: once as bench's twin does at the demo's speed (the plan
-hears of each end `--reference-ms` modeled ms late: CLIENT_REACTION_S x 2 = 3.8 ms), then `--draws`
+hears of each end `--reference-ms` modeled ms late: CLIENT_REACTION_S x 1.5 = 2.85 ms), then `--draws`
 times with each end heard late by a random delay (exponential, mean `--delay-ms`, seeded): what
 a host adds per request over HTTP, varying from request to request. The next request of the
 session goes out that much later, as over HTTP; the records keep the modeled times, so what moves
@@ -14,7 +14,7 @@ its edge included) and over the requests both windows hold, as the twin rules co
 paired figures, or over 5 % of requests in one window only, mean that a quiet host's runs of these
 points will often be NOT VALID for the twin rules. `--fixed`: every end exactly `--delay-ms` late (one draw is enough).
 
-    python benchmarks/twin_sensitivity.py [--delay-ms 3.8] [--draws 5] [--reference-ms 3.8] [--fixed]
+    python benchmarks/twin_sensitivity.py [--delay-ms 2.85] [--draws 5] [--reference-ms 2.85] [--fixed] [--concurrency 4,6,16] [--duration 150]
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import random
 import tempfile
 from pathlib import Path
 
+from agentx.cli.bench import DEMO_CONCURRENCY, DEMO_DURATION, DEMO_SPEED
 from agentx.data import sample_traces
 from agentx.engine.config import Deployment
 from agentx.replay.folder import report
@@ -33,7 +34,6 @@ from agentx.traces.load import load_sessions
 from agentx.virtual.runner import VirtualRun
 from agentx.virtual.twin import CLIENT_REACTION_S, paired_ttft
 
-DEMO_SPEED = 2.0  # agentx.cli.bench's
 
 
 class LateEnds(VirtualRun):
@@ -68,8 +68,8 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=5)
     ap.add_argument("--reference-ms", type=float, default=reaction_ms, help="The reference's fixed late end.")
     ap.add_argument("--fixed", action="store_true", help="The draws' ends exactly --delay-ms late.")
-    ap.add_argument("--concurrency", default="4,8,16")
-    ap.add_argument("--duration", type=float, default=180.0)
+    ap.add_argument("--concurrency", default=DEMO_CONCURRENCY)
+    ap.add_argument("--duration", type=float, default=DEMO_DURATION)
     args = ap.parse_args()
     sessions = load_sessions([sample_traces()])
     late = f"{args.delay_ms:g} ms" + ("" if args.fixed else f" mean, {args.draws} draws")

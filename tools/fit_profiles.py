@@ -24,9 +24,9 @@ COLLECTIVE = ("assumed, not fitted: 70 % of the datasheet scale-up bandwidth for
 SIBLINGS = {"B300": "B200", "GB200": "B200", "GB300": "B200"}
 DEFAULTS = {"mfu": "the median of the fitted precision classes (bf16 and others have no calibration row)",
             "mbu": "the median of the fitted GPUs (GPUs with neither a calibration row nor a fitted sibling)",
-            "overhead_ms": "the median of the fitted engines",
+            "overhead_ms": "the median of the fitted engines and engine releases (every engine has its own entry)",
             "moe_efficiency": "the median of the fitted MoE models (models without a calibration row)",
-            "kv_efficiency": "the median of the fitted attention kinds"}
+            "kv_efficiency": "the median of the fitted attention kinds, TensorRT-LLM's own included"}
 
 
 def check(rows, table, group: bool) -> None:

@@ -49,6 +49,9 @@ class Row(msgspec.Struct, forbid_unknown_fields=True):
     ep: int = 0
     attention_dp: bool = False
     modeled: bool = True
+    # the release whose per-iteration overhead the row fits apart (presets.timing_key): "0.10" for
+    # the vLLM 0.10.1 / 0.10.2 images; "" for the engine's current entry
+    engine_release: Annotated[str, msgspec.Meta(pattern="^(|0\\.10)$")] = ""
     why_not: Short = ""
     # the engine settings of the run's launch script (`recipe`, in `recipe_source`: InferenceX's
     # benchmarks/ at the last commit of the row's date):
@@ -140,6 +143,11 @@ def row_engine(row: Row, **timing) -> EngineConfig:
     from agentx.engine.timing import Roofline
 
     assert parallelism(row) in PARALLELISMS
+    if row.engine_release and "overhead_s" not in timing:  # the shipped overhead of the row's release
+        from agentx.engine import presets
+
+        timing["overhead_s"] = presets.profile(row.engine, row.hardware, row.precision, row.model,
+                                               row.engine_release).overhead_ms / 1000
     problems = []
     for tp in tp_choice(row):
         cfg = EngineConfig(hardware=row.hardware, model=row.model, gpus=tp, precision=row.precision,

@@ -6,11 +6,12 @@ only one number, its iteration time, so per-row constants would fit anything and
 - MFU per precision class (fp8; fp4 on FP4 tensor cores; fp4 weight-only elsewhere): GEMM
   efficiency is a property of the kernels of a number format;
 - MBU per GPU kind: how much of the datasheet HBM bandwidth streams in practice;
-- the per-iteration overhead per engine (scheduler, launches, sampling, collective latency);
+- the per-iteration overhead per engine (scheduler, launches, sampling, collective latency), and
+  apart for an engine release whose rows show it (vLLM 0.10);
 - the MoE efficiency per model (routed-expert grouped GEMMs, of few tokens per expert, stream
   their weights and run their FLOPs below the dense GEMMs' rates);
 - the KV efficiency per attention kind (gqa, mla: how well the attention kernels stream the
-  paged KV cache, relative to MBU).
+  paged KV cache, relative to MBU), TensorRT-LLM's kernels apart from the others'.
 
 They minimize the squared log error of throughput per GPU and TPOT of `steady_state` over the
 rows (coordinate descent over grids). `held_out` refits everything without each row in turn
@@ -41,7 +42,7 @@ SWEEPS = 6
 
 def key_of(name: str, row: Row) -> str:
     """Which entry of constant `name` a row uses (presets.toml [timing.NAME])."""
-    return presets.timing_key(name, row.engine, row.hardware, row.precision, row.model)
+    return presets.timing_key(name, row.engine, row.hardware, row.precision, row.model, row.engine_release)
 
 
 @dataclass

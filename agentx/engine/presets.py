@@ -126,21 +126,29 @@ def precision_class(precision: str, hardware_key: str) -> str:
     return precision
 
 
-def timing_key(name: str, engine: str, hardware_key: str, precision: str, model_key: str) -> str:
+def timing_key(name: str, engine: str, hardware_key: str, precision: str, model_key: str, release: str = "") -> str:
+    """The entry of constant `name` a deployment takes. `release`: an engine release whose
+    per-iteration overhead was fitted apart (vLLM 0.10, in calibration rows that ran it); TensorRT-LLM's
+    own attention kernels stream the KV cache apart from the other engines' (trtllm-gqa)."""
     if name == "mfu":
         return precision_class(precision, hardware_key)
     if name == "kv_efficiency":
-        return model(model_key).attention  # gqa or mla
-    return {"mbu": hardware_key, "overhead_ms": engine, "moe_efficiency": model_key}[name]
+        attention = model(model_key).attention  # gqa or mla
+        return f"trtllm-{attention}" if engine == "trtllm" else attention
+    if name == "overhead_ms":
+        return f"{engine}-{release}" if release else engine
+    return {"mbu": hardware_key, "moe_efficiency": model_key}[name]
 
 
-def profile(engine: str, hardware_key: str, precision: str, model_key: str) -> Profile:
+def profile(engine: str, hardware_key: str, precision: str, model_key: str, release: str = "") -> Profile:
     if engine not in ENGINES:
         raise AgentxError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
     table = _table()["timing"]
     values, sources = {}, {}
     for name in TIMING:
-        key = timing_key(name, engine, hardware_key, precision, model_key)
+        key = timing_key(name, engine, hardware_key, precision, model_key, release)
+        if key not in table[name] and key.startswith("trtllm-"):  # no TensorRT-LLM row of this attention kind
+            key = key.removeprefix("trtllm-")
         entry = table[name].get(key) or table[name]["default"]
         values[name], sources[name] = entry["value"], f"{key}: {entry['source']}" if key in table[name] else \
             f"{key} has no entry, default: {entry['source']}"

@@ -19,7 +19,7 @@ async def modeled_times(server, port: int, prompt: list[int], stall_s: float) ->
     server.core.new_sequence = lambda *a, **kw: made.append(new_sequence(*a, **kw)) or made[-1]
     try:
         async with aiohttp.ClientSession() as http:
-            body = {"prompt": prompt, "max_tokens": 300, "ignore_eos": True, "stream": True}
+            body = {"prompt": prompt, "max_tokens": 600, "ignore_eos": True, "stream": True}
 
             async def answer():
                 async with http.post(f"http://127.0.0.1:{port}/v1/completions", json=body) as resp:

@@ -69,8 +69,9 @@ def test_no_dram_tier_no_prefetcher():
 
 def test_sim_bench_prefetch_copies_on_joins_and_cuts_ttft(tmp_path):
     """On the bundled traces with a DRAM tier that keeps the parents' prefixes (1 TB) and HBM
-    squeezed, prefetch with harness hints copies parents' prefixes at their subagents' ends and
-    lowers TTFT p90 against LRU; the hit rate (HBM + DRAM) is the same."""
+    squeezed, prefetch with harness hints copies parents' prefixes at their subagents' ends; the
+    hit rate (HBM + DRAM) is the same. What it does to TTFT is a finding, not asserted: here it
+    raises it (SPEC section 6, `prefetch`)."""
     from agentx.engine.config import Deployment
     from agentx.replay.corpus import Corpus
     from agentx.replay.settings import BenchSettings
@@ -91,5 +92,4 @@ def test_sim_bench_prefetch_copies_on_joins_and_cuts_ttft(tmp_path):
         m = report(run.folder.path)["request_metrics"]
         figures[policy] = (m["cache"]["measured_hit_rate"], m["ttft_s"]["p90"])
     assert copied["lru"] == 0 and copied["prefetch"] > 1000
-    assert figures["prefetch"][1] < figures["lru"][1]
     assert abs(figures["prefetch"][0] - figures["lru"][0]) < 0.01

@@ -73,9 +73,10 @@ def test_chat_mode_with_the_sims_tokenizer(sim, sessions, tmp_path):
     result = bench(settings(sim, tmp_path / "chat", wire="chat", concurrency=2, duration=120), sessions)
     prof = [r for r in read_records(tmp_path / "chat") if r.phase == "profile"]
     assert prof and all(r.error is None and r.osl == r.osl_planned for r in prof)
-    # content tokens are exact; the chat template adds a few tokens per message
+    # content tokens are exact; the chat template adds a few tokens per message, and a stream's
+    # n-th request (node n) carries the messages of the turns before it (measured: 33 + 26 n)
     drift = [r.isl - r.isl_planned for r in prof]
-    assert all(0 < d < 200 for d in drift)
+    assert all(0 < d < 64 * (r.node + 1) for d, r in zip(drift, prof))
     assert result["request_metrics"]["isl_drift_tokens_mean"] == pytest.approx(sum(drift) / len(drift))
 
 

@@ -79,17 +79,22 @@ class Page:
 
 
 # per timeline row drawn: where its decode bars are and where it has no request (a gap between two of
-# its requests), in page pixels (segments at least 12 px long, at most `limit` of each)
+# its requests), in page pixels (bars at least 8 px long, gaps 12; at most `limit` bars per row, so
+# every row with a long enough bar is sampled, and `limit` gaps)
 TIMELINE_SAMPLES = """([limit]) => {
     const gd = document.getElementById('fig-timeline'), box = gd.getBoundingClientRect();
     const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
     const t = gd._fullData.find(d => d.name === 'decode'), px = v => box.left + xa._offset + xa.l2p(v);
-    const py = v => box.top + ya._offset + ya.l2p(v), bars = [], byRow = new Map();
+    const py = v => box.top + ya._offset + ya.l2p(v), bars = [], byRow = new Map(), sampled = new Map();
     for (let i = 0; i + 1 < t.x.length; i += 3) {
         const [x0, x1, y] = [t.x[i], t.x[i + 1], t.y[i]];
         if (!byRow.has(y)) byRow.set(y, []);
         byRow.get(y).push([x0, x1]);
-        if (px(x1) - px(x0) >= 12 && bars.length < limit) bars.push([px(x0 + 0.85 * (x1 - x0)), py(y), y]);
+        if (px(x1) - px(x0) >= 8 && (sampled.get(y) || 0) < limit) {
+            const w = px(x1) - px(x0);  // 85 % along, and at least 4 px from its end (an end's antialiasing)
+            bars.push([px(x0) + Math.min(0.85 * w, w - 4), py(y), y]);
+            sampled.set(y, (sampled.get(y) || 0) + 1);
+        }
     }
     const gaps = [];
     const all = gd._fullData.filter(d => d.mode === 'lines');
@@ -119,7 +124,7 @@ def timeline_bars_on_their_rows(page: "Page", color: tuple[int, int, int]) -> in
     run). Returns the rows sampled."""
     page.page.evaluate("document.getElementById('fig-timeline').scrollIntoView({block: 'start'})")
     page.page.wait_for_timeout(300)
-    samples = page.page.evaluate(TIMELINE_SAMPLES, [40])
+    samples = page.page.evaluate(TIMELINE_SAMPLES, [8])
     assert samples["bars"] and samples["gaps"], samples
     png = base64.b64encode(page.page.screenshot()).decode()
     near = lambda rgba: all(abs(a - b) <= 40 for a, b in zip(rgba, color))  # noqa: E731

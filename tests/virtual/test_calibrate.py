@@ -58,6 +58,28 @@ def test_leave_one_group_out_never_fits_a_row_on_its_hardware_and_engine():
         assert 0 < constants["mbu"] <= 1 and 0 < constants["kv_efficiency"] <= 1
 
 
+def test_rows_take_their_engine_releases_overhead_and_trtllms_kv_entry():
+    """vLLM 0.10 rows fit and run with their release's overhead, later vLLM rows with the engine's;
+    TensorRT-LLM's GQA rows take its own KV entry, and an attention kind it has no row for (MLA)
+    falls back to the other engines' entry."""
+    from agentx.engine import presets
+    from agentx.engine.fit import key_of
+
+    rows = {r.id: r for r in load_table().row}
+    old, new, trt = rows["l70-1k1k-h100-fp8-vllm"], rows["gptoss-1k1k-h100-fp4-vllm"], rows["l70-1k1k-h200-fp8-trt"]
+    assert old.engine_release == "0.10" and new.engine_release == ""
+    assert key_of("overhead_ms", old) == "vllm-0.10" and key_of("overhead_ms", new) == "vllm"
+    assert key_of("kv_efficiency", trt) == "trtllm-gqa" and key_of("kv_efficiency", new) == "gqa"
+    release = presets.profile("vllm", "H100", "fp8", "llama-3.1-70b", "0.10")
+    current = presets.profile("vllm", "H100", "fp8", "llama-3.1-70b")
+    assert row_engine(old).overhead_s == pytest.approx(release.overhead_ms / 1000) != current.overhead_ms / 1000
+    assert row_engine(new).overhead_s is None  # the engine's profile: current.overhead_ms
+    trt_mla = presets.profile("trtllm", "H200", "fp8", "deepseek-r1")
+    assert trt_mla.kv_efficiency == presets.profile("sglang", "H200", "fp8", "deepseek-r1").kv_efficiency
+    assert trt_mla.sources["kv_efficiency"].startswith("mla: ")
+    assert presets.profile("trtllm", "H200", "fp8", "llama-3.1-70b").sources["kv_efficiency"].startswith("trtllm-gqa: ")
+
+
 def test_rows_run_with_their_launch_scripts_settings():
     """The recipe's token budget and KV precision reach the engine; TensorRT-LLM's
     free_gpu_memory_fraction is a share of the memory the weights leave."""
@@ -143,7 +165,7 @@ def test_sim_calibrate_prints_json_and_html_for_a_few_rows(tmp_path):
     for r in report["rows"]:
         assert r["tok_s_per_gpu"] > 0 and r["itl_ms"] > 0
         assert r["ratio"] == pytest.approx(r["tok_s_per_gpu"] / r["published_tok_s_per_gpu"])
-        assert "fitted on the 28 other rows" in r["profile"]
+        assert "fitted on the 27 other rows" in r["profile"]
         assert r["source"]["commit"] == "2d1d3d65df4d6cb7773de89d548becc15dafab44"
     assert report["summary"]["total"]["rows"] == 2
     assert "dsr1-1k1k-mi300x-fp8-sglang" in (tmp_path / "cal.html").read_text()

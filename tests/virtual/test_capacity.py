@@ -36,7 +36,9 @@ def test_plan_answers_the_slo_question_locally_and_on_ray_with_identical_points(
         assert a["max_concurrency"] == (max(ok) if ok else None)
         assert (tmp_path / "local" / a["config"] / "c3" / "result.json").exists()
     plain, spec = local
-    assert spec["curve"][0]["p90_norm"] > 1.5 * plain["curve"][0]["p90_norm"]  # what speculation buys at 1 lane
+    # what speculation buys at 1 lane: AL 2.4 tokens a step, for a step that verifies 4 tokens and so
+    # reads the experts 4 tokens touch (1.25 x under #25's sixth-round profile, over 1.5 x before)
+    assert spec["curve"][0]["p90_norm"] > 1.15 * plain["curve"][0]["p90_norm"]
     pytest.importorskip("ray")
     on_ray = run_plan(plan, tmp_path / "ray", ray_address="local")
     assert [a["curve"] for a in on_ray] == [a["curve"] for a in local]
