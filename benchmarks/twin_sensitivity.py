@@ -35,7 +35,6 @@ from agentx.virtual.runner import VirtualRun
 from agentx.virtual.twin import CLIENT_REACTION_S, paired_ttft
 
 
-
 class LateEnds(VirtualRun):
     """A virtual run whose plan hears of each request's end a random delay late (mean `mean_s`)."""
 

@@ -67,7 +67,7 @@ def test_no_dram_tier_no_prefetcher():
     assert EngineCore(EngineConfig(kv_policy="prefetch")).prefetcher is None
 
 
-def test_sim_bench_prefetch_copies_on_joins_and_cuts_ttft(tmp_path):
+def test_sim_bench_prefetch_copies_on_joins_and_keeps_the_hit_rate(tmp_path):
     """On the bundled traces with a DRAM tier that keeps the parents' prefixes (1 TB) and HBM
     squeezed, prefetch with harness hints copies parents' prefixes at their subagents' ends; the
     hit rate (HBM + DRAM) is the same. What it does to TTFT is a finding, not asserted: here it
@@ -79,7 +79,7 @@ def test_sim_bench_prefetch_copies_on_joins_and_cuts_ttft(tmp_path):
     from agentx.virtual.runner import VirtualRun
 
     corpus = Corpus(())
-    figures, copied = {}, {}
+    hit, copied = {}, {}
     for policy, hints in (("lru", "none"), ("prefetch", "harness")):
         out = tmp_path / policy
         settings = BenchSettings.build(out=str(out), url="virtual", concurrency=8, duration=1800, hints=hints,
@@ -89,7 +89,6 @@ def test_sim_bench_prefetch_copies_on_joins_and_cuts_ttft(tmp_path):
         run.execute()
         prefetcher = run.replicas.cores[0].prefetcher
         copied[policy] = prefetcher.counters.join_blocks if prefetcher else 0
-        m = report(run.folder.path)["request_metrics"]
-        figures[policy] = (m["cache"]["measured_hit_rate"], m["ttft_s"]["p90"])
+        hit[policy] = report(run.folder.path)["request_metrics"]["cache"]["measured_hit_rate"]
     assert copied["lru"] == 0 and copied["prefetch"] > 1000
-    assert abs(figures["prefetch"][0] - figures["lru"][0]) < 0.01
+    assert abs(hit["prefetch"] - hit["lru"]) < 0.01

@@ -49,8 +49,11 @@ class Page:
     """A page and everything it said on its console."""
 
     def __init__(self, page):
-        self.page = page
         self.errors: list[str] = []
+        self._listen(page)
+
+    def _listen(self, page) -> None:
+        self.page = page
         page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
         page.on("pageerror", lambda e: self.errors.append(str(e)))
 
@@ -59,11 +62,35 @@ class Page:
 
     def draw_all(self, count: int) -> None:
         """Scroll every chart into view (a page draws a chart when it comes near the viewport) and
-        wait until `count` graphs are drawn."""
+        wait until `count` graphs are drawn. Paced by timers, not animation frames: beside busy
+        processes a headless Chromium's renderer has stopped producing frames, and an await on a
+        frame never returns (an evaluate has no timeout; it held a suite run for 25 minutes)."""
         self.page.evaluate("""async () => { for (const d of document.querySelectorAll('.chart')) {
-            d.scrollIntoView(); await new Promise(r => requestAnimationFrame(() => setTimeout(r, 30))); } }""")
+            d.scrollIntoView(); await new Promise(r => setTimeout(r, 30)); } }""")
         self.page.wait_for_function(f"pending.size === 0 && document.querySelectorAll('.js-plotly-plot').length >= {count}"
-                                    " && [...document.querySelectorAll('.js-plotly-plot')].every(d => d._fullData)")
+                                    " && [...document.querySelectorAll('.js-plotly-plot')].every(d => d._fullData)",
+                                    polling=100)
+
+    def visit(self, url: str, ready: str = "", charts: int = 0, tries: int = 3) -> None:
+        """Open `url` and wait until the JS expression `ready` holds (or, with `charts`, until
+        draw_all draws them). A page whose renderer stopped (a starved host, above) times out and
+        is opened again in a new page, up to `tries` times; the last timeout is raised."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        for attempt in range(tries):
+            try:
+                self.page.goto(url)
+                if charts:
+                    self.draw_all(charts)
+                else:
+                    self.page.wait_for_function(ready, polling=100)
+                return
+            except PlaywrightTimeout:
+                if attempt == tries - 1:
+                    raise
+                old = self.page
+                self._listen(old.context.new_page())
+                old.close()
 
     def click_point(self, graph_id: str, trace: int, point: int) -> None:
         """A real mouse click on a drawn point (its pixel from the graph's axes)."""
