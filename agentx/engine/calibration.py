@@ -13,7 +13,7 @@ from typing import Annotated
 import msgspec
 
 from agentx.engine.config import PARALLELISMS, PRECISIONS, EngineConfig
-from agentx.engine.presets import ENGINES
+from agentx.engine import presets
 from agentx.errors import AgentxError
 
 TABLE = "agentx/engine/calibration.toml"
@@ -82,8 +82,6 @@ class Table(msgspec.Struct):
 @cache
 def load_table() -> Table:
     """The shipped table, checked: every row's source known, engine / precision / hardware valid."""
-    from agentx.engine import presets
-
     raw = tomllib.loads(files("agentx.engine").joinpath("calibration.toml").read_text())
     try:
         table = msgspec.convert(raw, Table)
@@ -92,7 +90,7 @@ def load_table() -> Table:
     for i, row in enumerate(table.row):
         where = f"{TABLE}: row {i + 1} ({row.id})"
         for field, value, known in (("source", row.source, table.sources), ("parallelism_source",
-                                    row.parallelism_source, table.sources), ("engine", row.engine, ENGINES),
+                                    row.parallelism_source, table.sources), ("engine", row.engine, presets.ENGINES),
                                     ("precision", row.precision, PRECISIONS),
                                     ("hardware", row.hardware, presets.hardware_names()),
                                     ("model", row.model, presets.model_names())):
@@ -144,8 +142,6 @@ def row_engine(row: Row, **timing) -> EngineConfig:
 
     assert parallelism(row) in PARALLELISMS
     if row.engine_release and "overhead_s" not in timing:  # the shipped overhead of the row's release
-        from agentx.engine import presets
-
         timing["overhead_s"] = presets.profile(row.engine, row.hardware, row.precision, row.model,
                                                row.engine_release).overhead_ms / 1000
     problems = []

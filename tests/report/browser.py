@@ -117,8 +117,8 @@ TIMELINE_SAMPLES = """([limit]) => {
         const [x0, x1, y] = [t.x[i], t.x[i + 1], t.y[i]];
         if (!byRow.has(y)) byRow.set(y, []);
         byRow.get(y).push([x0, x1]);
-        if (px(x1) - px(x0) >= 8 && (sampled.get(y) || 0) < limit) {
-            const w = px(x1) - px(x0);  // 85 % along, and at least 4 px from its end (an end's antialiasing)
+        const w = px(x1) - px(x0);  // sampled 85 % along, and at least 4 px from its end (its antialiasing)
+        if (w >= 8 && (sampled.get(y) || 0) < limit) {
             bars.push([px(x0) + Math.min(0.85 * w, w - 4), py(y), y]);
             sampled.set(y, (sampled.get(y) || 0) + 1);
         }
