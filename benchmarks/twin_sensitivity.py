@@ -1,7 +1,7 @@
 """How far the host's noise can move the sim's *modeled* schedule: the butterfly effect the virtual
 twin rule guards against (SPEC section 3 `twin_ttft`, section 10 "The twin").
 
-Replays the demo's points (bundled traces, 8 x H200 Qwen3-235B-A22B, c4 / c6 / c16, 150 modeled
+Replays the demo's points (bundled traces, 8 x H200 Qwen3-235B-A22B, c6 / c8 / c12, 150 modeled
 s, the demo's settings) in virtual time: once as bench's twin does at the demo's speed (the plan
 hears of each end `--reference-ms` modeled ms late: CLIENT_REACTION_S x 1.5 = 2.85 ms), then `--draws`
 times with each end heard late by a random delay (exponential, mean `--delay-ms`, seeded): what
@@ -14,7 +14,7 @@ its edge included) and over the requests both windows hold, as the twin rules co
 paired figures, or over 5 % of requests in one window only, mean that a quiet host's runs of these
 points will often be NOT VALID for the twin rules. `--fixed`: every end exactly `--delay-ms` late (one draw is enough).
 
-    python benchmarks/twin_sensitivity.py [--delay-ms 2.85] [--draws 5] [--reference-ms 2.85] [--fixed] [--concurrency 4,6,16] [--duration 150]
+    python benchmarks/twin_sensitivity.py [--delay-ms 2.85] [--draws 5] [--reference-ms 2.85] [--fixed] [--concurrency 6,8,12] [--duration 150]
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from agentx.replay.client import Client, Exchange
 from agentx.replay.hints import hint_headers, hint_member
 from agentx.replay.plan import Dispatch
 from agentx.replay.session_ids import with_body_field
+from agentx.replay.stream import first_token_at
 
 
 class HttpSender:
@@ -76,6 +77,7 @@ class HttpSender:
             return rec
         rec.start, rec.end = (res.start - base) * scale, (res.end - base) * scale
         self.run.identity.answered(d.tree, d.graph.nodes[d.node].stream, res.set_cookie)
+        res.first = first_token_at(res)
         rec.ttft = (res.first - res.start) * scale if res.first is not None else None
         rec.isl, rec.osl, rec.cached = res.prompt_tokens, res.completion_tokens, res.cached_tokens
         if rec.osl is None and res.error is None:
@@ -89,7 +91,7 @@ class HttpSender:
             rec.modeled_ttft, rec.modeled_e2el = m.ttft_s, m.e2el_s
             rec.sim_first_lag, rec.sim_last_lag = m.first_token_lag_s, m.last_token_lag_s
         if res.error is None and res.first is None:
-            rec.error = "empty"  # a 200 with no output at all
+            rec.error = "empty"  # a 200 with no token at all
         if self.keep_chunks:
             rec.chunk_times = [(t - res.start) * scale for t in res.chunk_times]
         return rec

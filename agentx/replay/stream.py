@@ -13,6 +13,7 @@ import msgspec
 class Result:
     start: float  # perf_counter seconds
     first: float | None = None  # first chunk carrying output
+    finished: float | None = None  # the chunk that carried the finish reason
     end: float | None = None  # last output chunk (or the failure)
     chunks: int = 0  # chunks that carried output (reasoning or content)
     reasoning_chunks: int = 0  # of them, reasoning
@@ -27,6 +28,15 @@ class Result:
     detail: str | None = None
     set_cookie: str | None = None  # the response's Set-Cookie lines (a session-affinity gateway's)
     modeled: SimTimings | None = None  # agentx-sim's modeled timings of this request (its `agentx_sim` object)
+
+
+def first_token_at(res: Result) -> float | None:
+    """When the first token was seen: the first chunk carrying text; for an answer whose tokens all
+    printed nothing (the usage counts them, no chunk carries text: a lone byte of a multi-byte
+    character, which servers hold back), the chunk that carried its finish reason."""
+    if res.first is None and res.error is None and res.completion_tokens and res.finished is not None:
+        return res.finished
+    return res.first
 
 
 # Words of a 400 answer that mean the prompt overflowed the context (vLLM, SGLang, llama.cpp).
@@ -118,6 +128,8 @@ def openai_event(event: bytes, now: float, res: Result, keep_chunks: bool) -> bo
                     res.chunk_times.append(now)
             if c.finish_reason:
                 res.finish_reason = c.finish_reason
+                if res.finished is None:
+                    res.finished = now
         if chunk.agentx_sim is not None:
             res.modeled = chunk.agentx_sim
         if chunk.usage is not None:

@@ -58,7 +58,7 @@ def test_kv_capacity_is_hbm_share_minus_weights():
     cfg = EngineConfig(hardware="H200", gpus=8, model="llama-3.1-70b", gpu_memory_utilization=0.9)
     roof = Roofline(cfg)
     per_token = 80 * 1 * 128 * 2 * 2  # layers x KV heads per GPU x head dim x (K, V) x bf16
-    free = 141e9 * 0.9 - 70.6e9 * 2 / 8
+    free = 143_771 * 2**20 * 0.9 - 70.6e9 * 2 / 8  # the H200's memory as nvidia-smi reads it
     assert roof.kv_bytes_per_token == per_token
     assert roof.kv_capacity_tokens == int(free // per_token)
     # MLA keeps one latent per token and replicates it on every rank

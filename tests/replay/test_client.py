@@ -8,6 +8,7 @@ import pytest
 
 from agentx.errors import AgentxError
 from agentx.replay.client import Client
+from agentx.replay.stream import first_token_at
 
 
 def sse(n: int, crlf: bool = False) -> bytes:
@@ -158,3 +159,21 @@ def test_nothing_listening_is_a_connect_error():
 def test_bad_base_url():
     with pytest.raises(AgentxError, match="http://host"):
         Client("ftp://x")
+
+
+def test_an_answer_whose_tokens_print_nothing_is_a_token_seen_at_its_finish():
+    """llama.cpp holds back a lone byte of a multi-byte character: a 1-token answer can stream no
+    text at all while its usage counts the token. That is an answer, first seen at the chunk that
+    carries its finish reason; a 200 whose usage counts no token is the `empty` failure."""
+    def textless(tokens: int) -> bytes:
+        role = {"choices": [{"delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
+        last = {"choices": [{"delta": {"content": ""}, "finish_reason": "length"}],
+                "usage": {"prompt_tokens": 7, "completion_tokens": tokens}}
+        events = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in (role, last))
+        return OK + b"Content-Length: %d\r\n\r\n" % len(events + b"data: [DONE]\n\n") + events + b"data: [DONE]\n\n"
+
+    results, _ = run([textless(1), textless(0)], [b"{}", b"{}"])
+    one, none = results
+    assert one.error is None and one.chunks == 0 and one.first is None and one.completion_tokens == 1
+    assert first_token_at(one) == one.finished and one.start < one.finished <= one.end
+    assert none.completion_tokens == 0 and first_token_at(none) is None  # the sender records `empty`
