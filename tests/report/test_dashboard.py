@@ -82,8 +82,7 @@ def test_answer_layer_and_compare(served, tmp_path):
         page.page.screenshot(path=tmp_path / "compare.png", full_page=True)
         assert page.errors == []
     with chromium_page(allow=served) as fresh:  # the URL is the comparison
-        fresh.page.goto(served + href)
-        fresh.page.wait_for_function("document.body.dataset.drawn === 'yes'")
+        fresh.visit(served + href, "document.body.dataset.drawn === 'yes'")
         check_compare(fresh, served, a, b)
         assert fresh.errors == []
 
@@ -130,13 +129,11 @@ def test_every_filter_and_axis(served, tmp_path):
                 assert "No points to show" in page.page.inner_text("#no-points"), name
         for axis, labels in (("x", X_LABELS), ("y", Y_LABELS)):
             for key, label in labels.items():
-                page.page.goto(f"{served}/?{axis}={key}")
-                page.page.wait_for_function("document.getElementById('frontier')._fullLayout !== undefined")
+                page.visit(f"{served}/?{axis}={key}", "document.getElementById('frontier')._fullLayout !== undefined")
                 title = page.page.evaluate(f"document.getElementById('frontier').layout.{axis}axis.title.text")
                 drawn = page.page.evaluate("document.getElementById('frontier').data.length")
                 assert title == label or drawn == 0, (key, title)  # an empty chart says why
-        page.page.goto(served + "/")
-        page.page.wait_for_function("document.getElementById('frontier')._fullLayout !== undefined")
+        page.visit(served + "/", "document.getElementById('frontier')._fullLayout !== undefined")
         page.page.check("#log-x")
         page.page.wait_for_function("document.getElementById('frontier')._fullLayout.xaxis.type === 'log'")
         assert "logx=1" in page.page.url

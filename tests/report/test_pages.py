@@ -22,8 +22,7 @@ FRONTIERS = {"frontier"}
 
 def test_frontier_page_to_point_page(dashboard, tmp_path):
     with chromium_page(allow=dashboard) as page:
-        page.page.goto(dashboard + "/")
-        page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 1")
+        page.visit(dashboard + "/", "document.querySelectorAll('.js-plotly-plot').length >= 1")
         assert_every_graph_has_points(page, FRONTIERS)
         assert page.page.locator("#sweep-table tr").count() == 3  # header + c2 + c6
         page.page.screenshot(path=tmp_path / "frontier.png", full_page=True)
@@ -53,8 +52,7 @@ def test_frontier_page_to_point_page(dashboard, tmp_path):
         page.page.wait_for_function("document.getElementById('frontier')._fullData !== undefined")
         assert page.page.locator("#sweep-table tr").count() == 3
 
-        page.page.goto(dashboard + "/")
-        page.page.wait_for_function("document.getElementById('frontier')._fullData !== undefined")
+        page.visit(dashboard + "/", "document.getElementById('frontier')._fullData !== undefined")
         fig = page.page.evaluate("""() => document.getElementById('frontier')._fullData
             .map((t, i) => [i, t.visible, t.customdata, t.text])""")
         # a label is the concurrency, then the parallelism where set ("c6 TP8")
