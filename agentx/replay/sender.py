@@ -77,8 +77,8 @@ class HttpSender:
             return rec
         rec.start, rec.end = (res.start - base) * scale, (res.end - base) * scale
         self.run.identity.answered(d.tree, d.graph.nodes[d.node].stream, res.set_cookie)
-        res.first = first_token_at(res)
-        rec.ttft = (res.first - res.start) * scale if res.first is not None else None
+        first = first_token_at(res)
+        rec.ttft = (first - res.start) * scale if first is not None else None
         rec.isl, rec.osl, rec.cached = res.prompt_tokens, res.completion_tokens, res.cached_tokens
         if rec.osl is None and res.error is None:
             rec.osl = res.chunks
@@ -90,7 +90,7 @@ class HttpSender:
             m = res.modeled
             rec.modeled_ttft, rec.modeled_e2el = m.ttft_s, m.e2el_s
             rec.sim_first_lag, rec.sim_last_lag = m.first_token_lag_s, m.last_token_lag_s
-        if res.error is None and res.first is None:
+        if res.error is None and first is None:
             rec.error = "empty"  # a 200 with no token at all
         if self.keep_chunks:
             rec.chunk_times = [(t - res.start) * scale for t in res.chunk_times]
