@@ -26,7 +26,8 @@ DEFAULTS = {"mfu": "the median of the fitted precision classes (bf16 and others 
             "mbu": "the median of the fitted GPUs (GPUs with neither a calibration row nor a fitted sibling)",
             "overhead_ms": "the median of the fitted engines and engine releases (every engine has its own entry)",
             "moe_efficiency": "the median of the fitted MoE models (models without a calibration row)",
-            "kv_efficiency": "the median of the fitted attention kinds, TensorRT-LLM's own included"}
+            "kv_efficiency": "the median of the fitted attention kinds, TensorRT-LLM's own included",
+            "roofline_norm": "the one fitted value"}
 
 
 def check(rows, table, group: bool) -> None:

@@ -49,7 +49,7 @@ def sim_serve_cmd(
 
 # what `sim bench` leaves to `sim serve` (the timing model's tuning) and to bench (schedule mode)
 SIM_BENCH_SKIPS = ("block_size", "num_gpu_blocks_override", "mfu", "mbu", "overhead_s", "moe_efficiency", "kv_efficiency",
-                   "host_link_efficiency", "host_links", "mode", "time_scale", "warmup_seconds")
+                   "roofline_norm", "host_link_efficiency", "host_links", "mode", "time_scale", "warmup_seconds")
 
 
 @sim_app.command("bench")

@@ -60,6 +60,8 @@ class EngineConfig:
                                    "streaming (MBU) and FLOPs (MFU) (0: the profile's).", min=0, max=1)
     kv_efficiency: float = option(0.0, "KV cache streaming by attention relative to MBU (0: the profile's).", min=0,
                                   max=1)
+    roofline_norm: float = option(0.0, "An iteration's compute and memory times combine as their p-norm, this p "
+                                  "(0: the profile's; large: the larger of the two).", min=0, max=100)
     host_link_efficiency: float = option(0.5, "Achieved / peak host-link bandwidth for KV block copies.",
                                          gt=0, max=1)
     host_links: int = option(1, "Host links a KV transfer is striped over.", min=1)

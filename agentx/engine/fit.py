@@ -31,12 +31,13 @@ import numpy as np
 from agentx.engine import presets
 from agentx.engine.calibration import Row, row_engine
 from agentx.engine.steady import Steady, steady_mix, steady_state
-from agentx.engine.timing import Roofline
+from agentx.engine.timing import Roofline, overlap
 
 GRIDS = {"mfu": np.arange(0.05, 0.951, 0.05), "mbu": np.arange(0.30, 1.001, 0.05),
          "overhead_ms": np.array([0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40], dtype=float),
-         "moe_efficiency": np.arange(0.20, 1.001, 0.05), "kv_efficiency": np.arange(0.10, 1.001, 0.05)}
-START = {"mfu": 0.4, "mbu": 0.7, "overhead_ms": 5.0, "moe_efficiency": 0.7, "kv_efficiency": 1.0}
+         "moe_efficiency": np.arange(0.20, 1.001, 0.05), "kv_efficiency": np.arange(0.10, 1.001, 0.05),
+         "roofline_norm": np.array([1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 6.0, 10.0])}
+START = {"mfu": 0.4, "mbu": 0.7, "overhead_ms": 5.0, "moe_efficiency": 0.7, "kv_efficiency": 1.0, "roofline_norm": 10.0}
 SWEEPS = 6
 
 
@@ -60,7 +61,8 @@ class PhaseTerms:
 
     def step(self, c: dict) -> float:
         memory = (self.dense + self.experts / c["moe_efficiency"] + self.kv / c["kv_efficiency"]) / c["mbu"]
-        return max((self.compute + self.compute_experts / c["moe_efficiency"]) / c["mfu"], memory) + self.collective + c["overhead_ms"] / 1000
+        compute = (self.compute + self.compute_experts / c["moe_efficiency"]) / c["mfu"]
+        return overlap(compute, memory, c["roofline_norm"]) + self.collective + c["overhead_ms"] / 1000
 
 
 @dataclass
@@ -152,6 +154,6 @@ def held_out(rows: list[Row], group: bool = False,
 
 def predict(roof: Roofline, row: Row, c: dict) -> Steady:
     roof.mfu, roof.mbu, roof.overhead_s = c["mfu"], c["mbu"], c["overhead_ms"] / 1000
-    roof.moe_eff, roof.kv_eff = c["moe_efficiency"], c["kv_efficiency"]
+    roof.moe_eff, roof.kv_eff, roof.norm = c["moe_efficiency"], c["kv_efficiency"], c["roofline_norm"]
     mean = (1 + row.range_ratio) / 2
     return steady_state(roof, row.isl * mean, row.osl * mean, row.concurrency)

@@ -111,12 +111,13 @@ class Profile:
     overhead_ms: float
     moe_efficiency: float  # routed-expert GEMMs relative to dense ones, in streaming (mbu) and FLOPs (mfu)
     kv_efficiency: float  # KV cache streaming by the attention kernels, relative to mbu, per attention kind
+    roofline_norm: float  # compute and memory time combine as their p-norm (timing.overlap)
     collective_efficiency: float
     sources: dict
 
 
 ENGINES = ("vllm", "sglang", "trtllm", "atom")
-TIMING = ("mfu", "mbu", "overhead_ms", "moe_efficiency", "kv_efficiency")
+TIMING = ("mfu", "mbu", "overhead_ms", "moe_efficiency", "kv_efficiency", "roofline_norm")
 
 
 def precision_class(precision: str, hardware_key: str) -> str:
@@ -137,6 +138,8 @@ def timing_key(name: str, engine: str, hardware_key: str, precision: str, model_
         return f"trtllm-{attention}" if engine == "trtllm" else attention
     if name == "overhead_ms":
         return f"{engine}-{release}" if release else engine
+    if name == "roofline_norm":
+        return "all"  # one shape of the roofline's ridge for every deployment
     return {"mbu": hardware_key, "moe_efficiency": model_key}[name]
 
 

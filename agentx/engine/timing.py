@@ -72,6 +72,15 @@ KV_BYTES = {"bf16": 2, "fp8": 1, "nvfp4": 1, "mxfp4": 1}
 ACTIVATION_BYTES = 2  # BF16 activations on the wire (all-reduce, all-to-all)
 
 
+def overlap(compute: float, memory: float, norm: float) -> float:
+    """An iteration's busy time from its compute and memory times: their `norm`-norm, which is the
+    larger of the two far from the ridge point and more than it near there (kernels whose loads
+    and math are both substantial overlap them only in part)."""
+    if not compute or not memory:
+        return compute or memory
+    return (compute ** norm + memory ** norm) ** (1 / norm)
+
+
 class Roofline:
     def __init__(self, cfg: EngineConfig):
         hw, m = presets.hardware(cfg.hardware), presets.model(cfg.model)
@@ -83,6 +92,9 @@ class Roofline:
         self.collective_eff = self.profile.collective_efficiency
         self.moe_eff = cfg.moe_efficiency or self.profile.moe_efficiency
         self.kv_eff = cfg.kv_efficiency or self.profile.kv_efficiency
+        self.norm = cfg.roofline_norm or self.profile.roofline_norm
+        if self.norm < 1:
+            raise AgentxError(f"roofline_norm {self.norm:g} is below 1: the busy time would exceed compute plus memory")
         g, dep = cfg.gpus, cfg.parallelism == "dep"
         self.dtype_bytes = KV_BYTES[cfg.precision if cfg.kv_cache_dtype == "auto" else cfg.kv_cache_dtype]
         self.peak_flops, self.attn_flops = self._peaks(hw, cfg.precision)
@@ -213,7 +225,7 @@ class Roofline:
     def iteration_s(self, work: Work) -> float:
         if not work.new_tokens:
             return 0.0
-        busy = max(self.compute_s(work), self.memory_s(work)) + self.collective_s(work.new_tokens)
+        busy = overlap(self.compute_s(work), self.memory_s(work), self.norm) + self.collective_s(work.new_tokens)
         return busy + self.overhead_s + self.transfer_s(work.loaded_tokens)
 
     def describe(self) -> str:

@@ -63,10 +63,12 @@ def run_row(row: Row, params, fitted_on: list[str], out: str, prompts_per_lane: 
     from agentx.virtual.runner import sim_bench
 
     timing = {"mfu": params["mfu"], "mbu": params["mbu"], "overhead_s": params["overhead_ms"] / 1000,
-              "moe_efficiency": params["moe_efficiency"], "kv_efficiency": params["kv_efficiency"]} if params else {}
+              "moe_efficiency": params["moe_efficiency"], "kv_efficiency": params["kv_efficiency"],
+              "roofline_norm": params["roofline_norm"]} if params else {}
     cfg = row_engine(row, **timing)
     profile = (f"left out: mfu {params['mfu']:g}, mbu {params['mbu']:g}, overhead {params['overhead_ms']:g} ms, "
-               f"MoE efficiency {params['moe_efficiency']:g}, KV efficiency {params['kv_efficiency']:g}, fitted on the {len(fitted_on)} {'rows of other hardware x engine pairs' if group else 'other rows'}"
+               f"MoE efficiency {params['moe_efficiency']:g}, KV efficiency {params['kv_efficiency']:g}, "
+               f"roofline norm {params['roofline_norm']:g}, fitted on the {len(fitted_on)} {'rows of other hardware x engine pairs' if group else 'other rows'}"
                if params else "shipped constants (fitted on every row)")
     sc = Scenario(row.isl, row.osl, row.range_ratio)
     base = dict(id=row.id, group=row.group, model=row.model, precision=row.precision,

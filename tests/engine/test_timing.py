@@ -5,7 +5,7 @@ import pytest
 
 from agentx.engine import presets
 from agentx.engine.config import EngineConfig
-from agentx.engine.timing import Roofline, Work
+from agentx.engine.timing import Roofline, Work, overlap
 from agentx.errors import AgentxError
 
 NUMERIC_HW = [f.name for f in fields(presets.Hardware) if f.type == "float"]
@@ -95,6 +95,27 @@ def test_time_grows_with_uncached_tokens_and_decode_is_memory_bound():
     assert dense.iteration_s(d8) < 1.2 * dense.iteration_s(d)
     assert roof.weight_bytes_per_gpu(8) > 4 * roof.weight_bytes_per_gpu(1)
     assert math.isclose(roof.iteration_s(Work()), 0.0)
+
+
+def test_compute_and_memory_combine_as_their_norm():
+    """Far from the ridge point the larger time binds; at it, both count (kernels overlap their
+    loads and math only in part); norm 1 adds them, a large norm takes the larger."""
+    assert overlap(1.0, 0.01, 2.5) == pytest.approx(1.0, rel=1e-4)
+    assert overlap(1.0, 1.0, 2.5) == pytest.approx(2 ** 0.4)
+    assert overlap(1.0, 1.0, 1.0) == 2.0
+    assert overlap(0.3, 0.0, 2.5) == 0.3
+    w = Work()
+    for _ in range(64):  # a decode batch near the ridge of the dense 70B model on one H200
+        w.add(1_500, 1)
+    cfg = dict(model="llama-3.1-70b", hardware="H200", gpus=1, precision="fp8")
+    c, m = Roofline(EngineConfig(**cfg)).compute_s(w), Roofline(EngineConfig(**cfg)).memory_s(w)
+    at = {p: Roofline(EngineConfig(**cfg, roofline_norm=p)).iteration_s(w) for p in (1.0, 2.5, 100.0)}
+    overhead = Roofline(EngineConfig(**cfg)).overhead_s
+    assert at[1.0] == pytest.approx(c + m + overhead)
+    assert at[100.0] == pytest.approx(max(c, m) + overhead, rel=1e-2)
+    assert at[100.0] < at[2.5] < at[1.0]
+    with pytest.raises(AgentxError, match="roofline_norm 0.5 is below 1"):
+        Roofline(EngineConfig(roofline_norm=0.5))
 
 
 def test_cpu_loads_add_their_transfer_time():
