@@ -68,7 +68,8 @@ def timing_section(rows, table, values) -> str:
         for key, value in sorted(values[name].items()):
             users = [r.id for r in rows if key_of(name, r) == key]
             how = ("no routed experts: unused" if name == "moe_efficiency" and
-                   all(not table[u].experts for u in users) else f"fitted on {', '.join(users)}")
+                   all(not table[u].experts for u in users) else
+                   f"fitted on all {len(rows)} modeled rows" if len(users) == len(rows) else f"fitted on {', '.join(users)}")
             out.append(f'"{key}" = {{ value = {value:g}, source = "{how}" }}')
         if name == "mbu":
             for gpu, sibling in SIBLINGS.items():

@@ -1,7 +1,7 @@
 """Modeled GPU power of one engine core (SPEC §6, "Power"): every GPU of its tensor-parallel
 group draws the preset's idle power, plus (TDP - idle) while an iteration keeps it busy.
 
-An iteration of duration d is busy for max(compute, memory) of it (the roofline time, without
+An iteration of duration d is busy for its roofline time (compute and memory combined, timing.overlap; without
 the fixed per-iteration overhead and the host-link loads, when the GPU waits), so the draw
 averaged over an iteration is idle + (TDP - idle) x busy / d, and an idle engine draws idle.
 Energy per GPU at modeled time t is idle x t + (TDP - idle) x (busy seconds up to t), an

@@ -2,8 +2,14 @@
 
 Per iteration, per GPU of the tensor-parallel group (everything is split evenly over it):
 
-    duration = max(compute, memory) + overhead + host_load
+    duration = (compute^p + memory^p)^(1/p) + collectives + overhead + host_load
 
+- p = roofline_norm (one constant for every deployment, fitted on the calibration table: 2.5):
+  far from the ridge point the larger of compute and memory binds, as in the plain roofline
+  (p -> infinity); near it both count, since kernels whose loads and math are both substantial
+  overlap them only in part (at equal compute and memory times, 2^(1/2.5) = 1.32 x either). The
+  iterations this moves are decodes of batches big enough to approach the ridge (a dense 70B
+  model's 64-128 decodes on one GPU) and short prefills beside many decodes.
 - compute = FLOPs / (peak dense FLOP/s of the precision x MFU), with
   FLOPs = 2 x active params x new tokens + attention FLOPs; the routed experts' share of the
   active params counts 1 / moe_efficiency times (grouped GEMMs over small per-expert shapes, with
@@ -76,9 +82,8 @@ def overlap(compute: float, memory: float, norm: float) -> float:
     """An iteration's busy time from its compute and memory times: their `norm`-norm, which is the
     larger of the two far from the ridge point and more than it near there (kernels whose loads
     and math are both substantial overlap them only in part)."""
-    if not compute or not memory:
-        return compute or memory
-    return (compute ** norm + memory ** norm) ** (1 / norm)
+    high, low = max(compute, memory), min(compute, memory)
+    return high * (1 + (low / high) ** norm) ** (1 / norm) if low else high
 
 
 class Roofline:
