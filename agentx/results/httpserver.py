@@ -2,7 +2,9 @@
 
 - A request's head and body must arrive within `request_timeout_s` of the connection opening (or
   of the previous response): uvicorn has no such deadline (a half-sent head was held open
-  indefinitely), so its h11 protocol gets one here. An idle keep-alive connection closes after 5 s.
+  indefinitely), so its h11 protocol gets one here. The deadline bounds reading a request, never
+  writing its answer: once the request is whole (h11's DONE, or MUST_CLOSE for `Connection: close`
+  and HTTP/1.0 clients) it is off. An idle keep-alive connection closes after 5 s.
 - Memory stays bounded: route handlers run on at most `workers` threads (anyio's default is 40:
   each thread reserves its stack and a malloc arena, 2 GB of address space at 40), the database
   pool holds as many connections, pyarrow's thread pools as many threads, and glibc keeps at most
@@ -20,6 +22,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter
+_RECEIVING = (h11.IDLE, h11.SEND_BODY)  # the client's states while a request is still being read
 
 
 @dataclass(frozen=True)
@@ -42,12 +45,12 @@ def timed_protocol(timeout_s: float) -> type[H11Protocol]:
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
-            if self.conn.their_state is h11.DONE:
+            if self.conn.their_state not in _RECEIVING:  # the request is whole
                 self._disarm()
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            if not self.transport.is_closing() and self.conn.their_state is not h11.DONE:
+            if not self.transport.is_closing() and self.conn.their_state in _RECEIVING:
                 self._arm()
 
         def connection_lost(self, exc) -> None:
@@ -65,7 +68,7 @@ def timed_protocol(timeout_s: float) -> type[H11Protocol]:
 
         def _expire(self) -> None:
             self._deadline = None
-            if self.conn.their_state is not h11.DONE and not self.transport.is_closing():
+            if self.conn.their_state in _RECEIVING and not self.transport.is_closing():
                 self.transport.close()
 
     return TimedH11
