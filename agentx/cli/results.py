@@ -23,6 +23,21 @@ def _say(message: str) -> None:
     err_console.print(message, highlight=False, soft_wrap=True)
 
 
+def _stored(value) -> str:
+    """A stored string as printed: terminal control characters (ANSI, OSC 8, CR) escaped, rich
+    markup inert; "-" for none."""
+    from rich.markup import escape
+
+    from agentx.userfiles import shown
+
+    return "-" if value is None or value == "" else escape(shown(str(value)))
+
+
+def _say_plain(message: str) -> None:
+    """A line on stderr printed as it is (no rich markup read in it)."""
+    err_console.print(message, highlight=False, markup=False, soft_wrap=True)
+
+
 # filters of `db points` and `frontier`: exact matches on the deployment's labels and the dataset
 OPT_MODEL = typer.Option(None, "--model", help="Only points of this model (exact name).")
 OPT_HARDWARE = typer.Option(None, "--hardware", help="Only points on this hardware (e.g. H200).")
@@ -82,16 +97,29 @@ def db_points_cmd(
                         points.c.p90_e2e_norm_intvty, points.c.valid, points.c.started_at)
                  .join(deployments, points.c.deployment_id == deployments.c.id),
                  Filters(model=model, hardware=hardware, engine=engine, dataset=dataset))
+    from agentx.results.query import unsound
+    from agentx.userfiles import shown
+
     with _engine(db).connect() as conn:
-        rows = conn.execute(q.order_by(points.c.id)).all()
+        rows = [dict(r._mapping) for r in conn.execute(q.order_by(points.c.id))]
     fmt = lambda v, f: "-" if v is None else f.format(v)  # noqa: E731
+    text = lambda v: "-" if v is None or v == "" else shown(str(v))  # noqa: E731
     print(f"{'point':>6} {'status':<7} {'source':<7} {'hardware':<9} {'engine':<16} {'lanes':>5} {'tok/s/GPU':>10} "
           f"{'E2E-norm p90':>12} {'valid':<6} {'started':<17} model")
+    skipped = 0
     for r in rows:
-        print(f"{r.id:>6} {r.status:<7} {r.source:<7} {r.hardware or '-':<9} {r.engine or '-':<16} "
-              f"{fmt(r.concurrency, '{}'):>5} {fmt(r.tput_per_gpu, '{:,.1f}'):>10} "
-              f"{fmt(r.p90_e2e_norm_intvty, '{:,.2f}'):>12} {fmt(r.valid, '{}'):<6} {(r.started_at or '-')[:16]:<17} "
-              f"{r.model or '-'}")
+        if reason := unsound(r):
+            _say_plain(f"skipped point {r['id']}: its stored row is corrupt ({shown(reason)})")
+            skipped += 1
+            continue
+        print(f"{r['id']:>6} {text(r['status']):<7} {text(r['source']):<7} {text(r['hardware']):<9} "
+              f"{text(r['engine']):<16} {fmt(r['concurrency'], '{}'):>5} {fmt(r['tput_per_gpu'], '{:,.1f}'):>10} "
+              f"{fmt(r['p90_e2e_norm_intvty'], '{:,.2f}'):>12} {fmt(r['valid'], '{}'):<6} "
+              f"{text(r['started_at'])[:16]:<17} {text(r['model'])}")
+    if skipped:
+        from agentx.errors import AgentxError
+
+        raise AgentxError(f"{skipped} of {len(rows)} stored points skipped (corrupt rows), the others listed")
 
 
 @db_app.command("import-aiperf")
@@ -147,23 +175,27 @@ def frontier_cmd(
     from agentx.results.frontier import at_x, frontier, load_points
     from agentx.results.query import Filters
 
-    rows = load_points(_engine(db), Filters(model=model, hardware=hardware, engine=engine, dataset=dataset), x, y)
+    skipped = []
+    rows = load_points(_engine(db), Filters(model=model, hardware=hardware, engine=engine, dataset=dataset), x, y,
+                       skipped)
+    for bad in skipped:
+        _say_plain(f"skipped point {bad['id']}: its stored row is corrupt ({bad['reason']})")
     curves = frontier(rows, x, y, per_curve=not overall)
     if not curves:
         console.print("no stored points match")
         return
     for curve in curves:
-        title = "all deployments" if overall else " / ".join(str(v) for v in curve.key.values())
+        title = "all deployments" if overall else " / ".join(_stored(v) for v in curve.key.values())
         t = Table(title=f"{title}: {y} against {x}", title_justify="left", show_edge=False)
         for col in ("point", "lanes", x, y, "parallelism", "spec decoding", "KV offload", "valid"):
             t.add_column(col, justify="right")
         for r in curve.points:
-            t.add_row(str(r["id"]), str(r["concurrency"]), f"{r[x]:,.3f}", f"{r[y]:,.1f}", r["parallelism"] or "-",
-                      r["spec_decoding"] or "-", r["kv_offload"] or "-", "yes" if r["valid"] else "no")
+            t.add_row(str(r["id"]), str(r["concurrency"]), f"{r[x]:,.3f}", f"{r[y]:,.1f}", _stored(r["parallelism"]),
+                      _stored(r["spec_decoding"]), _stored(r["kv_offload"]), "yes" if r["valid"] else "no")
         console.print(t)
         for r in curve.invalid:
-            console.print(f"  off the curve: point {r['id']} (c{r['concurrency']}) NOT VALID: {'; '.join(r['reasons'])}",
-                          highlight=False)
+            console.print(f"  off the curve: point {r['id']} (c{r['concurrency']}) NOT VALID: "
+                          f"{'; '.join(_stored(v) for v in r['reasons'])}", highlight=False)
         if at is not None:
             found = at_x(curve, x, y, at)
             if found is None:
@@ -172,7 +204,7 @@ def frontier_cmd(
             lanes = " and ".join(f"c{n}" for n in found["concurrency"])
             how = f"interpolated between {lanes}" if found["interpolated"] else f"measured at {lanes}"
             console.print(f"  {y} at {x} = {at:g}: {found['value']:,.1f} ({how} of deployment {found['deployment_id']}: "
-                          f"{found['configuration']})", highlight=False)
+                          f"{_stored(found['configuration'])})", highlight=False)
 
 
 def serve_cmd(

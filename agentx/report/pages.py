@@ -31,7 +31,8 @@ from agentx.report.compare import figure_rows, overlay_charts, settings_rows
 from agentx.report.frontier_chart import X_LABELS, Y_LABELS, Palette, deployment_label, frontier_chart
 from agentx.results import frontier as fr
 from agentx.results.api import MAX_ID, ItemId
-from agentx.results.query import KINDS, LABEL_FILTERS, Filters, filtered
+from agentx.results.query import KINDS, LABEL_FILTERS, Filters, filtered, unsound
+from agentx.serving import log_line
 from agentx.results.schema import conversations, datasets, deployments, point_blobs, points
 from agentx.results.points import unpack
 from agentx.traces.digest import digest_stats
@@ -107,7 +108,8 @@ class _Pages:
         """Every axis metric of the points the filters match (a pinned tooltip shows them all)."""
         q = filtered(select(points.c.id, *[fr.metric_column(k) for k in (*X_LABELS, *Y_LABELS)])
                      .join(deployments, points.c.deployment_id == deployments.c.id), f)
-        return {r.id: fr.with_derived(dict(r._mapping)) for r in self.rows(q.where(points.c.status == "ok"))}
+        rows = (dict(r._mapping) for r in self.rows(q.where(points.c.status == "ok")))
+        return {r["id"]: fr.with_derived(r) for r in rows if not unsound(r)}
 
     def digest(self, dataset_id: int) -> dict | None:
         """The dataset's stored digest (datasets.summary), None when it has none."""
@@ -144,9 +146,11 @@ def _frontier_route(app: FastAPI, db: _Pages) -> None:
                       logy: bool = False) -> str:
         f = _page_filters(request)
         try:
-            found = fr.load_points(db.engine, f, x, y)
+            found = fr.load_points(db.engine, f, x, y, skipped := [])
         except AgentxError as e:
             raise HTTPException(422, str(e)) from None
+        for bad in skipped:  # the page shows the others; the log says which row and why
+            log_line(f"/: skipped corrupt point {bad['id']}: {bad['reason']}")
         figures = db.axis_figures(f)
         found = [{**figures.get(r["id"], {}), **r} for r in found]
         shown = found[page * TABLE_PAGE:(page + 1) * TABLE_PAGE]

@@ -225,18 +225,20 @@ def _frontier_routes(app: FastAPI, db: _Reads) -> None:
     @app.get(PREFIX + "/frontier", summary="Pareto frontier per (model, hardware, engine), or over all points")
     def get_frontier(f: Annotated[Filters, Depends(_filters)], x: XMetric = fr.CANONICAL[0],
                      y: YMetric = fr.CANONICAL[1], overall: bool = False):
-        curves = fr.frontier(fr.load_points(db.engine, f, x, y), x, y, per_curve=not overall)
+        skipped = []
+        curves = fr.frontier(fr.load_points(db.engine, f, x, y, skipped), x, y, per_curve=not overall)
         return _json({"x": x, "y": y, "curves": [{"key": c.key, "points": c.points, "invalid": c.invalid}
-                                                 for c in curves]})
+                                                 for c in curves], "skipped": skipped})
 
     @app.get(PREFIX + "/frontier/interpolate", summary="The best y at or better than x on each curve, within one "
              "deployment configuration (named, with its concurrency; flagged when interpolated); null where no "
              "point reaches x")
     def interpolate(f: Annotated[Filters, Depends(_filters)], at: Annotated[float, Query(allow_inf_nan=False)],
                     x: XMetric = fr.CANONICAL[0], y: YMetric = fr.CANONICAL[1]):
-        curves = fr.frontier(fr.load_points(db.engine, f, x, y), x, y)
-        return _json({"x": x, "y": y, "at": at,
-                      "curves": [_answer(c.key, fr.at_x(c, x, y, at)) for c in curves]})
+        skipped = []
+        curves = fr.frontier(fr.load_points(db.engine, f, x, y, skipped), x, y)
+        return _json({"x": x, "y": y, "at": at, "curves": [_answer(c.key, fr.at_x(c, x, y, at)) for c in curves],
+                      "skipped": skipped})
 
 
 def _dataset_routes(app: FastAPI, db: _Reads) -> None:
@@ -262,8 +264,11 @@ def _dataset_routes(app: FastAPI, db: _Reads) -> None:
 def _trust(result_text: str | None, point_id: int) -> dict:
     """A point's provenance, validity rules with their figures and diagnosis (what its page shows),
     and where to download its result.json."""
-    result = json.loads(result_text) if result_text else None
-    if not result:
+    try:
+        result = json.loads(result_text) if result_text else None
+    except ValueError:  # a corrupt row: the point's other fields still show
+        result = None
+    if not isinstance(result, dict) or not result:
         return {"provenance": None, "validity": None, "diagnosis": None, "result_url": None}
     v = result.get("validity") or {}
     return {"provenance": provenance(result), "diagnosis": diagnosis(result),
@@ -285,8 +290,15 @@ def strict_json(text: str | None) -> bytes:
     they did may hold NaN / Infinity tokens, sent as null."""
     data = (text or "null").encode()
     if b"NaN" not in data and b"Infinity" not in data:
-        return data
-    return msgspec.json.encode(json.loads(data))  # msgspec writes a non-finite float as null
+        try:
+            msgspec.json.decode(data)
+            return data
+        except msgspec.DecodeError:  # a corrupt row (not JSON): null, never a broken answer
+            return b"null"
+    try:
+        return msgspec.json.encode(json.loads(data))  # msgspec writes a non-finite float as null
+    except ValueError:
+        return b"null"
 
 
 class RequestGuard:

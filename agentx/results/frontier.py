@@ -22,7 +22,7 @@ from sqlalchemy.engine import Engine
 from agentx.engine.presets import COST_BASES
 from agentx.errors import AgentxError
 from agentx.metrics.validity import LOW_SAMPLE
-from agentx.results.query import Filters, filtered
+from agentx.results.query import Filters, filtered, unsound
 from agentx.results.schema import DEPLOYMENT_LABELS, deployments, points
 
 # x metric -> +1 if higher is better, -1 if lower is better
@@ -53,27 +53,42 @@ def check_metrics(x: str, y: str) -> None:
         raise AgentxError(f"y: unknown metric {y!r} (want one of {', '.join(Y_METRICS)})")
 
 
-def load_points(engine: Engine, filters: Filters, x: str, y: str) -> list[dict]:
+def load_points(engine: Engine, filters: Filters, x: str, y: str, skipped: list[dict] | None = None) -> list[dict]:
     """Successful points matching the filters: curve labels, settings and the metrics of the (x, y)
-    view and of the canonical one."""
+    view and of the canonical one. A corrupt row (`query.unsound`, or an invalid point whose
+    stored result is not JSON) is left out and added to `skipped` as {"id", "reason"}."""
     check_metrics(x, y)
     cols = [points.c.id, points.c.concurrency, points.c.started_at, points.c.valid, points.c.simulated,
             points.c.source, points.c.requests_ok, points.c.deployment_id, *[deployments.c[k] for k in DEPLOYMENT_LABELS],
             *[metric_column(name) for name in sorted({x, y, *CANONICAL})]]
     q = filtered(select(*cols).join(deployments, points.c.deployment_id == deployments.c.id), filters)
+    out, bad = [], []
     with engine.connect() as conn:
         result = conn.execute(q.where(points.c.status == "ok").order_by(points.c.id))
         keys = list(result.keys())
-        out = [with_derived(dict(zip(keys, row))) for row in result]
-        bad = [r["id"] for r in out if r["valid"] is False]
+        for row in result:
+            r = dict(zip(keys, row))
+            reason = unsound(r)
+            if reason:
+                bad.append({"id": r["id"], "reason": reason})
+            else:
+                out.append(with_derived(r))
+        invalid = [r["id"] for r in out if r["valid"] is False]
         reasons = {}
-        if bad:
-            for pid, text in conn.execute(select(points.c.id, points.c.result).where(points.c.id.in_(bad))):
-                reasons[pid] = ((json.loads(text) if text else {}).get("validity") or {}).get("reasons") or ["NOT VALID"]
+        if invalid:
+            for pid, text in conn.execute(select(points.c.id, points.c.result).where(points.c.id.in_(invalid))):
+                try:
+                    reasons[pid] = ((json.loads(text) if text else {}).get("validity") or {}).get("reasons") or ["NOT VALID"]
+                except (ValueError, AttributeError):
+                    bad.append({"id": pid, "reason": "result: not a JSON object"})
+    unreadable = {b["id"] for b in bad}
+    out = [r for r in out if r["id"] not in unreadable]
     for r in out:
         if r["valid"] is False:
             r["reasons"] = reasons.get(r["id"], ["NOT VALID"])
         r["low_sample"] = r["requests_ok"] is not None and r["requests_ok"] < LOW_SAMPLE  # SPEC §3: a mark, not invalid
+    if skipped is not None:
+        skipped.extend(sorted(bad, key=lambda b: b["id"]))
     return out
 
 

@@ -1,10 +1,12 @@
-"""Filters shared by the point list, the frontier and the API: bound parameters, never SQL text."""
+"""Filters shared by the point list, the frontier and the API: bound parameters, never SQL text;
+and the check that a row read back holds what its columns' types say."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from sqlalchemy import Select, select
+from sqlalchemy import Float, Integer, Select, String, select
 
 from agentx.results.schema import datasets, deployments, points, sweeps
 
@@ -46,3 +48,32 @@ def filtered(q: Select, f: Filters) -> Select:
         q = q.where({"measured": ~points.c.simulated, "simulated": points.c.simulated & ~planned.is_(True),
                      "plan": planned}[f.kind])
     return q
+
+
+def _kinds() -> dict[str, type]:
+    out = {}
+    for table in (deployments, points):
+        for c in table.c:
+            kind = next((t for k, t in ((Float, float), (Integer, int), (String, str)) if isinstance(c.type, k)), None)
+            if kind is not None:
+                out.setdefault(c.name, kind)
+    return out
+
+
+_COLUMN_KINDS = _kinds()
+
+
+def unsound(row: dict) -> str | None:
+    """Why a stored row cannot be shown, or None: a column holding what its type forbids (SQLite
+    keeps any value in any column: a row another program or a hand edit wrote). A page, the API
+    and the CLI skip such a row and say so; they never fail the whole query for it."""
+    for name, v in row.items():
+        kind = _COLUMN_KINDS.get(name.removesuffix("__from").replace("usd_per_m_tok_", "tok_per_usd_"))
+        if v is None or kind is None or kind is str and isinstance(v, str):
+            continue
+        if kind is int and isinstance(v, int) and not isinstance(v, bool):
+            continue
+        if kind is float and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            continue
+        return f"{name}: {'not a finite number' if kind is float else f'not {kind.__name__}'} ({str(v)[:40]!r})"
+    return None

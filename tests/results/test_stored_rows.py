@@ -1,0 +1,75 @@
+"""Stored rows another program wrote (issue #46): a corrupt row (text in a number column, a result
+that is not JSON) is skipped and reported by `/`, `/api/v1/frontier` and the CLI, never a 500 for
+the whole database; labels holding terminal escapes (ANSI, OSC 8, CR) print escaped."""
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from agentx.results.db import connect
+from agentx.results.importer import import_paths
+from tests.results.conftest import agentx_serve
+
+HOSTILE_LABEL = "\x1b[2J\x1b]8;;http://evil.example\x07click\x1b]8;;\x07\rH200"
+
+
+@pytest.fixture()
+def corrupt_db(sweep_dir, tmp_path):
+    """Both points of the sweep stored, then point 1 corrupted by a second SQLite program."""
+    path = tmp_path / "r.db"
+    assert [d.point_id for d in import_paths(connect(f"sqlite:///{path}"), [sweep_dir])] == [1, 2]
+    other = sqlite3.connect(path)
+    other.execute("UPDATE points SET tput_per_gpu = 'garbage', result = '{not json', valid = 0 WHERE id = 1")
+    other.commit()
+    other.close()
+    return path
+
+
+def _agentx(*args):
+    return subprocess.run([sys.executable, "-m", "agentx.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_a_corrupt_row_is_skipped_and_reported_by_the_api_and_the_page(corrupt_db):
+    log = corrupt_db.parent / "serve.log"
+    with open(log, "w") as out, agentx_serve(str(corrupt_db), log=out) as (url, _, _):
+        with urllib.request.urlopen(url + "/api/v1/frontier") as resp:
+            body = json.load(resp)
+        assert [p["id"] for c in body["curves"] for p in c["points"] + c["invalid"]] == [2]
+        assert body["skipped"] == [{"id": 1, "reason": "tput_per_gpu: not a finite number ('garbage')"}]
+        with urllib.request.urlopen(url + "/api/v1/frontier/interpolate?at=50") as resp:
+            assert [s["id"] for s in json.load(resp)["skipped"]] == [1]
+        with urllib.request.urlopen(url + "/") as resp:
+            page = resp.read().decode()
+        assert resp.status == 200 and "/points/2" in page and "/points/1\"" not in page
+        with urllib.request.urlopen(url + "/api/v1/points/1") as resp:  # the rest of the row still shows
+            detail = json.load(resp)
+        assert detail["result"] is None and detail["trust"]["result_url"] is None
+    assert "skipped corrupt point 1: tput_per_gpu" in log.read_text()
+
+
+def test_the_cli_skips_a_corrupt_row_with_a_line_and_a_non_zero_exit(corrupt_db):
+    points = _agentx("db", "points", "--db", str(corrupt_db))
+    assert points.returncode == 2 and "Traceback" not in points.stderr
+    assert "skipped point 1: its stored row is corrupt" in points.stderr
+    assert [line.split()[0] for line in points.stdout.splitlines()[1:]] == ["2"]
+    front = _agentx("frontier", "--db", str(corrupt_db))
+    assert front.returncode == 0 and "skipped point 1: its stored row is corrupt" in front.stderr, front.stderr
+
+
+def test_terminal_escapes_in_stored_labels_print_escaped(sweep_dir, tmp_path):
+    path = tmp_path / "r.db"
+    import_paths(connect(f"sqlite:///{path}"), [sweep_dir])
+    other = sqlite3.connect(path)
+    other.execute("UPDATE deployments SET hardware = ?, model = ?, parallelism = ?", (HOSTILE_LABEL,) * 3)
+    other.commit()
+    other.close()
+    for args in (("db", "points"), ("frontier",), ("frontier", "--at", "50")):
+        res = _agentx(*args, "--db", str(path))
+        assert res.returncode == 0, res.stderr
+        assert "\x1b" not in res.stdout + res.stderr and "\r" not in res.stdout + res.stderr, args
+        assert "\\x1b]8;;http://evil.example" in res.stdout, args  # shown, escaped
