@@ -114,6 +114,7 @@ def create_app(engine: Engine, token: str | None = None, writable: bool = True,
         @app.post(UPLOAD_PATH, status_code=201, summary="Upload a run folder's files for import (bearer token)",
                   responses={401: {"description": "No valid bearer token (checked before the body is read)"},
                              411: {"description": "No Content-Length"}, 413: {"description": "Body too large"},
+                             503: {"description": "The database is locked by another program (Retry-After)"},
                              422: {"description": "Not a valid run folder (the one-line reason)"}})
         def upload_run(files: Annotated[list[UploadFile], File()],
                        credentials: Credentials = None):
@@ -352,7 +353,7 @@ def _authorize(token: str | None, credentials) -> None:
 def _import_upload(engine: Engine, files: list[UploadFile], upload_dir: Path | None) -> dict:
     """Store the uploaded files as a run folder, validated as `agentx db import` does; the folder
     is removed unless it became a new point (whose flamegraphs read it)."""
-    from agentx.results.db import default_path
+    from agentx.results.db import LOCK_TIMEOUT_S, DatabaseBusy, default_path
     from agentx.results.importer import import_run
 
     names = [f.filename for f in files]
@@ -370,6 +371,8 @@ def _import_upload(engine: Engine, files: list[UploadFile], upload_dir: Path | N
                 shutil.copyfileobj(f.file, out)
         try:
             done = import_run(engine, folder)
+        except DatabaseBusy as e:  # another program holds the lock: the client tries again later
+            raise HTTPException(503, str(e), headers={"Retry-After": str(int(LOCK_TIMEOUT_S))}) from None
         except AgentxError as e:
             raise HTTPException(422, str(e).replace(str(folder) + "/", "").replace(str(folder), "upload")) from None
         keep = done.new

@@ -3,11 +3,17 @@
 `--db URL` takes any SQLAlchemy URL (`sqlite:///path.db`, `postgresql://user@host/db`); a plain
 path means a SQLite file. The default is `results.db` in the user's data directory. Migrations are
 numbered and applied automatically, each in its own transaction, recorded in `agentx_schema`.
+
+The database may live beside other programs: one holding tables agentx does not own and no
+`agentx_schema` (another program's file) is refused before anything is created in it, unless
+asked (`init=True`, the CLI's `--db-init`); a SQLite database another program holds locked is
+waited on for `LOCK_TIMEOUT_S`, then `DatabaseBusy` (one line; an upload's 503).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -19,6 +25,11 @@ from agentx.errors import AgentxError
 from agentx.results import schema
 
 SCHEMA_VERSION = 3
+LOCK_TIMEOUT_S = 30.0  # how long a SQLite statement waits on another program's lock
+
+
+class DatabaseBusy(AgentxError):
+    """Another program holds the database's lock longer than we wait: try again later."""
 
 _versions = Table("agentx_schema", MetaData(), Column("version", Integer, primary_key=True),
                   Column("applied_at", String(40), nullable=False))
@@ -76,22 +87,50 @@ def resolve_url(url: str | None, say: Callable[[str], None] = lambda _: None) ->
 
 
 def connect(url: str | None = None, say: Callable[[str], None] = lambda _: None,
-            pool_size: int | None = None) -> Engine:
+            pool_size: int | None = None, init: bool = False, lock_timeout_s: float = LOCK_TIMEOUT_S) -> Engine:
     """An engine on the database at `url`, its schema migrated to SCHEMA_VERSION. `pool_size`: at
-    most this many connections (a server's worker threads), none beyond it."""
+    most this many connections (a server's worker threads), none beyond it. `init`: add agentx's
+    tables to a database holding other programs' tables (refused otherwise)."""
     pool = {"pool_size": pool_size, "max_overflow": 0, "pool_timeout": 60} if pool_size else {}
+    resolved = resolve_url(url, say)
+    if resolved.startswith("sqlite"):
+        pool["connect_args"] = {"timeout": lock_timeout_s}
     try:
-        engine = create_engine(resolve_url(url, say), **pool)
+        engine = create_engine(resolved, **pool)
     except (ArgumentError, ImportError) as e:
         raise AgentxError(f"--db: cannot use {url!r}: {e}") from None
-    if engine.dialect.name == "sqlite":
-        event.listen(engine, "connect", _sqlite_pragmas)
+    shown = engine.url.render_as_string(hide_password=True)
     try:
+        if not init:  # before the pragmas: WAL mode would change another program's file
+            _check_owned(engine, shown)
+            engine.dispose()
+        if engine.dialect.name == "sqlite":
+            event.listen(engine, "connect", _sqlite_pragmas)
+            event.listen(engine, "handle_error", partial(_locked, shown, lock_timeout_s))
         migrate(engine)
     except DBAPIError as e:  # not a database, refused, no such database, no permission
         reason = "; ".join(line.strip() for line in str(e.orig).splitlines() if line.strip())
-        raise AgentxError(f"--db {engine.url.render_as_string(hide_password=True)}: {reason}") from None
+        raise AgentxError(f"--db {shown}: {reason}") from None
     return engine
+
+
+def _check_owned(engine: Engine, shown: str) -> None:
+    """Refuse a database that holds tables of another program and none of agentx's bookkeeping."""
+    found = tables(engine)
+    if not found or _versions.name in found:
+        return
+    foreign = sorted(found - set(schema.metadata.tables))
+    if foreign:
+        listed = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise AgentxError(f"--db {shown}: not an agentx results database (it holds tables agentx does not own: "
+                          f"{listed}); nothing was changed. Pass --db-init to add agentx's tables to it")
+
+
+def _locked(shown: str, waited_s: float, context) -> None:
+    """SQLAlchemy's handle_error hook: SQLite's "database is locked" (after waiting) as one line."""
+    if "database is locked" in str(context.original_exception):
+        raise DatabaseBusy(f"--db {shown}: the database is locked by another program (waited {waited_s:g} s); "
+                           "try again when it is done") from None
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
