@@ -43,16 +43,20 @@ OPT_ENGINE = typer.Option(None, "--engine", help="Only points of this engine lab
 OPT_DATASET = typer.Option(None, "--dataset", help="Only points replaying this dataset (as `db points` names it).")
 
 
-def _engine(db: Optional[str]):
+OPT_DB_INIT = typer.Option(False, "--db-init", help="Add agentx's tables to a --db that holds other programs' "
+                           "tables (refused without it: it is likely not the file meant).")
+
+
+def _engine(db: Optional[str], init: bool = False):
     from agentx.results.db import connect
 
-    return connect(db, _say)
+    return connect(db, _say, init=init)
 
 
 @db_app.command("import")
 def db_import_cmd(
     paths: list[Path] = typer.Argument(..., help="Run folders, or folders holding run folders (a sweep)."),
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP), db_init: bool = OPT_DB_INIT,
 ):
     """Store run folders made by `agentx bench` / `demo` / `sweep` as points: each folder whole or
     not at all; a batch says which folders were stored and which refused (exit 2 if any)."""
@@ -60,7 +64,7 @@ def db_import_cmd(
     from agentx.results.importer import Refused, Skipped, import_each
     from agentx.userfiles import shown
 
-    outcomes = list(import_each(_engine(db), paths))
+    outcomes = list(import_each(_engine(db, db_init), paths))
     refused = [o for o in outcomes if isinstance(o, Refused)]
     if len(outcomes) == 1 and refused:
         raise AgentxError(f"{refused[0].reason} (nothing stored)")
@@ -129,13 +133,13 @@ def db_import_aiperf_cmd(
                                        "and cost figures)."),
     engine: Optional[str] = typer.Option(None, "--engine", help="Engine label (e.g. vllm-0.11)."),
     precision: Optional[str] = typer.Option(None, "--precision", help="Precision label (bf16, fp8, fp4, ...)."),
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP), db_init: bool = OPT_DB_INIT,
 ):
     """Store an AIPerf run as a point (AIPerf does not know the deployment: label it here)."""
     from agentx.results.aiperf import import_aiperf
 
     labels = {"hardware": hardware, "gpus": gpus, "engine": engine, "precision": precision}
-    done = import_aiperf(_engine(db), artifact_dir, labels)
+    done = import_aiperf(_engine(db, db_init), artifact_dir, labels)
     console.print(f"{artifact_dir}: {'stored as' if done.new else 'already stored as'} point {done.point_id}",
                   highlight=False)
 
@@ -206,7 +210,7 @@ def frontier_cmd(
 
 
 def serve_cmd(
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP), db_init: bool = OPT_DB_INIT,
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (a non-loopback one needs --token "
                              "or --read-only)."),
     port: int = typer.Option(8400, "--port", min=0, max=65535, help="Port to listen on (0: a free one, printed)."),
@@ -231,7 +235,7 @@ def serve_cmd(
 
     check_exposure(host, token, read_only)
     limits = ServeLimits(request_timeout_s=request_timeout_s, workers=workers, max_upload_bytes=max_upload_mb << 20)
-    engine = connect(db, _say, pool_size=limits.workers)
+    engine = connect(db, _say, pool_size=limits.workers, init=db_init)
     app = create_app(engine, token=token, writable=not read_only, upload_dir=upload_dir, workers=limits.workers,
                      max_upload_bytes=limits.max_upload_bytes)
     add_pages(app, engine)
@@ -245,7 +249,7 @@ def serve_cmd(
 
 def sweep_cmd(
     recipe: Path = typer.Argument(..., help="A sweep recipe (YAML)."),
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP), db_init: bool = OPT_DB_INIT,
     out: Optional[Path] = typer.Option(None, "--out", help="Folder of the sweep's runs (default "
                                        "runs/sweep-NAME-FINGERPRINT)."),
 ):
@@ -257,7 +261,7 @@ def sweep_cmd(
     from agentx.virtual.twin import virtual_twin
 
     with _progress() as tick:
-        folder, _ = run_sweep(recipe, _engine(db), out, say=lambda m: console.print(m, highlight=False),
+        folder, _ = run_sweep(recipe, _engine(db, db_init), out, say=lambda m: console.print(m, highlight=False),
                               on_tick=tick, twin=virtual_twin)
     if complete_runs(folder):
         print_sweep(folder)
