@@ -40,7 +40,11 @@ def inverted(dist: dict | None) -> dict | None:
     return {k: (1.0 / v if v > 0 else None) for k, v in dist.items() if k.startswith("p")}
 
 
-def request_metrics(ok: list[Record], gpus: int | None, hardware: str | None, cost_basis: str) -> dict:
+def request_metrics(ok: list[Record], gpus: int | None, hardware: str | None, cost_basis: str,
+                    drained_window: float | None = None) -> dict:
+    """`drained_window`: a drained run's window (seconds): its throughput is the window's requests'
+    tokens over it (SPEC section 3, "Settled: drain"), not over their span, which the drain's tail
+    lengthens without the work sent in it."""
     ttft = [r.ttft for r in ok]
     e2el = [r.end - r.start for r in ok]
     itl = [r.itl for r in ok if r.itl is not None]
@@ -54,7 +58,7 @@ def request_metrics(ok: list[Record], gpus: int | None, hardware: str | None, co
         "reasoning_tokens": distribution(r.reasoning for r in ok),
     }
     if ok:
-        window = max(r.end for r in ok) - min(r.start for r in ok)
+        window = drained_window or max(r.end for r in ok) - min(r.start for r in ok)
         tin = sum(r.isl if r.isl is not None else r.isl_planned for r in ok)
         tout = sum(r.output_tokens for r in ok)
         tp = {"window_s": window, "input_tok_s": tin / window, "output_tok_s": tout / window,
@@ -161,7 +165,8 @@ def summarize(records: list[Record], run: dict, series: list[dict], trees: list[
         ident["concurrency"] = None  # open loop: no lanes, the schedule sets how many are in flight
     if not ident.get("request_rate"):
         ident.pop("arrival", None)
-    rm = request_metrics(ok, settings.get("gpus"), settings.get("hardware"), settings.get("cost_basis") or "neocloud")
+    rm = request_metrics(ok, settings.get("gpus"), settings.get("hardware"), settings.get("cost_basis") or "neocloud",
+                         settings.get("duration") if settings.get("drain") else None)
     if ok:
         exact_hits = server.get("counters", {}).get("prefix_hits") if server.get("window") == "exact" else None
         rm["cache"].update(cache_summary(ok, ident.get("block_size"), exact_hits))
@@ -180,6 +185,7 @@ def summarize(records: list[Record], run: dict, series: list[dict], trees: list[
             "warmup": sum(1 for r in records if r.phase == "warmup"),
             "warmup_errors": sum(1 for r in records if r.phase == "warmup" and r.error),
             "errors": dict(errors), "cancelled": cancelled,
+            "drain": sum(1 for r in records if r.phase == "drain"), "drained": bool(settings.get("drain")),
         },
         "request_metrics": rm,
         "sessions": session_metrics(trees),

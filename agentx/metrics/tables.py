@@ -148,7 +148,8 @@ def result_lines(result: dict) -> list[str]:
         lines.append(f"token scale {k}: ISL, OSL and throughput are 1/{k} of the trace's (prefix structure kept)")
     lines += [
         f"requests: {req['succeeded']:,} ok of {req['profiled']:,} profiled (+{req['warmup']:,} warmup); "
-        f"errors: {errors}; cancelled {req['cancelled']}",
+        f"errors: {errors}; cancelled {req['cancelled']}"
+        + (f"; drained (+{req.get('drain', 0):,} sent after the window, not profiled)" if req.get("drained") else ""),
         f"throughput: {_f(tp.get('total_tok_s'), fmt='{:,.0f}')} tok/s total, "
         f"{_f(tp.get('output_tok_s'), fmt='{:,.0f}')} output tok/s, {_f(tp.get('requests_per_s'), fmt='{:.2f}')} req/s",
     ]

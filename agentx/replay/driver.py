@@ -30,7 +30,7 @@ from agentx.records import Record, RecordWriter
 from agentx.replay.http.client import Client
 from agentx.replay.folder import report
 from agentx.replay.session_ids import SessionIdentity
-from agentx.replay.plan import DONE, PROFILE, Dispatch
+from agentx.replay.plan import DONE, DRAIN, PROFILE, Dispatch
 from agentx.replay.probe import ANSWER_TOKENS, ProbeConfig, probe_cache
 from agentx.replay.run import RunSkeleton
 from agentx.replay.settings import BenchSettings
@@ -92,7 +92,7 @@ class Run(RunSkeleton):
     def __init__(self, settings: BenchSettings, sessions: list, command: str = ""):
         super().__init__(settings, sessions, command)
         self.identity = SessionIdentity(settings.target.session_headers, self.run_id)
-        self.done = {"warmup": 0, "profile": 0, "errors": 0}
+        self.done = {"warmup": 0, "profile": 0, "drain": 0, "errors": 0}
         self.recent: deque = deque(maxlen=500)  # (end, ttft, output tokens) of profile records
         self.clock = lambda: 0.0
         self.t0 = 0.0
@@ -176,7 +176,8 @@ class Run(RunSkeleton):
         profile_wall = (clock() - plan.profile_start) / scale if plan.profile_start < math.inf else 0
         cpu, cpu_wall = time.process_time() - opened.cpu0, clock() / scale
         waited = _runqueue_wait_s()
-        await dispatcher.drain(self.s.target.grace)
+        # drained: what is in flight now was sent after the window (phase `drain`), cancelled at once
+        await dispatcher.drain(0.0 if plan.cfg.drain else self.s.target.grace)
         workers = await opened.sender.close()
         await asyncio.gather(*opened.window)  # the window closes when its last request has ended
         await asyncio.gather(*[part.scrape_once("close") if part is opened.scraper else part.sample_once("close")
@@ -231,7 +232,7 @@ class Run(RunSkeleton):
         nothing is sent before the profiling start), else at the start itself. Power is read at
         the start itself: energy accrues while nothing is sent."""
         plan = self.plan
-        if (opened.scraper is None and opened.sampler is None) or opened.window or plan.phase not in (PROFILE, DONE):
+        if (opened.scraper is None and opened.sampler is None) or opened.window or plan.phase not in (PROFILE, DRAIN, DONE):
             return
         start = max(0.0, (plan.profile_start - self.clock()) / self.s.target.clock_scale)
         loop = asyncio.get_running_loop()

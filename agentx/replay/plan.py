@@ -7,7 +7,9 @@ completion order it makes the same decisions, so tests drive it with a fake cloc
 Phases: warmup stage 1 (primers: per initial lane, the last request before the lane's start
 point t* of every stream live at t*, all at once), warmup stage 2 (each lane advances
 `warmup_requests_per_lane` more requests in graph order, no delays), then profiling for every
-lane at the same instant P, for `duration` seconds. Warmup requests use max_tokens = 1.
+lane at the same instant P, for `duration` seconds. Warmup requests use max_tokens = 1. With
+`drain`, the load goes on after the window (phase `drain`: requests sent as in profiling, not
+profiled) until every profiled request has ended, so each was answered under the window's load.
 
 Times are kept in plan coordinates (real time + the system idle cap's accumulated shift).
 A node is ready when all its in-edges are satisfied; its dispatch time is the maximum
@@ -31,7 +33,8 @@ from agentx.common import key64
 from agentx.options import check_bounds, option
 from agentx.traces.graph import SessionGraph
 
-WARMUP1, WARMUP2, PROFILE, DONE = "warmup1", "warmup2", "profile", "done"
+WARMUP1, WARMUP2, PROFILE, DRAIN, DONE = "warmup1", "warmup2", "profile", "drain", "done"
+SENDING = (PROFILE, DRAIN)  # the phases that send at due times
 
 
 class PlanMode(StrEnum):
@@ -87,6 +90,9 @@ class PlanConfig:
     # False: each session is replayed once and a lane stops when none is left (offline scenarios,
     # and a fixed number of prompts per lane as benchmark_serving sends)
     reuse_sessions: bool = option(True, cli=False)
+    drain: bool = option(False, "After the window, keep the load on (requests not profiled) until every profiled "
+                         "request has ended: no profiled request is cancelled or answered under a falling load "
+                         "(SPEC 3, \"Settled: drain\").")
 
     def __post_init__(self):
         check_bounds(self)
@@ -102,7 +108,7 @@ class Dispatch:
     replay: int  # how many trees this lane ran before this one
     graph: SessionGraph
     node: int
-    phase: str  # "warmup" or "profile"
+    phase: str  # "warmup", "profile" or "drain"
     marker: int  # the tree's cache-bust marker
     planned: float  # when the plan wanted it sent (dispatch lateness = actual - planned)
 
@@ -161,6 +167,7 @@ class ReplayPlan:
         self.shift = 0.0  # system idle cap: timers move earlier by this much
         self.lead_end = math.inf  # the lead (config) ends here: the idle cap does not shorten it
         self.inflight = 0
+        self.profiled_inflight: set[tuple[int, int]] = set()  # keys of profile-phase requests in flight
         self.finished_trees: list[Tree] = []  # trees that drained, for session metrics
         # lane -> the tree it takes when its tree drains: drawn when the draining tree's last
         # request is sent, so that the new tree's first requests can be prepared ahead
@@ -236,15 +243,19 @@ class ReplayPlan:
         elif self.phase == PROFILE:
             if now >= self.profile_end:  # a late look (a busy client) still sends what fell due in the window
                 self._pop_due(self.profile_end, inclusive=False)
-                self.phase = DONE
+                self.phase = DRAIN if self.cfg.drain and self.profiled_inflight else DONE
+                if self.phase == DRAIN:
+                    self._pop_due(now)
             else:
                 self._pop_due(now)
+        elif self.phase == DRAIN:
+            self._pop_due(now)
         out, self._out = self._out, []
         return out
 
     def next_time(self, now: float) -> float | None:
         """When `due` may next return something (None: only a completion can change that)."""
-        if self.phase != PROFILE:
+        if self.phase not in SENDING:
             return None
         while self.heap and not self._live(self.heap[0]):
             heapq.heappop(self.heap)
@@ -255,7 +266,7 @@ class ReplayPlan:
         if self.inflight == 0 and t - idle_from > self.cfg.system_idle_cap:
             self.shift += t - idle_from - self.cfg.system_idle_cap
             t = idle_from + self.cfg.system_idle_cap
-        return t if t < self.profile_end else None
+        return t if t < self.profile_end or self.phase == DRAIN else None
 
     def upcoming(self, now: float, horizon: float) -> list[Dispatch]:
         """The requests due by `now + horizon`, in order, as `due()` will hand them out unless
@@ -283,6 +294,7 @@ class ReplayPlan:
         tree.open_nodes -= 1
         tree.last_end = now
         self.inflight -= 1
+        self.profiled_inflight.discard(key)
         warm = self.phase in (WARMUP1, WARMUP2)
         for edge in tree.graph.out_edges[node]:
             if warm:
@@ -296,11 +308,13 @@ class ReplayPlan:
             self._warm_advance(tree, now)
             if self.inflight == 0:
                 self._begin_profile(now)
-        elif self.phase == PROFILE:
+        elif self.phase in SENDING:
             if tree.open_nodes == 0:
                 self._drained(tree, now)
             elif tree.inflight == 0:
                 self._cap_idle(tree, now)
+            if self.phase == DRAIN and not self.profiled_inflight:
+                self.phase = DONE  # the window's last profiled request has ended
 
     @property
     def warming(self) -> bool:
@@ -425,17 +439,20 @@ class ReplayPlan:
         tree.due_at.pop(node, None)
         tree.inflight += 1
         self.inflight += 1
-        if (self.phase == PROFILE and self.rules.refills_lanes and tree.inflight == tree.open_nodes
+        if (self.phase in SENDING and self.rules.refills_lanes and tree.inflight == tree.open_nodes
                 and self.lanes[tree.lane] is tree and tree.lane not in self.next_trees):
             upcoming = self._draw_tree(tree.lane)  # this tree drains next
             if upcoming is not None:
                 self.next_trees[tree.lane] = upcoming
         if tree.first_start is None:
             tree.first_start = planned
-        self._out.append(self._as_dispatch(tree, node, planned, phase))
+        d = self._as_dispatch(tree, node, planned, phase)
+        if d.phase == PROFILE:
+            self.profiled_inflight.add(d.key)
+        self._out.append(d)
 
     def _as_dispatch(self, tree: Tree, node: int, planned: float, phase: str | None = None) -> Dispatch:
-        phase = phase or ("profile" if planned >= self.profile_start else "warmup")
+        phase = phase or (DRAIN if self.phase == DRAIN else "profile" if planned >= self.profile_start else "warmup")
         return Dispatch((tree.uid, node), tree.lane, tree.uid, tree.replay, tree.graph, node, phase, tree.marker,
                         planned)
 

@@ -71,7 +71,7 @@ class Renderer:
         session, req = d.session, d.request
         node = d.graph.nodes[d.node]
         tail_key = key64("tail", self.run_id, d.tree, d.node)
-        osl = self.prompts.osl(req) if d.phase == "profile" else 1
+        osl = 1 if d.phase == "warmup" else self.prompts.osl(req)  # (a drain request loads as a profiled one)
         if self.bodies.wire == "tokens":
             body, isl = self.tokens_text.body(session, req, tail_key, d.marker, osl, (d.tree, node.stream))
         else:

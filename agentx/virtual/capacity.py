@@ -5,6 +5,7 @@ PLAN.yaml (every key but `grid.concurrency` optional):
     traces: [corpus/]            # default: the bundled real traces
     max_context: 256k            # the variant
     duration: 600                # profiling seconds per point (modeled)
+    drain: false                 # keep the load on until the window's requests end (bench --drain)
     seed: 0
     warmup_requests_per_lane: 10
     slo: {p90_e2e_normalized_interactivity: 20, p90_ttft_s: 5}   # tok/s >=, seconds <=
@@ -86,6 +87,7 @@ class Plan:
     model: str = EngineConfig.model
     precision: str = EngineConfig.precision
     cost_basis: str = "neocloud"
+    drain: bool = False  # bench --drain: the load stays on until every profiled request has ended (SPEC section 3)
     agreement: float = 0.0  # bench --agreement: the spread rule's target (0: none, the default; SPEC section 3)
     scenario: str | None = None  # ISL:OSL or an alias, instead of traces
     range_ratio: float | None = None
@@ -119,11 +121,14 @@ def load_plan(path: Path) -> Plan:
     configs = tuple({repr(c): c for c in configs}.values())  # (decode axes collapse where prefill is 0)
     slo = data.get("slo", {})
     known = {"traces", "max_context", "duration", "seed", "warmup_requests_per_lane", "model", "precision",
-             "cost_basis", "agreement", "slo", "grid", "scenario", "range_ratio"}
+             "cost_basis", "agreement", "slo", "grid", "scenario", "range_ratio", "drain"}
     if set(data) - known:
         raise AgentxError(f"{path}: unknown keys {', '.join(sorted(set(data) - known))}")
     options = {k: data[k] for k in ("max_context", "duration", "seed", "warmup_requests_per_lane", "model",
-                                    "precision", "cost_basis", "agreement", "scenario", "range_ratio") if k in data}
+                                    "precision", "cost_basis", "agreement", "scenario", "range_ratio", "drain")
+               if k in data}
+    if not isinstance(options.get("drain", False), bool):
+        raise AgentxError(f"{path}: drain: want true or false, got {options['drain']!r}")
     if "scenario" in options:
         from agentx.replay.scenarios import parse_scenario
 
@@ -235,7 +240,8 @@ def run_point(plan: Plan, config: dict, concurrency: int, out: str) -> dict:
                     scenario=str(plan.scenario) if plan.scenario else None, range_ratio=plan.range_ratio)
     settings = BenchSettings.build(out=out, url="virtual", concurrency=concurrency, duration=plan.duration, seed=plan.seed,
                                    warmup_requests_per_lane=plan.warmup_requests_per_lane, cost_basis=plan.cost_basis,
-                                   agreement=plan.agreement, hints=str(config["hints"]), **corpus.labels)
+                                   agreement=plan.agreement, drain=plan.drain, hints=str(config["hints"]),
+                                   **corpus.labels)
     sessions = corpus.sessions(concurrency)
     sim = deployment(plan, config)
     result = sim_bench(settings, sessions, sim, command=f"agentx sim plan ({config_name(config)}, c{concurrency})")

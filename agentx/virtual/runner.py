@@ -38,7 +38,7 @@ from agentx.power.readings import GpuReading
 from agentx.power.sampler import PowerSample, sample_line
 from agentx.records import Record, RecordWriter
 from agentx.replay.folder import report
-from agentx.replay.plan import DONE, PROFILE, Dispatch
+from agentx.replay.plan import DONE, DRAIN, PROFILE, Dispatch
 from agentx.replay.run import RunSkeleton
 from agentx.replay.session_ids import stream_session_id, stream_session_ids
 from agentx.replay.settings import BenchSettings
@@ -138,7 +138,8 @@ class VirtualRun(RunSkeleton):
         while True:
             for d in plan.due(self.time):
                 self._submit(d)
-            if plan.phase == DONE:
+            drain_end = plan.profile_end + self.s.target.request_timeout  # as long as HTTP would wait
+            if plan.phase == DONE or (plan.phase == DRAIN and self.time >= drain_end):
                 break
             nt = plan.next_time(self.time)
             busy = [c for c in self.replicas.cores if not c.idle]
@@ -146,7 +147,7 @@ class VirtualRun(RunSkeleton):
             if nt is None and not busy and not self.done and handoff is None:
                 break  # nothing left to happen (no engine holds work, no timer or transfer is set)
             events = min(math.inf if nt is None else nt, tick, self.done[0][0] if self.done else math.inf,
-                         plan.profile_end if plan.phase == PROFILE else math.inf,
+                         plan.profile_end if plan.phase == PROFILE else drain_end if plan.phase == DRAIN else math.inf,
                          math.inf if handoff is None else handoff)
             first = min(busy, key=lambda c: c.now) if busy else None
             if first is None or events <= first.now:
@@ -163,7 +164,8 @@ class VirtualRun(RunSkeleton):
                         self.on_tick(self.snapshot())
                 continue
             self._advance(first, min([events] + [self._bound(c) for c in busy if c is not first]))
-        self._drain(plan.profile_end + self.s.target.grace)
+        # drained: what is in flight was sent after the window (or outlived the request timeout): cancelled now
+        self._drain(self.time if plan.cfg.drain else plan.profile_end + self.s.target.grace)
         if self.last_profile_end is not None:
             self._power_read(self.last_profile_end, "close")  # the window closes as its last request ends
         self.records.close()
@@ -231,7 +233,7 @@ class VirtualRun(RunSkeleton):
         session, req = d.session, d.request
         stream = (d.tree, d.graph.nodes[d.node].stream)
         isl = prompts.isl(session, req)
-        osl = prompts.osl(req) if d.phase == "profile" else 1
+        osl = 1 if d.phase == "warmup" else prompts.osl(req)  # (a drain request loads as a profiled one)
         k = self.render.shared_with_last(d)
         theo = self.render.theoretical_cached(d, isl, k)
         problem = self.replicas.context_error(isl, osl)

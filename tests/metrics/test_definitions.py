@@ -75,10 +75,10 @@ def test_validity_and_accounting():
     warm = [rec(0.0, 0.1, 0.2, 1, phase="warmup")]
     result = summarize(RECORDS + failed + warm, {"finished": True, "settings": {}}, [], [])
     assert result["requests"] == {"total": 6, "profiled": 5, "succeeded": 3, "warmup": 1, "warmup_errors": 0,
-                                  "errors": {"http_5xx": 2}, "cancelled": 0}
+                                  "errors": {"http_5xx": 2}, "cancelled": 0, "drain": 0, "drained": False}
     v = result["validity"]
     assert not v["valid"] and v["reasons"] == ["40% of requests failed (limit 10%)"]
     assert v["low_sample"] and v["sample"] == 3  # 3 successful profiled requests < 30: marked, not invalid
-    assert [r["rule"] for r in v["rules"]] == ["failed", "context_overflow", "finished", "succeeded", "client",
+    assert [r["rule"] for r in v["rules"]] == ["failed", "context_overflow", "finished", "succeeded", "cancelled", "client",
                                              "spread"]  # (asked no agreement: stored, passes)
     assert summarize(RECORDS, {"finished": True, "settings": {}}, [], [])["validity"]["valid"]
