@@ -18,7 +18,7 @@ over its in-edges of `end(src) + delay`. Contributions known before P are kept r
 from a request skipped before t* (or from the session start) counts its recorded time minus t*.
 Once profiling runs, contributions are absolute (`abs`). A per-tree idle cap pulls a tree's
 timers to at most `idle_cap` after the moment it has nothing in flight; a system idle cap
-shifts every timer when nothing anywhere is in flight.
+shifts every timer when nothing anywhere is in flight. A tree's own node bookkeeping is in `tree.py`.
 """
 
 from __future__ import annotations
@@ -26,11 +26,12 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 
 from agentx.common import key64
 from agentx.options import check_bounds, option
+from agentx.replay.tree import ENDED, FLIGHT, PENDING, READY, Tree
 from agentx.traces.graph import SessionGraph
 
 WARMUP1, WARMUP2, PROFILE, DRAIN, DONE = "warmup1", "warmup2", "profile", "drain", "done"
@@ -60,8 +61,6 @@ _RULES = {PlanMode.LANES: ModeRules(refills_lanes=True, warmup_in_window=False),
           PlanMode.SCHEDULE: ModeRules(refills_lanes=False, warmup_in_window=True)}
 MODES = tuple(PlanMode)
 ARRIVALS = ("poisson", "constant")  # --request-rate: exponential gaps (vLLM bench's default) or even ones
-# node states
-PENDING, READY, FLIGHT, ENDED = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -119,35 +118,6 @@ class Dispatch:
     @property
     def session(self):
         return self.graph.session
-
-
-@dataclass
-class Tree:
-    """One replay of one session graph in one lane."""
-
-    uid: int
-    lane: int
-    replay: int
-    graph: SessionGraph
-    marker: int
-    t_star: float = 0.0
-    origin: float | None = None  # plan time of recorded t = 0 (None until profiling)
-    remaining: list[int] = field(default_factory=list)
-    state: list[int] = field(default_factory=list)
-    rel: list[float] = field(default_factory=list)
-    abs: list[float] = field(default_factory=list)
-    due_at: dict[int, float] = field(default_factory=dict)  # READY nodes -> dispatch time
-    warm_ready: list = field(default_factory=list)  # heap of (recorded t, node) in warmup 2
-    warm_sent: int = 0
-    primers: list[int] = field(default_factory=list)
-    inflight: int = 0
-    open_nodes: int = 0  # nodes not ENDED
-    started_in_profile: bool = False
-    first_start: float | None = None
-    last_end: float | None = None
-
-    def ready_time(self, node: int, profile_start: float) -> float:
-        return max(self.abs[node], profile_start + self.rel[node])
 
 
 class ReplayPlan:
@@ -351,44 +321,10 @@ class ReplayPlan:
         return tree
 
     def _init_tree(self, tree: Tree) -> None:
-        """Node bookkeeping; with t* > 0, requests before t* are skipped (taken as done)."""
-        g, n = tree.graph, len(tree.graph.nodes)
-        tree.remaining = [len(e) for e in g.in_edges]
-        tree.state = [PENDING] * n
-        tree.rel = [-math.inf] * n
-        tree.abs = [-math.inf] * n
-        tree.open_nodes = n
-        skipped = [node.request.t < tree.t_star for node in g.nodes] if tree.t_star > 0 else [False] * n
-        for e in g.roots:
-            if tree.origin is None:  # an initial lane's tree: placed relative to the profile start
-                tree.rel[e.dst] = max(tree.rel[e.dst], e.delay - tree.t_star)
-            else:
-                tree.abs[e.dst] = max(tree.abs[e.dst], tree.origin + e.delay)
-            tree.remaining[e.dst] -= 1
-        self._primers_of(tree, skipped)
-        for i in range(n):
-            if skipped[i]:
-                tree.state[i] = ENDED
-                tree.open_nodes -= 1
-                for e in g.out_edges[i]:
-                    tree.rel[e.dst] = max(tree.rel[e.dst], g.nodes[i].request.end + e.delay - tree.t_star)
-                    tree.remaining[e.dst] -= 1
-        for i in range(n):
+        tree.lay_out()
+        for i in range(len(tree.graph.nodes)):
             if tree.state[i] == PENDING and tree.remaining[i] == 0:
                 self._make_ready(tree, i, None)
-
-    def _primers_of(self, tree: Tree, skipped: list[bool]) -> None:
-        """Un-skip, per stream live at t*, its last request before t*: those are the primers."""
-        if tree.t_star <= 0:
-            return
-        last: dict[int, int] = {}
-        for node in tree.graph.nodes:
-            if skipped[node.index]:
-                last[node.stream] = node.index
-        for stream, node in last.items():
-            if tree.graph.streams[stream].end > tree.t_star:
-                skipped[node] = False
-                tree.primers.append(node)
 
     def _satisfy(self, tree: Tree, node: int, now: float) -> None:
         tree.remaining[node] -= 1

@@ -15,9 +15,10 @@ from agentx.common import gc_paused
 from agentx.records import Record
 from agentx.replay.folder import RunFolder
 from agentx.replay.hints import HintLevel, request_hints
-from agentx.replay.plan import PROFILE, WARMUP1, WARMUP2, Dispatch, ReplayPlan, Tree
+from agentx.replay.plan import PROFILE, WARMUP1, WARMUP2, Dispatch, ReplayPlan
 from agentx.replay.render import Renderer
 from agentx.replay.settings import BenchSettings
+from agentx.replay.tree import Tree
 from agentx.traces.digest import write_digest
 from agentx.traces.graph import build_graph
 

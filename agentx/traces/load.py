@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable, Literal
+from typing import Callable, Iterable
 
 import msgspec
 
@@ -20,23 +20,51 @@ from agentx.traces.trie import read_trie
 from agentx.traces.source import read_trace_bytes
 from agentx.traces.weka import read_weka, write_weka
 
-Format = Literal["weka", "mooncake", "bailian", "agentic-mooncake", "mooncake-delta", "tracelab", "trie", "rollout"]
-FORMATS: tuple[str, ...] = ("weka", "mooncake", "bailian", "agentic-mooncake", "mooncake-delta", "tracelab", "trie",
-                            "rollout")
-_READERS: dict[str, Callable] = {
-    "weka": read_weka, "mooncake": read_mooncake, "bailian": read_bailian, "agentic-mooncake": read_agentic,
-    "mooncake-delta": read_mooncake_delta, "tracelab": read_tracelab, "trie": read_trie, "rollout": read_rollout,
-}
-_WRITERS: dict[str, Callable] = {"mooncake": write_mooncake, "bailian": write_bailian,
-                                 "agentic-mooncake": write_agentic, "tracelab": write_tracelab}
-WRITE_FORMATS: tuple[str, ...] = ("weka", *_WRITERS)
-_SUFFIXES = (".json", ".jsonl", ".csv")
-# first-row keys that name a row format (checked in this order; Mooncake delta has Mooncake's keys)
-_ROW_KEYS: tuple[tuple[str, str], ...] = (
-    ("chat_id", "bailian"), ("request_id", "agentic-mooncake"), ("newly_append_tokens", "tracelab"),
-    ("input_tokens_total", "tracelab"), ("num_turns", "trie"), ("out_lens", "rollout"), ("input_length", "mooncake"),
+
+@dataclass(frozen=True)
+class TraceFormat:
+    """One trace format: its name (`--format`), how a file of it is recognized, how it is read
+    and, unless read-only, written. Adding a format is a row of FORMAT_TABLE and its module."""
+
+    name: str
+    label: str  # as the error for an unrecognized record names it
+    read: Callable[..., list[Session]]  # (path, warn=None) -> sessions
+    write: Callable[..., None] | None = None  # (sessions, path, **options); None: read-only
+    keys: tuple[str, ...] = ()  # first-row keys that name it
+    sniff: Callable[[bytes, bytes], bool] | None = None  # (the file's head, its first line): before any row
+    fallback: bool = False  # its keys are shared by formats built on its rows: checked after theirs
+
+
+def _write_weka(sessions: list[Session], path: Path, **options) -> None:
+    """WEKA to a folder writes one file per session; to a file, JSONL."""
+    if path.suffix in _SUFFIXES:
+        write_weka(sessions, path, **options)
+        return
+    path.mkdir(parents=True, exist_ok=True)
+    for s in sessions:
+        write_weka([s], path / f"{s.id.replace('/', '_')}.json", **options)
+
+
+FORMAT_TABLE: tuple[TraceFormat, ...] = (
+    TraceFormat("weka", "WEKA", read_weka, _write_weka,
+                sniff=lambda head, line: head.startswith(b"{") and b'"requests"' in head),
+    TraceFormat("mooncake", "Mooncake", read_mooncake, write_mooncake, keys=("input_length",), fallback=True),
+    TraceFormat("bailian", "Bailian", read_bailian, write_bailian, keys=("chat_id",)),
+    TraceFormat("agentic-mooncake", "agentic Mooncake", read_agentic, write_agentic, keys=("request_id",)),
+    TraceFormat("mooncake-delta", "Mooncake delta", read_mooncake_delta),  # Mooncake's rows: must be named
+    TraceFormat("tracelab", "TraceLab", read_tracelab, write_tracelab,
+                keys=("newly_append_tokens", "input_tokens_total"), sniff=lambda head, line: is_tracelab_csv(line)),
+    TraceFormat("trie", "TRIE", read_trie, keys=("num_turns",)),
+    TraceFormat("rollout", "rollout", read_rollout, keys=("out_lens",)),
 )
-_UNKNOWN = "not a known trace record (WEKA, Mooncake, agentic Mooncake, Bailian, TraceLab, TRIE or rollout)"
+_BY_NAME = {f.name: f for f in FORMAT_TABLE}
+Format = str  # a name in FORMATS
+FORMATS: tuple[str, ...] = tuple(_BY_NAME)
+WRITE_FORMATS: tuple[str, ...] = tuple(f.name for f in FORMAT_TABLE if f.write)
+_SUFFIXES = (".json", ".jsonl", ".csv")
+_BY_KEYS = [f for f in FORMAT_TABLE if f.keys and not f.fallback] + [f for f in FORMAT_TABLE if f.fallback]
+_KNOWN = [f.label for f in FORMAT_TABLE if f.keys or f.sniff]  # (a format neither names must be named)
+_UNKNOWN = f"not a known trace record ({', '.join(_KNOWN[:-1])} or {_KNOWN[-1]})"
 
 
 def trace_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -56,37 +84,34 @@ def trace_files(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def detect_format(path: Path) -> Format:
-    """Guess the format from the first record's keys."""
+    """Guess the format from the file's head (`sniff`), else from the first record's keys."""
     try:
         with path.open("rb") as f:
             head = f.read(1 << 16)
     except OSError as exc:
         raise TraceError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
     text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
-    if text.startswith(b"{") and b'"requests"' in head:
-        return "weka"
     first_line = text.split(b"\n", 1)[0]
-    if is_tracelab_csv(first_line):
-        return "tracelab"
+    for f in FORMAT_TABLE:
+        if f.sniff is not None and f.sniff(text, first_line):
+            return f.name
     try:
         row = msgspec.json.decode(first_line)
     except (msgspec.DecodeError, RecursionError):
         row = None
         if len(head) == 1 << 16 and b"\n" not in text:  # a first line longer than the head: its keys
-            row = {key: None for key, _ in _ROW_KEYS if f'"{key}"'.encode() in text}
+            row = {key: None for f in _BY_KEYS for key in f.keys if f'"{key}"'.encode() in text}
     if isinstance(row, dict):
-        if "requests" in row:
-            return "weka"
-        for key, fmt in _ROW_KEYS:
-            if key in row:
-                return fmt  # type: ignore[return-value]
+        for f in _BY_KEYS:
+            if any(key in row for key in f.keys):
+                return f.name
     read_trace_bytes(path)  # the clearer error when there is one: empty, UTF-16
     raise TraceError(str(path), "line 1", _UNKNOWN)
 
 
 def load_file(path: Path, fmt: Format | None = None, warn: Callable[[str], None] | None = None) -> list[Session]:
     fmt = fmt or detect_format(path)
-    return [replace(s, source=str(path)) for s in _READERS[fmt](path, warn=warn)]
+    return [replace(s, source=str(path)) for s in _BY_NAME[fmt].read(path, warn=warn)]
 
 
 def load_sessions(
@@ -103,18 +128,9 @@ def load_sessions(
 
 
 def write_sessions(sessions: list[Session], path: str | Path, fmt: Format, **options) -> None:
-    """Write in one format. WEKA to a folder writes one file per session; to a file, JSONL."""
-    path = Path(path)
-    if fmt == "weka":
-        if path.suffix in _SUFFIXES:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_weka(sessions, path, **options)
-        else:
-            path.mkdir(parents=True, exist_ok=True)
-            for s in sessions:
-                write_weka([s], path / f"{s.id.replace('/', '_')}.json", **options)
-        return
-    if fmt not in _WRITERS:
+    """Write in one format (`options`: the writer's, WEKA's time basis)."""
+    path, writer = Path(path), getattr(_BY_NAME.get(fmt), "write", None)
+    if writer is None:
         raise AgentxError(f"{fmt} is read-only (write one of {', '.join(WRITE_FORMATS)})", "to")
     path.parent.mkdir(parents=True, exist_ok=True)
-    _WRITERS[fmt](sessions, path)
+    writer(sessions, path, **options)
