@@ -229,7 +229,9 @@ def test_colours_and_markers_stay_with_their_hardware_and_engine_under_filters(s
     rows = [{**r, "id": f"{hw}-{eng}-{r['id']}", "hardware": hw, "engine": eng}
             for hw in ("B200", "H100", "H200") for eng in ("sglang", "vllm") for r in base]
     palette = Palette.of(rows)
-    style = lambda fig: {t["name"]: (t["marker"]["color"], t["marker"]["symbol"]) for t in fig["data"]}  # noqa: E731
+    # a curve by its full name (the legend's short one names only what differs among the curves shown)
+    style = lambda fig: {(t["legendgroup"], t["name"].partition(": ")[2]): (t["marker"]["color"], t["marker"]["symbol"])  # noqa: E731
+                         for t in fig["data"]}
     every = style(frontier_chart(rows, *fr.CANONICAL, palette))
     only = style(frontier_chart([r for r in rows if r["hardware"] == "H200"], *fr.CANONICAL, palette))
     assert only and all(every[name] == s for name, s in only.items())
