@@ -236,7 +236,7 @@ def test_colours_and_markers_stay_with_their_hardware_and_engine_under_filters(s
     only = style(frontier_chart([r for r in rows if r["hardware"] == "H200"], *fr.CANONICAL, palette))
     assert only and all(every[name] == s for name, s in only.items())
     assert len({c for c, _ in every.values()}) == 3 and len({m for _, m in every.values()}) == 2
-    assert style(frontier_chart(rows, *fr.CANONICAL))["H200, vllm, " + str(base[0]["model"])] == (PALETTE[2], "square")
+    assert style(frontier_chart(rows, *fr.CANONICAL))[("H200, vllm, " + str(base[0]["model"]), "")] == (PALETTE[2], "square")
 
 
 def test_labels_are_placed_apart():
