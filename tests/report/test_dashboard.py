@@ -151,8 +151,8 @@ def test_pages_dark_and_at_390_px(served, tmp_path, dark, width):
     """Every page in the dark scheme and at a phone's width: no console error, nothing wider than the
     window (wide tables scroll in their box), the charts in the page's colours; /docs offline."""
     point, other = (p["id"] for p in api(served, "/points", status="ok")[:2])
-    pages = {"frontier": "/", "point": f"/points/{point}", "error": "/points/999", "compare": f"/compare?points={point},{other}",
-             "dataset": "/datasets/1", "conversation": "/conversations/1", "docs": "/docs"}
+    pages = {"frontier": "/", "point": f"/points/{point}", "compare": f"/compare?points={point},{other}",
+             "dataset": "/datasets/1", "conversation": "/conversations/1", "docs": "/docs", "error": "/points/999"}
     background = "rgb(20, 23, 29)" if dark else "rgb(255, 255, 255)"
     with chromium_page(width=width, height=844, allow=served, dark=dark) as page:
         for name, path in pages.items():
@@ -160,8 +160,10 @@ def test_pages_dark_and_at_390_px(served, tmp_path, dark, width):
             if name == "docs":
                 page.page.wait_for_selector(".swagger-ui .info .title")
                 assert "agentx results" in page.page.inner_text(".swagger-ui .info .title")
-            elif name == "error":  # a browser's 404: a page of the dashboard's, not JSON
+            elif name == "error":  # a browser's 404 (the last page): a page of the dashboard's, not JSON
                 assert page.page.inner_text("h1") == "404: not found"
+                assert page.errors == [] or page.errors[-1].endswith("404 (Not Found)")
+                page.errors = page.errors[:-1]
             else:  # a page draws a chart as it comes near the viewport: bring the first one there
                 page.page.evaluate("document.querySelector('.chart').scrollIntoView()")
                 page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 1"
