@@ -1,7 +1,7 @@
 """The replayer client's own ceiling, against a server that streams instantly.
 
 1. Streaming: an instant server (one token per SSE frame, frames written as fast as aiohttp
-   can) pinned to one core, agentx's client (`agentx.replay.client.Client`) pinned to the other;
+   can) pinned to one core, agentx's client (`agentx.replay.http.client.Client`) pinned to the other;
    at concurrency 64 and 256, every lane sends back-to-back requests, flat out (1,000 tokens
    each, the server writing as fast as it can: the client's ceiling) and paced so that all
    streams together offer 35k tok/s (200 tokens each). Prints streamed tokens/s, client CPU,
@@ -107,7 +107,7 @@ def start_server(stream_pace: float = 0.0) -> tuple[subprocess.Popen, str]:
 async def streaming(url: str, concurrency: int, seconds: float, total_rate: float = 0.0, server_pid: int = 0) -> dict:
     """Lanes of back-to-back 1,000-token streams; `total_rate` > 0 paces the server so that all
     streams together offer that many tokens/s (0: the server streams flat out)."""
-    from agentx.replay.client import Client
+    from agentx.replay.http.client import Client
 
     n = 200 if total_rate else 1000  # paced: short answers, so every lane sends many requests
     body = b'{"model":"instant","max_tokens":%d,"stream":true,"prompt":[1,2,3]}' % n

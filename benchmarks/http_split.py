@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from agentx.replay import plan as plan_mod
-from agentx.replay import sender as sender_mod
+from agentx.replay.http import sender as sender_mod
 from agentx.traces.graph import START
 
 

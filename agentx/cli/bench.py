@@ -11,10 +11,9 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from agentx.cli import (OPT_CONCURRENCY, OPT_FMT, OPT_MAX_CONTEXT, OPT_MORE_TRACES, OPT_OFFLINE, OPT_RANGE_RATIO,
-                        OPT_SCENARIO, OPT_SLO, OPT_TRACES, PLAIN, SEED_HELP, Format, _corpus, _load, _offline, _open_loop,
-                        _warn, console,
-                        err_console)
+from agentx.cli.common import (OPT_CONCURRENCY, OPT_FMT, OPT_MAX_CONTEXT, OPT_MORE_TRACES, OPT_OFFLINE,
+                               OPT_RANGE_RATIO, OPT_SCENARIO, OPT_SLO, OPT_TRACES, PLAIN, SEED_HELP, Format, _corpus,
+                               _load, _offline, _open_loop, _warn, console, err_console)
 from agentx.cli.options import config_options
 from agentx.content.tokens import DEFAULT_TOKEN_RANGE, ContentConfig
 from agentx.errors import AgentxError

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from agentx.cli import OPT_MAX_CONTEXT, PLAIN, REQUEST_TIMEOUT_HELP, Scope, _count, _max_context, console
+from agentx.cli.common import OPT_MAX_CONTEXT, PLAIN, REQUEST_TIMEOUT_HELP, Scope, _count, _max_context, console
 from agentx.errors import AgentxError
 
 capture_app = typer.Typer(help="Record agent traffic and export it as anonymized traces.", **PLAIN)

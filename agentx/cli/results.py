@@ -7,11 +7,9 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
-console = Console()
-console.width = max(console.width, 112)
-err_console = Console(stderr=True)
+from agentx.cli.common import console, err_console
+
 MAX_GPUS = 100_000  # runschema.MAX_GPUS (not imported here: the CLI loads fast)
 
 db_app = typer.Typer(no_args_is_help=True, help="The results database: import, export, inspect.")
@@ -221,19 +219,18 @@ def sweep_cmd(
 ):
     """Run a sweep recipe: each deployment's points, stored as they finish; re-running resumes.
     At the end: a table of every point and report.html in the sweep's folder."""
-    from agentx.cli import console as live_console  # the console the progress line is drawn on
     from agentx.cli.bench import _progress, print_sweep
     from agentx.report.rundata import complete_runs
     from agentx.results.recipe_sweep import run_sweep
     from agentx.virtual.twin import virtual_twin
 
     with _progress() as tick:
-        folder, _ = run_sweep(recipe, _engine(db), out, say=lambda m: live_console.print(m, highlight=False),
+        folder, _ = run_sweep(recipe, _engine(db), out, say=lambda m: console.print(m, highlight=False),
                               on_tick=tick, twin=virtual_twin)
     if complete_runs(folder):
         print_sweep(folder)
     else:
-        live_console.print(f"no point of the sweep completed: no table or report ({folder})", highlight=False)
+        console.print(f"no point of the sweep completed: no table or report ({folder})", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

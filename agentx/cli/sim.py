@@ -7,9 +7,9 @@ from typing import Optional
 
 import typer
 
-from agentx.cli import (OPT_CONCURRENCY, OPT_FMT, OPT_MAX_CONTEXT, OPT_MORE_TRACES, OPT_OFFLINE, OPT_RANGE_RATIO,
-                        OPT_SCENARIO, OPT_SLO, OPT_TRACES, PLAIN, SEED_HELP, Format, _corpus, _offline, _open_loop,
-                        _warn, console)
+from agentx.cli.common import (OPT_CONCURRENCY, OPT_FMT, OPT_MAX_CONTEXT, OPT_MORE_TRACES, OPT_OFFLINE,
+                               OPT_RANGE_RATIO, OPT_SCENARIO, OPT_SLO, OPT_TRACES, PLAIN, SEED_HELP, Format, _corpus,
+                               _offline, _open_loop, _warn, console)
 from agentx.cli.bench import _concurrencies, _default_out, _sweep
 from agentx.cli.options import config_options, pick
 from agentx.cli.results import DB_HELP
@@ -39,7 +39,7 @@ def sim_serve_cmd(
     options: dict = None,
 ):
     """Serve a simulated deployment over the OpenAI API (default: 8 x H200, Qwen3-235B-A22B)."""
-    from agentx.engine.server import serve
+    from agentx.engine.serve.app import serve
 
     engine = EngineConfig(**pick(EngineConfig, options), overhead_s=None if overhead_ms is None else overhead_ms / 1000)
     faults = FaultConfig(**pick(FaultConfig, options), kinds=tuple(k.strip() for k in fault_kinds.split(",") if k.strip()))

@@ -8,8 +8,8 @@ from typing import Optional
 
 import typer
 
-from agentx.cli import (OPT_FMT, OPT_MAX_CONTEXT, PLAIN, Basis, Format, WriteFormat, _choices, _count, _load,
-                        _max_context, console)
+from agentx.cli.common import (OPT_FMT, OPT_MAX_CONTEXT, PLAIN, Basis, Format, WriteFormat, _choices, _count, _load,
+                               _max_context, console)
 
 SubagentContext = _choices("SubagentContext", ("own", "parent"))
 

@@ -1,7 +1,7 @@
 """Disaggregated prefill / decode (SPEC section 6): prefill workers compute each prompt and its
 first token, the prompt's KV crosses to a decode worker at the link's modeled cost, and the decode
 worker produces the remaining tokens (Dynamo / llm-d / SGLang PD as InferenceX runs them). One
-implementation for `sim serve` (engine/server.py) and `sim bench` (virtual/runner.py): both hand
+implementation for `sim serve` (engine/serve/) and `sim bench` (virtual/runner.py): both hand
 `Workers` the sequences their cores finish and the KV arrivals when their time comes.
 
 - A request is one Sequence throughout. On its prefill worker it stops after its first token (its

@@ -1,5 +1,5 @@
 """The real-time driver: the dispatch loop that runs a replay plan against a server with asyncio
-and agentx's own HTTP client (`client.py`); bodies come from the renderer (`render.py`), records,
+and agentx's own HTTP client (`http/`); bodies come from the renderer (`render.py`), records,
 trees, the scraped server metrics and the result point go to the run folder (`folder.py`).
 
 With `clock_scale X` (a simulated engine running X times faster than the hardware it models)
@@ -27,14 +27,14 @@ from agentx.metrics.scrape import Scraper
 from agentx.power.sampler import PowerSampler
 from agentx.power.sources import find_source, make_source
 from agentx.records import Record, RecordWriter
-from agentx.replay.client import Client
+from agentx.replay.http.client import Client
 from agentx.replay.folder import report
 from agentx.replay.session_ids import SessionIdentity
 from agentx.replay.plan import DONE, PROFILE, Dispatch
 from agentx.replay.probe import ANSWER_TOKENS, ProbeConfig, probe_cache
 from agentx.replay.run import RunSkeleton
 from agentx.replay.settings import BenchSettings
-from agentx.replay.sender import HttpSender
+from agentx.replay.http.sender import HttpSender
 from agentx.replay.workers import LocalLauncher, RemoteSender, WorkerPool
 from agentx.serving import run_async
 

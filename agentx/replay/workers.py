@@ -28,11 +28,11 @@ import msgspec
 from agentx.common import gc_paused, peak_rss_mb
 from agentx.errors import AgentxError
 from agentx.records import Record
-from agentx.replay.client import Client
+from agentx.replay.http.client import Client
 from agentx.replay.plan import Dispatch
 from agentx.replay.render import Renderer
 from agentx.replay.run import RunSkeleton, make_record
-from agentx.replay.sender import HttpSender
+from agentx.replay.http.sender import HttpSender
 from agentx.replay.session_ids import SessionIdentity
 from agentx.replay.settings import BenchSettings
 from agentx.traces.graph import build_graph

@@ -4,7 +4,7 @@ import pytest
 from aiohttp import web
 
 from agentx.engine.config import ServeConfig
-from agentx.engine.server import SimServer
+from agentx.engine.serve.app import SimServer
 
 IN_PROCESS_SPEED = 2.0  # modeled seconds per wall second of the in-process sim
 

@@ -9,7 +9,7 @@ import pytest
 from agentx.engine.api import (AnthropicShape, BadRequest, ChatRequest, CompletionRequest, MessagesRequest,
                                OpenAIShape, forced_tool, parse, usage)
 from agentx.engine import api
-from agentx.replay.stream import Result, openai_event
+from agentx.replay.http.stream import Result, openai_event
 
 WORDS = [" the", " answer", " is", " 42"]  # the sim's words need no escaping inside a JSON string (tokenizer.word)
 

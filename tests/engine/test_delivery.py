@@ -1,4 +1,4 @@
-"""How the sim delivers an iteration's tokens (engine/server.py): never before they are due on
+"""How the sim delivers an iteration's tokens (engine/serve/loop.py): never before they are due on
 its own clock, and first tokens first, then answers that end, then the rest."""
 
 import asyncio
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import uvloop
 
-from agentx.engine.server import TIMER_GRAIN_S, _delivery_rank, _wait_until, clock
+from agentx.engine.serve.loop import TIMER_GRAIN_S, _delivery_rank, _wait_until, clock
 
 
 def test_the_engine_never_wakes_before_a_due_time_on_either_loop():

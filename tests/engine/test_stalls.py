@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from agentx.engine.config import ServeConfig
 from agentx.engine.launch import sim_server
 from agentx.engine.metrics import exposition
-from agentx.engine.server import SimServer
+from agentx.engine.serve.app import SimServer
 from agentx.engine.stalls import STALL_S, LoopWatch
 
 BLOCK_S = 0.3  # a deliberate block, 6x the stall threshold
@@ -124,26 +124,26 @@ def test_the_engine_does_not_wait_for_a_body_queued_before_its_wait_began():
         loop = asyncio.get_running_loop()
         head = loop.time()
         turn = asyncio.Event()
-        server._reading[turn] = head  # being read when the engine held its iteration
+        server.engine.reading[turn] = head  # being read when the engine held its iteration
         start = head + 0.001
-        assert server._read_before(start, loop.time()) == head
-        del server._reading[turn]  # then queued (the handler's `finally`) before the wait began
-        server._queued.set()
-        waiting = server._wait_read(start)
+        assert server.engine._read_before(start, loop.time()) == head
+        del server.engine.reading[turn]  # then queued (the handler's `finally`) before the wait began
+        server.engine.queued.set()
+        waiting = server.engine._wait_read(start)
         with pytest.raises(StopIteration):
             waiting.send(None)  # returns without suspending: nothing is left to wait for
 
-        server._reading[turn] = head  # still being read when the wait begins: it waits ...
-        task = asyncio.create_task(server._wait_read(start))
+        server.engine.reading[turn] = head  # still being read when the wait begins: it waits ...
+        task = asyncio.create_task(server.engine._wait_read(start))
         for _ in range(3):
             await asyncio.sleep(0)
         assert not task.done()
-        del server._reading[turn]  # ... until it is queued
-        server._queued.set()
+        del server.engine.reading[turn]  # ... until it is queued
+        server.engine.queued.set()
         await asyncio.wait_for(task, 30)
         later = asyncio.Event()
-        server._reading[later] = start + 0.01  # a head after the iteration's start holds nothing
+        server.engine.reading[later] = start + 0.01  # a head after the iteration's start holds nothing
         with pytest.raises(StopIteration):
-            server._wait_read(start).send(None)
+            server.engine._wait_read(start).send(None)
 
     asyncio.run(scenario())

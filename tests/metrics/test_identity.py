@@ -29,7 +29,7 @@ def test_every_setting_that_changes_performance_is_in_the_sims_published_setting
     publishes as its engine settings (a part of the deployment key)."""
     from agentx.engine.config import Deployment, EngineConfig, ServeConfig
     from agentx.engine.faults import FaultConfig
-    from agentx.engine.server import deployment_settings
+    from agentx.engine.serve.admin import deployment_settings
 
     def on(**engine) -> ServeConfig:
         return ServeConfig(deployment=Deployment(EngineConfig(**engine)))

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from agentx.errors import AgentxError
-from agentx.replay.client import Client
-from agentx.replay.stream import first_token_at
+from agentx.replay.http.client import Client
+from agentx.replay.http.stream import first_token_at
 
 
 def sse(n: int, crlf: bool = False) -> bytes:

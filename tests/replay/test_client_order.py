@@ -5,7 +5,7 @@ whatever order their connections complete in: a burst reaches the server in the 
 import asyncio
 import itertools
 
-from agentx.replay.client import Client
+from agentx.replay.http.client import Client
 from tests.replay.test_client import OK, scripted, sse
 
 BURST = 8

@@ -5,9 +5,9 @@ written. (The client against a real scripted server is test_client.py.)"""
 import asyncio
 import json
 
-from agentx.replay.connection import FIRST_WRITE, STALE, WRITE_PIECE, Connection
-from agentx.replay.stream import Result, openai_event
-from agentx.replay.turns import EVENTS_PER_TURN, WRITE_TURN, Turns
+from agentx.replay.http.connection import FIRST_WRITE, STALE, WRITE_PIECE, Connection
+from agentx.replay.http.stream import Result, openai_event
+from agentx.replay.http.turns import EVENTS_PER_TURN, WRITE_TURN, Turns
 
 
 class Transport:

@@ -7,7 +7,7 @@ from agentx.engine.launch import sim_server
 from agentx.records import read_records
 from agentx.replay.driver import bench
 from agentx.replay.settings import BenchSettings
-from agentx.replay.stream import Result, openai_event
+from agentx.replay.http.stream import Result, openai_event
 from agentx.traces.load import load_sessions
 from tests.conftest import WEKA
 

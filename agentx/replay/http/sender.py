@@ -5,13 +5,34 @@ session headers, the answer read into a `Record`. The driver's loop uses it dire
 from __future__ import annotations
 
 import asyncio
+from typing import Callable, Protocol
 
 from agentx.records import Record
-from agentx.replay.client import Client, Exchange
 from agentx.replay.hints import hint_headers, hint_member
+from agentx.replay.http.client import Client, Exchange
+from agentx.replay.http.stream import first_token_at
 from agentx.replay.plan import Dispatch
-from agentx.replay.session_ids import with_body_field
-from agentx.replay.stream import first_token_at
+from agentx.replay.render import Renderer
+from agentx.replay.session_ids import SessionIdentity, with_body_field
+from agentx.replay.settings import BenchSettings
+
+
+class RunPort(Protocol):
+    """What the sender asks of the run it sends for: the driver's `Run`, or a worker process's
+    share of it (`workers._WorkerRun`)."""
+
+    s: BenchSettings  # the target: headers, clock scale, whether chunk times are kept
+    run_id: str  # in every request's X-Correlation-ID
+    render: Renderer  # the bodies, prepared ahead or now
+    identity: SessionIdentity  # the session headers and body fields of a turn, and the cookies answered
+    t0: float  # the origin of the run's clock on this host's perf_counter
+    clock: Callable[[], float]  # the run's clock (run seconds, scaled)
+
+    def hints_of(self, d: Dispatch, session_id: str, parent_id: str | None, shared_blocks: int,
+                 osl: int) -> dict | None: ...
+
+    def record(self, d: Dispatch, isl_planned: int, osl_planned: int, theo_cached: int, start: float, end: float,
+               **answer) -> Record: ...
 
 
 class HttpSender:
@@ -21,7 +42,7 @@ class HttpSender:
 
     close_margin_s = 0.0
 
-    def __init__(self, run, client: Client):
+    def __init__(self, run: RunPort, client: Client):
         self.run, self.client = run, client
         self.scale = run.s.target.clock_scale
         self.keep_chunks = run.s.target.keep_chunks

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from agentx.errors import AgentxError
-from agentx.replay.connection import STALE, Connection
-from agentx.replay.stream import Result, openai_event
-from agentx.replay.turns import Turns
+from agentx.replay.http.connection import STALE, Connection
+from agentx.replay.http.stream import Result, openai_event
+from agentx.replay.http.turns import Turns
 
 ORDER_WAIT_S = 1.0  # a request on a new connection waits at most this long for earlier ones' heads
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from agentx.replay.stream import Result, names_context_overflow
-from agentx.replay.turns import Turns
+from agentx.replay.http.stream import Result, names_context_overflow
+from agentx.replay.http.turns import Turns
 
 ERROR_BODY_BYTES = 1 << 16  # kept of a non-200 answer
 FIRST_WRITE = 16 << 10  # body bytes written with the head
