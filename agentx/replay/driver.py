@@ -14,8 +14,11 @@ import asyncio
 import gc
 import math
 import os
+import signal
+import threading
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -385,6 +388,24 @@ async def _after(seconds: float, coro):
     return await coro
 
 
+@contextmanager
+def sigterm_exits():
+    """SIGTERM as SystemExit(143) while the run goes (Python's default ends the process at once, and
+    run.json kept "status": "running"): the run folder records it as interrupted."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def bench(settings: BenchSettings, sessions: list, command: str = "", on_tick=None, twin=None) -> dict:
     """Replay `sessions` against the target; write the run folder; return the result point.
     `on_tick(snapshot)` receives live figures twice a second (a progress display). `twin`: the
@@ -394,8 +415,9 @@ def bench(settings: BenchSettings, sessions: list, command: str = "", on_tick=No
         settings = settings.replace(model=discover_model(settings.target.url, settings.target.headers))
     run = Run(settings, sessions, command)
     try:
-        run_async(run.execute(on_tick))
-    except BaseException as e:  # KeyboardInterrupt too: the folder says the run did not complete
+        with sigterm_exits():
+            run_async(run.execute(on_tick))
+    except BaseException as e:  # KeyboardInterrupt and SIGTERM too: the folder says the run did not complete
         run.folder.fail(e)
         raise
     if twin is not None:
