@@ -327,17 +327,23 @@ def compare_cmd(
     """Two runs side by side: each headline metric of A and B, B - A and the change in per cent."""
     import json
 
-    from agentx.metrics.compare import compare_table
+    from agentx.metrics.compare import compare_table, workload_differences
     from agentx.replay.folder import report
     from agentx.report.rundata import is_run_folder
 
-    results = []
+    results, settings = [], []
     for folder in (run_a, run_b):
         if not is_run_folder(folder):
             raise AgentxError(f"{folder}: not a run folder (no run.json); a sweep's runs are its cN folders")
         path = folder / "result.json"
         results.append(json.loads(path.read_text()) if path.exists() else report(folder))  # a killed run: rebuilt
+        try:
+            settings.append(json.loads((folder / "run.json").read_text()).get("settings") or {})
+        except (OSError, ValueError, AttributeError):
+            settings.append({})
     console.print(compare_table(*results, str(run_a), str(run_b)))
+    for line in workload_differences(tuple(results), tuple(settings)):
+        _warn(f"the runs differ beyond the deployment: {line}")
 
 
 def register(app: typer.Typer) -> None:
