@@ -27,3 +27,15 @@ def test_compare_warns_on_workload_and_slo(tmp_path):
     warned = _compare(tmp_path / "weka", tmp_path / "scenario")
     assert "dataset: bundled WEKA sample vs" in warned and "scenario: None vs" in warned
     assert "SLO: none vs" in warned and "ttft" in warned
+
+
+def test_a_sweep_prints_why_its_points_are_not_valid(tmp_path):
+    """`sim bench --concurrency 1,2` of a too-short run (a synthetic corpus's long first turns: no
+    request ends in 30 s): the table says "no", a line per point says why."""
+    subprocess.run([*CLI, "trace", "synth", "--out", str(tmp_path / "synth"), "--sessions", "6"], check=True,
+                   capture_output=True, timeout=120)
+    res = subprocess.run([*CLI, "sim", "bench", "--traces", str(tmp_path / "synth"), "--concurrency", "1,2",
+                          "--duration", "30", "--out", str(tmp_path / "s")], capture_output=True, text=True, timeout=300)
+    lines = [line for line in res.stdout.splitlines() if "NOT VALID:" in line]
+    assert [line.split(":")[0] for line in lines] == ["c1", "c2"], res.stdout
+    assert all(len(line.split("NOT VALID: ")[1]) > 10 for line in lines)
