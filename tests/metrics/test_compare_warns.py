@@ -36,6 +36,6 @@ def test_a_sweep_prints_why_its_points_are_not_valid(tmp_path):
                    capture_output=True, timeout=120)
     res = subprocess.run([*CLI, "sim", "bench", "--traces", str(tmp_path / "synth"), "--concurrency", "1,2",
                           "--duration", "30", "--out", str(tmp_path / "s")], capture_output=True, text=True, timeout=300)
-    lines = [line for line in res.stdout.splitlines() if "NOT VALID:" in line]
+    lines = [line for line in res.stdout.splitlines() if line.startswith("c") and "NOT VALID:" in line]
     assert [line.split(":")[0] for line in lines] == ["c1", "c2"], res.stdout
     assert all(len(line.split("NOT VALID: ")[1]) > 10 for line in lines)
