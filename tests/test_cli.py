@@ -37,6 +37,11 @@ def test_synth_then_stats_then_convert(tmp_path):
     full = json.loads(agentx("trace", "stats", out, "--json").stdout)
     again = json.loads(agentx("trace", "stats", mooncake, "--json").stdout)
     assert again["requests"] == full["requests"] and again["isl"] == full["isl"]
+    assert full["sessions_with_subagents"] >= 1
+    for to in ("mooncake", "bailian"):  # flat formats: the subagents' trees are not kept, and it says so
+        said = " ".join(agentx("trace", "convert", out, "--to", to, "--out", tmp_path / f"x-{to}.jsonl").stdout.split())
+        assert f"subagent streams of {full['sessions_with_subagents']:,} sessions" in said, said
+        assert f"({full['subagent_requests']:,} requests)" in said and f"{to} has no session tree" in said
 
 
 def test_convert_mooncake_to_weka_folder(tmp_path):
