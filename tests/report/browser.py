@@ -221,6 +221,12 @@ LOOKS = """() => {
         const g = box(gd), legend = gd.querySelector('.legend');
         if (legend && (box(legend).right > g.right + 1 || box(legend).left < g.left - 1 || box(legend).bottom > g.bottom + 1))
             out.push(`legend cut ${gd.id}`);
+        const right = gd._fullLayout.yaxis2, ticks = right && (right._vals || []).map(t => t.x);
+        const step = ticks && ticks.length > 1 ? ticks[1] - ticks[0] : 0;
+        if (right && right.visible !== false && step > 0) {  // round right-axis ticks: 1, 2, 2.5 or 5 x 10^k apart
+            const lead = step / 10 ** Math.floor(Math.log10(step) + 1e-9);
+            if (![1, 2, 2.5, 5].some(d => Math.abs(lead - d) < 1e-6)) out.push(`right axis ticks ${gd.id}: every ${step}`);
+        }
         const labels = [...gd.querySelectorAll('.textpoint text')].map(box).filter(b => b.width > 0);
         for (let i = 0; i < labels.length; i++) for (let j = i + 1; j < labels.length; j++)
             if (over(labels[i], labels[j])) out.push(`labels overlap ${gd.id}: ${i} / ${j}`);

@@ -16,8 +16,10 @@ const AX = (() => {
       out.legend = Object.assign({}, layout.legend, {font: {size: 9}});
     }
     for (const key of Object.keys(layout).filter(k => /^[xy]axis\d*$/.test(k)).concat(["xaxis", "yaxis"])) {
+      // an overlaying (right) axis: round ticks of its own (plotly's default, "sync", gave 0 / 227 / 455 / 682)
+      const own = layout[key] && layout[key].overlaying ? {tickmode: "auto"} : {};
       out[key] = Object.assign({gridcolor: INK.grid, zerolinecolor: INK.zero, linecolor: INK.grid, automargin: true},
-                               layout[key]);
+                               own, layout[key]);
     }
     if (layout.updatemenus) {  // a chart's buttons on a row of their own under its title: never over it
       const top = layout.title ? {y: 1, yanchor: "bottom", pad: {t: 0, r: 0, b: 6, l: 0}} : {};
