@@ -25,6 +25,7 @@ import aiohttp
 
 from agentx.common import peak_rss_mb
 from agentx.errors import AgentxError
+from agentx.metrics.hints import REFUSED, refusal
 from agentx.metrics.identity import discover
 from agentx.metrics.scrape import Scraper
 from agentx.power.sampler import PowerSampler
@@ -87,6 +88,9 @@ class Opened:
     waited0: float | None = None
 
 
+REFUSED_STOP = 8  # refused answers in a row, none answered, that stop a run
+
+
 class Run(RunSkeleton):
     """One (settings, sessions) replay into one folder, in three steps around a `Dispatcher`:
     `open` (server identity, cache probe, clock, files, scraper, client), the dispatcher's loop,
@@ -96,6 +100,8 @@ class Run(RunSkeleton):
         super().__init__(settings, sessions, command)
         self.identity = SessionIdentity(settings.target.session_headers, self.run_id)
         self.done = {"warmup": 0, "profile": 0, "errors": 0}
+        self.first_refusals: list[Record] = []  # 401 / 403 / 404 answers while no request has succeeded
+        self.answered, self.refused = False, None
         self.recent: deque = deque(maxlen=500)  # (end, ttft, output tokens) of profile records
         self.clock = lambda: 0.0
         self.t0 = 0.0
@@ -115,6 +121,14 @@ class Run(RunSkeleton):
         }
 
     def count(self, rec: Record) -> None:
+        if self.refused is None and rec.error == "http_4xx" and rec.status in REFUSED and not self.answered:
+            self.first_refusals.append(rec)
+            if len(self.first_refusals) >= REFUSED_STOP:  # every answer so far refused: the loop stops
+                self.refused = (f"the first {REFUSED_STOP} requests all got "
+                                + refusal(rec.status, rec.detail, self.s.target.model)
+                                + " (stopped before sending the rest)")
+        elif not rec.error:
+            self.answered = True
         self.done[rec.phase] += 1
         if rec.error:
             self.done["errors"] += 1
@@ -306,6 +320,8 @@ class Dispatcher:
         plan.start(clock())
         self.window_opens()
         while True:
+            if self.run.refused:  # a wrong --model, URL or credentials: one line, not thousands of refusals
+                raise AgentxError(self.run.refused)
             self.launch(clock())
             if plan.phase == DONE:
                 break
