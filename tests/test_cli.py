@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.conftest import MOONCAKE, WEKA
 
@@ -37,6 +38,11 @@ def test_synth_then_stats_then_convert(tmp_path):
     full = json.loads(agentx("trace", "stats", out, "--json").stdout)
     again = json.loads(agentx("trace", "stats", mooncake, "--json").stdout)
     assert again["requests"] == full["requests"] and again["isl"] == full["isl"]
+    assert full["sessions_with_subagents"] >= 1
+    for to in ("mooncake", "bailian"):  # flat formats: the subagents' trees are not kept, and it says so
+        said = " ".join(agentx("trace", "convert", out, "--to", to, "--out", tmp_path / f"x-{to}.jsonl").stdout.split())
+        assert f"subagent streams of {full['sessions_with_subagents']:,} sessions" in said, said
+        assert f"({full['subagent_requests']:,} requests)" in said and f"{to} has no session tree" in said
 
 
 def test_convert_mooncake_to_weka_folder(tmp_path):
@@ -114,3 +120,18 @@ def test_every_help_page_renders_at_80_columns_with_whole_option_names():
 def test_messages_count_their_nouns(tmp_path):
     res = agentx("trace", "convert", WEKA / "trace_0291.json", "--to", "mooncake", "--out", tmp_path / "one.jsonl")
     assert res.returncode == 0 and "wrote 1 session (32 requests)" in " ".join(res.stdout.split()), res.stdout
+
+
+def test_plan_without_a_ray_cluster_then_import_what_is_there(tmp_path):
+    """`sim plan --ray auto` with no cluster fails in one line before making its folder; `db import
+    runs/*/` over a run and a folder holding none stores the run and refuses the other (exit 2)."""
+    plan = Path(__file__).parents[1] / "benchmarks" / "plan_example.yaml"
+    res = agentx("sim", "plan", plan, "--ray", "auto", "--out", tmp_path / "plan", "--db", tmp_path / "p.db")
+    assert res.returncode != 0 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "--ray" in res.stderr and not (tmp_path / "plan").exists()
+    runs = tmp_path / "runs"
+    (runs / "empty").mkdir(parents=True)
+    assert agentx("sim", "bench", "--concurrency", "2", "--duration", "30", "--out", runs / "c2").returncode in (0, 3)
+    res = agentx("db", "import", runs / "c2", runs / "empty", "--db", tmp_path / "r.db")
+    assert res.returncode == 2 and "c2: stored as point 1" in res.stdout
+    assert "empty: refused (nothing stored)" in " ".join(res.stderr.split())

@@ -53,7 +53,6 @@ def _bench_with_twin(settings, sessions, command: str, on_tick) -> dict:
 
 
 def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str, run=None) -> list[dict]:
-    from agentx.metrics.tables import sweep_table
     from agentx.replay.folder import command_line
     from agentx.replay.concurrency_sweep import sweep
 
@@ -75,8 +74,21 @@ def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str, 
 
     results = sweep(settings, sessions, concurrencies, out, command_line(), progress, done, run or _bench_with_twin)
     if len(results) > 1:
-        console.print(sweep_table(results))
+        _print_sweep_table(results)
     return [result for _, result in results]
+
+
+def _print_sweep_table(results: list[tuple]) -> None:
+    """The sweep's table, then why each NOT VALID run is (the table only says "no")."""
+    from agentx.metrics.tables import sweep_table
+
+    console.print(sweep_table(results))
+    for name, r in results:
+        v = r.get("validity") or {}
+        if v.get("valid") is False:
+            label = f"c{name}" if isinstance(name, int) else name
+            console.print(f"{label}: NOT VALID: {'; '.join(v.get('reasons') or ['no reason recorded'])}",
+                          highlight=False, markup=False)
 
 
 INVALID_EXIT = 3
@@ -235,13 +247,12 @@ def print_sweep(folder: Path, html: bool = True) -> list[dict]:
     one row per run, by deployment), and its report.html; returns the runs' results."""
     import json
 
-    from agentx.metrics.tables import sweep_table
     from agentx.report.html import write_report
     from agentx.report.rundata import sweep_folders
 
     runs = sweep_folders(folder)
     results = [(str(run.relative_to(folder)), json.loads((run / "result.json").read_text())) for run in runs]
-    console.print(sweep_table(results))
+    _print_sweep_table(results)
     if html:
         console.print(f"HTML report: {write_report(folder)}", highlight=False)
     return [r for _, r in results]
@@ -327,17 +338,23 @@ def compare_cmd(
     """Two runs side by side: each headline metric of A and B, B - A and the change in per cent."""
     import json
 
-    from agentx.metrics.compare import compare_table
+    from agentx.metrics.compare import compare_table, workload_differences
     from agentx.replay.folder import report
     from agentx.report.rundata import is_run_folder
 
-    results = []
+    results, settings = [], []
     for folder in (run_a, run_b):
         if not is_run_folder(folder):
             raise AgentxError(f"{folder}: not a run folder (no run.json); a sweep's runs are its cN folders")
         path = folder / "result.json"
         results.append(json.loads(path.read_text()) if path.exists() else report(folder))  # a killed run: rebuilt
+        try:
+            settings.append(json.loads((folder / "run.json").read_text()).get("settings") or {})
+        except (OSError, ValueError, AttributeError):
+            settings.append({})
     console.print(compare_table(*results, str(run_a), str(run_b)))
+    for line in workload_differences(tuple(results), tuple(settings)):
+        _warn(f"the runs differ beyond the deployment: {line}")
 
 
 def register(app: typer.Typer) -> None:

@@ -70,6 +70,20 @@ def trace_synth_cmd(
     console.print(f"wrote {_count(written, 'session')}, {_count(requests, 'request')} to {out}")
 
 
+def flat_losses(sessions: list, to: str) -> list[str]:
+    """What a flat format (Mooncake's rows, Bailian's chat chains) loses: every subagent's stream.
+    Their requests are kept, in time order in their session's rows, not their tree (the parent's
+    wait for them, their parallel lanes)."""
+    subs = [st for s in sessions for st in s.walk() if st.kind in ("subagent", "background")]
+    if not subs:
+        return []
+    requests = sum(len(st.requests) for st in subs)
+    held = sum(1 for s in sessions if any(st.kind in ("subagent", "background") for st in s.walk()))
+    return [f"{len(subs):,} subagent streams of {held:,} sessions ({requests:,} requests): written as rows of "
+            f"their session in time order; {to} has no session tree, so replay runs them in one chain, "
+            "without the parent's wait or their parallel lanes"]
+
+
 @trace_app.command("convert")
 def trace_convert_cmd(
     paths: list[Path] = typer.Argument(..., help="Trace files or folders."),
@@ -87,6 +101,9 @@ def trace_convert_cmd(
     write_sessions(sessions, out, to.value, **options)
     requests = sum(s.n_requests for s in sessions)
     console.print(f"wrote {_count(len(sessions), 'session')} ({_count(requests, 'request')}) to {out}")
+    if to.value in ("mooncake", "bailian"):
+        for line in flat_losses(sessions, to.value):
+            console.print(f"  not kept: {line}", highlight=False)
     if to.value == "tracelab":
         from agentx.traces.tracelab import tracelab_losses
 

@@ -68,3 +68,21 @@ def compare_table(a: dict, b: dict, name_a: str, name_b: str) -> Table:
     valid = lambda r: "yes" if r.get("validity", {}).get("valid") else "no"  # noqa: E731
     t.add_row("valid", valid(a), valid(b), "", "")
     return t
+
+
+WORKLOAD_KEYS = ("dataset", "variant", "scenario", "token_scale", "seed", "wire")
+
+
+def workload_differences(results: tuple[dict, dict], settings: tuple[dict, dict]) -> list[str]:
+    """What differs between two runs beside their deployments: the workload (identity's dataset,
+    variant, scenario, token scale, seed, wire) and the goodput SLOs (run.json settings `slo`), each
+    as "name: A vs B". A comparison across these mixes the workload's effect with the engine's."""
+    out = []
+    ids = [r.get("identity") or {} for r in results]
+    for key in WORKLOAD_KEYS:
+        if ids[0].get(key) != ids[1].get(key):
+            out.append(f"{key}: {ids[0].get(key)} vs {ids[1].get(key)}")
+    slos = [s.get("slo") or None for s in settings]
+    if slos[0] != slos[1]:
+        out.append(f"SLO: {slos[0] or 'none'} vs {slos[1] or 'none'}")
+    return out

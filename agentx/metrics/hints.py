@@ -12,6 +12,18 @@ from agentx.records import Record
 SHARE = 0.10  # a kind of error counts once it is this share of the profiled requests
 
 
+REFUSED = {401: "the server wants credentials: --api-key KEY (or OPENAI_API_KEY), or --header 'Name: value'",
+           403: "the credentials are refused: check --api-key / --header",
+           404: "no such route or model: check --url (the server's base, with or without /v1) and --model"}
+
+
+def refusal(status: int | None, detail: str | None, model) -> str:
+    """"HTTP 404 (the server's words): what to change" of a request the server refused."""
+    first = (detail or "").strip()[:160]
+    return (f"HTTP {status}" + (f" ({first})" if first else "") + ": "
+            + REFUSED.get(status, f"check --model ({model!r}), --api-key / --header and --url"))
+
+
 def hints(prof: list[Record], errors: Counter, ident: dict, settings: dict) -> list[str]:
     out = []
     if not prof:
@@ -20,13 +32,8 @@ def hints(prof: list[Record], errors: Counter, ident: dict, settings: dict) -> l
     if len(refused) > SHARE * len(prof):
         statuses = Counter(r.status for r in refused)
         status, _ = statuses.most_common(1)[0]
-        first = (refused[0].detail or "").strip()[:160]
-        why = {401: "the server wants credentials: --api-key KEY (or OPENAI_API_KEY), or --header 'Name: value'",
-               403: "the credentials are refused: check --api-key / --header",
-               404: "no such route or model: check --url (the server's base, with or without /v1) and --model"}
-        out.append(f"{len(refused) / len(prof):.0%} of requests got HTTP {status}"
-                   + (f" ({first})" if first else "") + ": "
-                   + why.get(status, f"check --model ({settings.get('model')!r}), --api-key / --header and --url"))
+        out.append(f"{len(refused) / len(prof):.0%} of requests got "
+                   + refusal(status, refused[0].detail, settings.get("model")))
     overflow = errors.get("context_overflow", 0)
     if overflow > 0.01 * len(prof) and not settings.get("scenario"):
         limit = ident.get("max_model_len")

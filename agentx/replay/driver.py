@@ -14,14 +14,18 @@ import asyncio
 import gc
 import math
 import os
+import signal
+import threading
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import aiohttp
 
 from agentx.common import peak_rss_mb
 from agentx.errors import AgentxError
+from agentx.metrics.hints import REFUSED, refusal
 from agentx.metrics.identity import discover
 from agentx.metrics.scrape import Scraper
 from agentx.power.sampler import PowerSampler
@@ -84,6 +88,9 @@ class Opened:
     waited0: float | None = None
 
 
+REFUSED_STOP = 8  # refused answers in a row, none answered, that stop a run
+
+
 class Run(RunSkeleton):
     """One (settings, sessions) replay into one folder, in three steps around a `Dispatcher`:
     `open` (server identity, cache probe, clock, files, scraper, client), the dispatcher's loop,
@@ -93,6 +100,8 @@ class Run(RunSkeleton):
         super().__init__(settings, sessions, command)
         self.identity = SessionIdentity(settings.target.session_headers, self.run_id)
         self.done = {"warmup": 0, "profile": 0, "drain": 0, "errors": 0}
+        self.first_refusals: list[Record] = []  # 401 / 403 / 404 answers while no request has succeeded
+        self.answered, self.refused = False, None
         self.recent: deque = deque(maxlen=500)  # (end, ttft, output tokens) of profile records
         self.clock = lambda: 0.0
         self.t0 = 0.0
@@ -112,6 +121,14 @@ class Run(RunSkeleton):
         }
 
     def count(self, rec: Record) -> None:
+        if self.refused is None and rec.error == "http_4xx" and rec.status in REFUSED and not self.answered:
+            self.first_refusals.append(rec)
+            if len(self.first_refusals) >= REFUSED_STOP:  # every answer so far refused: the loop stops
+                self.refused = (f"the first {REFUSED_STOP} requests all got "
+                                + refusal(rec.status, rec.detail, self.s.target.model)
+                                + " (stopped before sending the rest)")
+        elif not rec.error:
+            self.answered = True
         self.done[rec.phase] += 1
         if rec.error:
             self.done["errors"] += 1
@@ -304,6 +321,8 @@ class Dispatcher:
         plan.start(clock())
         self.window_opens()
         while True:
+            if self.run.refused:  # a wrong --model, URL or credentials: one line, not thousands of refusals
+                raise AgentxError(self.run.refused)
             self.launch(clock())
             if plan.phase == DONE:
                 break
@@ -386,6 +405,24 @@ async def _after(seconds: float, coro):
     return await coro
 
 
+@contextmanager
+def sigterm_exits():
+    """SIGTERM as SystemExit(143) while the run goes (Python's default ends the process at once, and
+    run.json kept "status": "running"): the run folder records it as interrupted."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def bench(settings: BenchSettings, sessions: list, command: str = "", on_tick=None, twin=None) -> dict:
     """Replay `sessions` against the target; write the run folder; return the result point.
     `on_tick(snapshot)` receives live figures twice a second (a progress display). `twin`: the
@@ -395,8 +432,9 @@ def bench(settings: BenchSettings, sessions: list, command: str = "", on_tick=No
         settings = settings.replace(model=discover_model(settings.target.url, settings.target.headers))
     run = Run(settings, sessions, command)
     try:
-        run_async(run.execute(on_tick))
-    except BaseException as e:  # KeyboardInterrupt too: the folder says the run did not complete
+        with sigterm_exits():
+            run_async(run.execute(on_tick))
+    except BaseException as e:  # KeyboardInterrupt and SIGTERM too: the folder says the run did not complete
         run.folder.fail(e)
         raise
     if twin is not None:

@@ -25,8 +25,8 @@ FIGURES = (("total tok/s", "throughput", "total_tok_s", ""), ("output tok/s", "t
            ("server CPU-tier hit", "server_metrics", "external_hit_rate", "%"),
            ("KV usage mean", "server_metrics", "kv_usage_mean", "%"), ("KV usage max", "server_metrics", "kv_usage_max", "%"),
            ("requests ok", "requests", "succeeded", ""), ("requests profiled", "requests", "profiled", ""),
-           ("J per output token (measured)", "power", "joules_per_output_token", ""),
-           ("J per token (measured)", "power", "joules_per_total_token", ""),
+           ("energy per output token (measured) J", "power", "joules_per_output_token", ""),
+           ("energy per token (measured) J", "power", "joules_per_total_token", ""),
            ("total tok/s per MW (measured)", "power", "total_tok_s_per_mw", ""),
            ("GPU power average W", "power", "avg_w", ""), ("GPU power peak W", "power", "peak_w", ""))
 # over-time charts: (id, title, series key, scale, y title)
@@ -77,9 +77,29 @@ def figure_rows(results: list[dict]) -> list[dict]:
     return [r for r in rows if any(v != "-" for v in r["values"])]
 
 
+LOWER_BETTER = ("TTFT", "E2E latency", "ITL", "$ per", "energy per")
+HIGHER_BETTER = ("tok/s", "interactivity", "hit")
+
+
+def direction(label: str) -> int:
+    """+1 where a higher figure is better, -1 where lower is, 0 where neither (counts, lengths, watts)."""
+    if label.startswith(LOWER_BETTER):
+        return -1
+    return 1 if any(word in label for word in HIGHER_BETTER) else 0
+
+
+def _verdict(value, first, sign: int) -> str:
+    """The change's class: "better", "worse" or "" (no change, no direction, no value)."""
+    if not sign or value is None or first is None or value == first:
+        return ""
+    return "better" if (value - first) * sign > 0 else "worse"
+
+
 def _row(label: str, values: list, unit: str) -> dict:
+    sign = direction(label)
     return {"label": label, "values": [fmt_number(v, unit) for v in values],
-            "deltas": [""] + [_delta(v, values[0]) for v in values[1:]]}
+            "deltas": [""] + [_delta(v, values[0]) for v in values[1:]],
+            "verdicts": [""] + [_verdict(v, values[0], sign) for v in values[1:]]}
 
 
 def overlay_charts(names: list[str], series: list[dict]) -> dict[str, dict]:

@@ -38,6 +38,8 @@ def _stored_histogram(h: dict | None, title: str, x_title: str, why: str) -> dic
     if not h:
         return empty(title, why)
     bars, axis = log_bars(h["edges"], h["counts"], title)
+    if not bars["x"]:
+        return empty(title, f"{h['n']:,} values, all under 0.0001")
     zeros = f", {h['zeros']:,} at 0 not drawn" if h.get("zeros") else ""
     return figure([bars], f"{title} (n {h['n'] + h.get('zeros', 0):,}{zeros})", x_title, "count", bargap=0.05,
                   xaxis=axis)

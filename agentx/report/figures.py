@@ -46,6 +46,10 @@ def empty(title: str, why: str) -> dict:
 def log_bars(edges: list[float], counts: list, name: str, number: str = ",.4g", unit: str = "") -> tuple[dict, dict]:
     """Counts over log-spaced bin `edges` as bars on log10(x) (each bin its range in the hover,
     `number` formatting its ends), and the x axis that ticks it at powers of ten in plain numbers."""
+    keep = [i for i in range(len(edges) - 1) if edges[i] > 0]  # a digest stored before edges kept 5 digits
+    if not keep:  # held 0 for sub-0.0001 bins: those are not drawn
+        return {"type": "bar", "x": [], "y": [], "name": name}, {}
+    edges, counts = [edges[i] for i in keep] + [edges[keep[-1] + 1]], [counts[i] for i in keep]
     logs = [math.log10(e) for e in edges]
     bars = {"type": "bar", "x": [(a + b) / 2 for a, b in zip(logs[:-1], logs[1:])], "y": counts,
             "width": [b - a for a, b in zip(logs[:-1], logs[1:])], "name": name, "textposition": "none",

@@ -68,7 +68,8 @@ DASHES = ("solid", "dot", "dash", "longdash", "dashdot")
 # label positions tried in turn (pixel offsets of plotly's textposition from the marker), first free wins
 LABEL_SPOTS = (("top center", 0, -14), ("bottom center", 0, 14), ("middle right", 1, 0), ("middle left", -1, 0),
                ("top right", 1, -12), ("bottom left", -1, 12), ("top left", -1, -12), ("bottom right", 1, 12))
-PLOT_PX = (1100, 360)  # the plot area a label layout assumes (a 1,440 px page's frontier)
+PLOT_PX = (1100, 450)  # the plot area a label layout assumes (a 1,440 px page's frontier)
+LEGEND_CHARS = 32  # a legend entry's length at most (the full configuration is in its hover)
 
 
 @dataclass
@@ -103,18 +104,22 @@ def point_label(r: dict) -> str:
     return f"c{r['concurrency']}" + (f" {r['parallelism']}" if r.get("parallelism") else "")
 
 
-def place_labels(points: list[tuple[float, float, str]], log: tuple[bool, bool] = (False, False)) -> list[str]:
+def place_labels(points: list[tuple[float, float, str]], log: tuple[bool, bool] = (False, False),
+                 ranges: tuple[list[float], list[float]] | None = None) -> list[str]:
     """A textposition per (x, y, label) so that no two labels' boxes overlap (greedy over
-    LABEL_SPOTS, in PLOT_PX pixels of the points' range); a label with no free spot keeps the first."""
+    LABEL_SPOTS, in PLOT_PX pixels of the axes' `ranges`, else of the points' range; the markers
+    count as taken too); a label with no free spot keeps the first."""
     if not points:
         return []
     tx = [math.log10(p[0]) if log[0] and p[0] > 0 else p[0] for p in points]
     ty = [math.log10(p[1]) if log[1] and p[1] > 0 else p[1] for p in points]
-    sx = PLOT_PX[0] / ((max(tx) - min(tx)) or 1)
-    sy = PLOT_PX[1] / ((max(ty) - min(ty)) or 1)
-    placed, out = [], []
+    (x0, x1), (y0, y1) = ranges or ((min(tx), max(tx)), (min(ty), max(ty)))
+    sx = PLOT_PX[0] / ((x1 - x0) or 1)
+    sy = PLOT_PX[1] / ((y1 - y0) or 1)
+    placed = [((px - x0) * sx - 6, (y1 - py) * sy - 6, (px - x0) * sx + 6, (y1 - py) * sy + 6) for px, py in zip(tx, ty)]
+    out = []
     for (x, y, label), px, py in zip(points, tx, ty):
-        cx, cy = (px - min(tx)) * sx, (max(ty) - py) * sy
+        cx, cy = (px - x0) * sx, (y1 - py) * sy
         w, h = 6.5 * len(label) + 4, 14
         for spot, dx, dy in LABEL_SPOTS:
             ox = cx + dx * (w / 2 + 8) - w / 2
@@ -140,14 +145,46 @@ def point_info(rows: list[dict]) -> dict:
                            "figures": {k: r.get(k) for k in keys}} for r in rows}
 
 
-def _invalid_trace(pts: list[dict], x: str, y: str, legend: str, color: str, symbol: str) -> dict:
+def wrapped(text: str, width: int = 60) -> str:
+    """A hover line broken at ", " into lines of about `width` characters (plotly never wraps one)."""
+    lines = [""]
+    for part in text.split(", "):
+        lines[-1:] = [lines[-1] + ", " + part] if lines[-1] and len(lines[-1]) + len(part) < width else \
+            ([lines[-1] + ","] if lines[-1] else []) + [part]
+    return "<br>".join(lines)
+
+
+def short_names(keys: list[tuple]) -> list[str]:
+    """A legend name per curve key (model, hardware, engine): only the labels that differ between
+    the curves (the engine when none does), at most LEGEND_CHARS characters."""
+    varying = [i for i in (1, 2, 0) if len({k[i] for k in keys}) > 1] or [2]
+    names = [", ".join(str(k[i]) for i in varying if k[i]) or "?" for k in keys]
+    return [n if len(n) <= LEGEND_CHARS else n[:LEGEND_CHARS - 1] + "…" for n in names]
+
+
+def axis_ranges(rows: list[dict], x: str, y: str) -> dict:
+    """Each axis' range, linear and log (log10 units, plotly's), over `rows` (the valid points) with
+    a margin, so an invalid outlier does not squeeze the curves."""
+    out = {}
+    for a, key in (("x", x), ("y", y)):
+        v = [float(r[key]) for r in rows]
+        lo, hi = min(v), max(v)
+        pad = (hi - lo) * 0.06 or abs(hi) * 0.1 or 1.0
+        pos = [q for q in v if q > 0]
+        logs = [math.log10(min(pos)), math.log10(max(pos))] if pos else [0.0, 1.0]
+        lpad = (logs[1] - logs[0]) * 0.06 or 0.1
+        out[a] = {"linear": [lo - pad, hi + pad], "log": [logs[0] - lpad, logs[1] + lpad]}
+    return out
+
+
+def _invalid_trace(pts: list[dict], x: str, y: str, legend: str, group: str, color: str, symbol: str) -> dict:
     """A curve's NOT VALID points: hollow markers (its colour and marker) never joined to it, each
     with its reasons."""
     reasons = ["NOT VALID: " + "; ".join(r.get("reasons") or ["NOT VALID"]) for r in pts]
     return {"type": "scattergl" if len(pts) > 200 else "scatter", "mode": "markers", "x": [r[x] for r in pts],
             "y": [r[y] for r in pts], "text": [point_label(r) for r in pts], "customdata": [r["id"] for r in pts],
-            "hovertext": [f"{deployment_label(r)}<br>{why}" for r, why in zip(pts, reasons)],
-            "name": f"{legend}: NOT VALID (never on the frontier)", "legendgroup": legend,
+            "hovertext": [f"{wrapped(deployment_label(r))}<br>{wrapped(why)}" for r, why in zip(pts, reasons)],
+            "name": f"{legend}: NOT VALID", "legendgroup": group,
             "marker": {"size": 9, "symbol": f"{symbol}-open", "line": {"width": 2}, "color": color},
             "hovertemplate": f"<b>%{{text}}</b> %{{hovertext}}<br>{X_LABELS[x]}: %{{x:,.3~g}}<br>"
                              f"{Y_LABELS[y]}: %{{y:,.4~g}}<br><i>click to pin</i><extra></extra>"}
@@ -167,41 +204,64 @@ def frontier_chart(rows: list[dict], x: str, y: str, palette: Palette | None = N
     palette = palette or Palette.of(rows)
     data, off = [], []
     curves = fr.frontier(usable, x, y)
+    valid = [r for r in usable if r.get("valid") is not False] or usable
+    ranges = axis_ranges(valid, x, y)
     labelled = sum(len(c.points) for c in curves) <= LABELLED_POINTS
     by_curve = defaultdict(list)
     for r in usable:
         by_curve[tuple(r[k] for k in fr.CURVE)].append(r)
     fronts = [sorted(c.points, key=lambda r: r[x]) for c in curves]
-    spots = iter(place_labels([(r[x], r[y], point_label(r)) for f in fronts for r in f], log) if labelled else [])
-    for curve, front in zip(curves, fronts):
-        key = tuple(curve.key[k] for k in fr.CURVE)
+    scale = tuple(ranges[a]["log" if on else "linear"] for a, on in zip("xy", log))
+    spots = iter(place_labels([(r[x], r[y], point_label(r)) for f in fronts for r in f], log, scale)
+                 if labelled else [])
+    keys = [tuple(c.key[k] for k in fr.CURVE) for c in curves]
+    for curve, front, key, legend in zip(curves, fronts, keys, short_names(keys)):
         on = {r["id"] for r in curve.points}
-        legend = ", ".join(str(v) for v in (key[1], key[2], key[0]) if v)
+        group = ", ".join(str(v) for v in (key[1], key[2], key[0]) if v)  # the full name, the legend's hover
         others = [r for r in by_curve[key] if r["id"] not in on and r.get("valid") is not False]
         color, symbol = palette.color(curve.key["hardware"]), palette.symbol(curve.key["engine"])
         for pts, is_front in ((front, True), (others, False)):
             if not pts:
                 continue
             off += [] if is_front else [len(data)]
-            data.append({"type": "scattergl" if len(pts) > 200 else "scatter",
-                         "mode": "lines+markers+text" if is_front and labelled else
-                         ("lines+markers" if is_front else "markers"),
-                         "x": [r[x] for r in pts], "y": [r[y] for r in pts],
-                         "text": [point_label(r) for r in pts], "customdata": [r["id"] for r in pts],
-                         "hovertext": [deployment_label(r) for r in pts],
-                         "textposition": [next(spots) for _ in pts] if is_front and labelled else "top center",
-                         "textfont": {"size": 10, "color": color},
-                         "name": legend if is_front else f"{legend}: off the frontier", "legendgroup": legend,
-                         "showlegend": is_front or not front,
-                         "line": {"color": color, "dash": palette.dash(curve.key["hardware"])},
-                         "marker": {"size": 10 if is_front else 7, "color": color, "symbol": symbol,
-                                    "line": {"width": [3 if r.get("kv_offload") else 0 for r in pts], "color": "#888"},
-                                    **({} if is_front else {"opacity": 0.5})},
-                         "hovertemplate": f"<b>%{{text}}</b> %{{hovertext}}<br>{X_LABELS[x]}: %{{x:,.3~g}}<br>"
-                                          f"{Y_LABELS[y]}: %{{y:,.4~g}}<br><i>click to pin</i><extra></extra>"})
+            data.append(_curve_trace(pts, x, y, is_front, labelled, spots, color, symbol,
+                                     palette.dash(curve.key["hardware"])) |
+                        {"name": legend if is_front else f"{legend}: off the frontier", "legendgroup": group,
+                         "showlegend": is_front or not front})
         if curve.invalid:  # hollow, apart from the curve, the reasons on hover
             off.append(len(data))
-            data.append(_invalid_trace(curve.invalid, x, y, legend, color, symbol))
+            data.append(_invalid_trace(curve.invalid, x, y, legend, group, color, symbol))
+    return _layout(data, off, curves, title, x, y, log, ranges, _outside(usable, valid, x, y, ranges))
+
+
+def _curve_trace(pts: list[dict], x: str, y: str, is_front: bool, labelled: bool, spots, color: str, symbol: str,
+                 dash: str) -> dict:
+    """A curve's frontier points (joined, labelled) or its other valid points (markers, faint)."""
+    return {"type": "scattergl" if len(pts) > 200 else "scatter",
+            "mode": "lines+markers+text" if is_front and labelled else ("lines+markers" if is_front else "markers"),
+            "x": [r[x] for r in pts], "y": [r[y] for r in pts],
+            "text": [point_label(r) for r in pts], "customdata": [r["id"] for r in pts],
+            "hovertext": [wrapped(deployment_label(r)) for r in pts],
+            "textposition": [next(spots) for _ in pts] if is_front and labelled else "top center",
+            "textfont": {"size": 10, "color": color}, "line": {"color": color, "dash": dash},
+            "marker": {"size": 10 if is_front else 7, "color": color, "symbol": symbol,
+                       "line": {"width": [3 if r.get("kv_offload") else 0 for r in pts], "color": "#888"},
+                       **({} if is_front else {"opacity": 0.5})},
+            "hovertemplate": f"<b>%{{text}}</b> %{{hovertext}}<br>{X_LABELS[x]}: %{{x:,.3~g}}<br>"
+                             f"{Y_LABELS[y]}: %{{y:,.4~g}}<br><i>click to pin</i><extra></extra>"}
+
+
+def _outside(usable: list[dict], valid: list[dict], x: str, y: str, ranges: dict) -> list[str]:
+    """The NOT VALID points beyond the valid points' axes, as the page lists them."""
+    (x0, x1), (y0, y1) = ranges["x"]["linear"], ranges["y"]["linear"]
+    return [f"point {r['id']} {point_label(r)} ({deployment_label(r)}): {X_LABELS[x]} {fmt_number(r[x])}, "
+            f"{Y_LABELS[y]} {fmt_number(r[y])}; " + "; ".join(r.get("reasons") or ["NOT VALID"])
+            for r in usable if r.get("valid") is False and valid is not usable
+            and not (x0 <= r[x] <= x1 and y0 <= r[y] <= y1)]
+
+
+def _layout(data: list[dict], off: list[int], curves: list, title: str, x: str, y: str, log: tuple[bool, bool],
+            ranges: dict, outside: list[str]) -> dict:
     toggle = [{"label": "all points", "method": "restyle", "args": [{"visible": True}, off]},
               {"label": "optimal only", "method": "restyle", "args": [{"visible": False}, off]}]
     menus = [{"type": "buttons", "buttons": toggle, "direction": "right", "x": 1, "xanchor": "right", "y": 1.02,
@@ -209,9 +269,10 @@ def frontier_chart(rows: list[dict], x: str, y: str, palette: Palette | None = N
     legend = {} if len(curves) <= LEGEND_CURVES else {"showlegend": False}
     if legend:
         title += f" ({len(curves)} deployments: hover a point for its own)"
-    return figure(data, title, X_LABELS[x], Y_LABELS[y], updatemenus=menus, height=480, margin={"t": 80, "r": 30},
-                  meta={"x": x, "y": y}, xaxis={"type": "log" if log[0] else "linear"},
-                  yaxis={"type": "log" if log[1] else "linear"}, **legend)
+    axis = lambda a, on: {"type": "log" if on else "linear", "range": ranges[a]["log" if on else "linear"]}  # noqa: E731
+    return figure(data, title, X_LABELS[x], Y_LABELS[y], updatemenus=menus, height=520, margin={"t": 80, "r": 30},
+                  meta={"x": x, "y": y, "ranges": ranges, "outside": outside}, xaxis=axis("x", log[0]),
+                  yaxis=axis("y", log[1]), **legend)
 
 
 def table_rows(results: list[tuple[str, dict]]) -> list[dict]:

@@ -50,6 +50,12 @@ def point_part(part: str, blobs: dict[str, dict]) -> dict | list:
     return flame_trees(blobs["timeline_conversation"])
 
 
+def _invalid_reasons(result: dict) -> list[str] | None:
+    """A NOT VALID point's reasons (the banner atop its page), None for a valid one."""
+    v = result.get("validity") or {}
+    return None if v.get("valid") is not False else (v.get("reasons") or ["no reason recorded"])
+
+
 def point_view(name: str, result: dict, command: str, blobs: dict[str, dict], flames: dict | None = None,
                flame_url: str = "", parts_url: str = "", download_url: str = "") -> dict:
     """One point of a page: its summary and everything the page draws, from the point's stored chart
@@ -60,7 +66,7 @@ def point_view(name: str, result: dict, command: str, blobs: dict[str, dict], fl
     summary = summary_rows(result)
     page = {"name": name, "deployment": deployment(result), "summary": summary, "cards": summary_cards(summary),
             "identity": result["identity"], "command": command or summary["provenance"]["command"] or "",
-            "download": download_url}
+            "download": download_url, "invalid": _invalid_reasons(result)}
     figures = {"isl": token_histogram(blobs["histograms"], "isl"), "osl": token_histogram(blobs["histograms"], "osl"),
                **over_time(blobs["series"])}
     payload = {"name": name, "figures": figures, "flames": {str(t): f for t, f in (flames or {}).items()},

@@ -69,7 +69,7 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
     by_digest = {plotly_digest(bundle): bundle for bundle in BUNDLES}
     for bundle in BUNDLES:
         plotly_gzip(bundle)
-    for name in ("report.html.j2", "charts.html.j2", "compare.html.j2", "docs.html.j2"):
+    for name in ("report.html.j2", "charts.html.j2", "compare.html.j2", "docs.html.j2", "error.html.j2"):
         templates().get_template(name)
 
     db = _Pages(engine)
@@ -79,6 +79,38 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
     _dataset_routes(app, db)
     _compare_route(app, db)
     _docs_routes(app)
+    _error_pages(app)
+
+
+def wants_html(request: Request) -> bool:
+    """A browser's request for a page: not under the API, and it accepts text/html (the API and
+    curl's `*/*` get JSON)."""
+    return not request.url.path.startswith("/api/") and "text/html" in request.headers.get("accept", "")
+
+
+def _error_pages(app: FastAPI) -> None:
+    """Errors as an HTML page to a browser (SPEC §9), as FastAPI's JSON to everything else."""
+    from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    def page(status: int, detail: str) -> HTMLResponse:
+        title = f"{status}: " + {404: "not found", 422: "not a valid request"}.get(status, "error")
+        return HTMLResponse(templates().get_template("error.html.j2").render(
+            title=title, detail=detail, served=True, **page_assets()), status_code=status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        if not wants_html(request):
+            return await http_exception_handler(request, exc)
+        return page(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError):
+        if not wants_html(request):
+            return await request_validation_exception_handler(request, exc)
+        return page(422, "; ".join(f"{'.'.join(map(str, e['loc'][1:])) or e['loc'][0]}: {e['msg']}"
+                                   for e in exc.errors()))
 
 
 class _Pages:

@@ -48,9 +48,9 @@ def summary_rows(result: dict) -> dict:
         ("GPU power average / peak W", f"{_fmt(p.get('avg_w'), '{:,.0f}')} / {_fmt(p.get('peak_w'), '{:,.0f}')}"
          if measured else why, f"Measured by {p.get('source') or 'bench --power'}: energy over the profiling window "
          "(the GPUs' energy counters, else integrated power) / its duration; peak: the highest read of all GPUs."),
-        ("J per output token (measured)", _fmt(p.get("joules_per_output_token"), "{:,.3f}") if measured else why,
+        ("energy per output token (measured) J", _fmt(p.get("joules_per_output_token"), "{:,.3f}") if measured else why,
          "Average measured W / output tok/s."),
-        ("J per token (measured)", _fmt(p.get("joules_per_total_token"), "{:,.4f}") if measured else why,
+        ("energy per token (measured) J", _fmt(p.get("joules_per_total_token"), "{:,.4f}") if measured else why,
          "Average measured W / total tok/s."),
         ("total tok/s per MW (measured)", _fmt(p.get("total_tok_s_per_mw"), "{:,.0f}") if measured else why,
          "Total tok/s * 1e6 / average measured W."),

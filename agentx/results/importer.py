@@ -92,10 +92,22 @@ def import_paths(engine: Engine, paths: list[Path], skipped=None) -> list[Import
     return out
 
 
+def _run_folders(paths: list[Path]) -> Iterator[Path | Refused]:
+    for path in paths:
+        try:
+            yield from find_run_folders([path])
+        except AgentxError as e:
+            yield Refused(path, str(e))
+
+
 def import_each(engine: Engine, paths: list[Path]) -> Iterator[Imported | Refused | Skipped]:
     """Each run folder's outcome: stored (atomically, a folder at a time), skipped as incomplete
-    (a failed or killed run: a note, not an error), or refused with why."""
-    for folder in find_run_folders(paths):
+    (a failed or killed run: a note, not an error), or refused with why; a path holding no run (an
+    empty folder `sim plan` left) is refused, and the other paths are still imported."""
+    for folder in _run_folders(paths):
+        if isinstance(folder, Refused):
+            yield folder
+            continue
         why = incomplete(folder)
         if why is not None:
             yield Skipped(folder, why)

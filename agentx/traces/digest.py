@@ -31,7 +31,7 @@ def log_histogram(values, bins: int = 40) -> dict | None:
     if binned is None:
         return None
     pos, edges, counts = binned
-    return {"edges": [round(e, 4) for e in edges.tolist()], "counts": counts.tolist(), "n": int(pos.size),
+    return {"edges": [float(f"{e:.5g}") for e in edges.tolist()], "counts": counts.tolist(), "n": int(pos.size),
             "zeros": len(values) - int(pos.size)}
 
 

@@ -274,10 +274,11 @@ def meets(plan: Plan, p: dict) -> bool:
 def run_plan(plan: Plan, out: Path, ray_address: str | None = None, workers: int | None = None) -> list[dict]:
     """Every point of the grid (in parallel); one answer per configuration."""
     out = Path(out)
+    ray = _ray_connect(ray_address) if ray_address else None  # no cluster: one line, before any folder is made
     out.mkdir(parents=True, exist_ok=True)
     jobs = [(config, c, str(out / config_name(config) / f"c{c}")) for config in plan.configs for c in plan.concurrency]
-    if ray_address:
-        points = _on_ray(plan, jobs, ray_address)
+    if ray is not None:
+        points = _on_ray(ray, plan, jobs)
     else:
         with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
             points = list(pool.map(run_point, *zip(*[(plan, config, c, path) for config, c, path in jobs])))
@@ -300,7 +301,8 @@ def run_plan(plan: Plan, out: Path, ray_address: str | None = None, workers: int
     return answers
 
 
-def _on_ray(plan: Plan, jobs: list, address: str) -> list[dict]:
+def _ray_connect(address: str):
+    """The ray module, connected to the cluster at `address` (AgentxError when there is none)."""
     try:
         import ray
     except ImportError:
@@ -311,6 +313,10 @@ def _on_ray(plan: Plan, jobs: list, address: str) -> list[dict]:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise AgentxError(f"no Ray cluster at {address!r} ({first}); start one with `ray start --head` "
                           "or leave --ray out to run on local processes", "ray") from None
+    return ray
+
+
+def _on_ray(ray, plan: Plan, jobs: list) -> list[dict]:
     try:
         task = ray.remote(run_point)
         return ray.get([task.remote(plan, config, c, path) for config, c, path in jobs])

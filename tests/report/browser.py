@@ -183,3 +183,59 @@ def chromium_page(width: int = 1400, height: int = 900, allow: str | None = None
             yield Page(context.new_page())
         finally:
             browser.close()
+
+
+# What a reader would see wrong on a page (each a string naming the element): a visible control whose
+# text has a WCAG contrast under 4.5:1 against its background (HTML controls and plotly's chart buttons),
+# a chart's title, legend, buttons and axis titles overprinting one another, a legend cut off by its chart,
+# frontier point labels overlapping one another, and the page wider than its window
+LOOKS = """() => {
+    const rgb = s => { const m = (s || '').match(/rgba?\\(([^)]+)\\)/); if (m) { const v = m[1].split(',').map(Number);
+        return v.length > 3 && v[3] === 0 ? null : v.slice(0, 3); }
+        const h = (s || '').match(/^#([0-9a-f]{6})$/i); return h ? [0, 2, 4].map(i => parseInt(h[1].substr(i, 2), 16)) : null; };
+    const lum = c => { const [r, g, b] = c.map(v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+    const ratio = (a, b) => { const [x, y] = [lum(a), lum(b)].sort((p, q) => q - p); return (x + 0.05) / (y + 0.05); };
+    const background = el => { for (; el; el = el.parentElement) { const c = rgb(getComputedStyle(el).backgroundColor);
+        if (c) return c; } return [255, 255, 255]; };
+    const shown = el => { const b = el.getBoundingClientRect(); return b.width > 0 && b.height > 0 &&
+        getComputedStyle(el).visibility !== 'hidden'; };
+    const out = [];
+    for (const el of document.querySelectorAll('button, select, input:not([type=checkbox]):not([type=hidden]), nav a, header a')) {
+        if (!shown(el) || el.closest('.swagger-ui')) continue;
+        const r = ratio(rgb(getComputedStyle(el).color), background(el));
+        if (r < 4.5) out.push(`contrast ${r.toFixed(2)}: ${el.tagName} ${(el.textContent || el.name || '').trim().slice(0, 30)}`);
+    }
+    for (const b of document.querySelectorAll('.updatemenu-button')) {
+        const fill = rgb(getComputedStyle(b.querySelector('rect')).fill), ink = rgb(getComputedStyle(b.querySelector('text')).fill);
+        const r = ratio(ink, fill || background(b.closest('.js-plotly-plot')));
+        if (r < 4.5) out.push(`contrast ${r.toFixed(2)}: chart button ${b.textContent}`);
+    }
+    const box = el => el.getBoundingClientRect();
+    const over = (a, b) => a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1;
+    for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+        const parts = [...gd.querySelectorAll('.gtitle, .legend, .updatemenu-container, .xtitle, .ytitle, .modebar')]
+            .filter(el => box(el).width > 0);
+        for (let i = 0; i < parts.length; i++) for (let j = i + 1; j < parts.length; j++)
+            if (over(box(parts[i]), box(parts[j]))) out.push(`overprint ${gd.id}: ${parts[i].getAttribute('class')} / ${parts[j].getAttribute('class')}`);
+        const g = box(gd), legend = gd.querySelector('.legend');
+        if (legend && (box(legend).right > g.right + 1 || box(legend).left < g.left - 1 || box(legend).bottom > g.bottom + 1))
+            out.push(`legend cut ${gd.id}`);
+        const right = gd._fullLayout.yaxis2, ticks = right && (right._vals || []).map(t => t.x);
+        const step = ticks && ticks.length > 1 ? ticks[1] - ticks[0] : 0;
+        if (right && right.visible !== false && step > 0) {  // round right-axis ticks: 1, 2, 2.5 or 5 x 10^k apart
+            const lead = step / 10 ** Math.floor(Math.log10(step) + 1e-9);
+            if (![1, 2, 2.5, 5].some(d => Math.abs(lead - d) < 1e-6)) out.push(`right axis ticks ${gd.id}: every ${step}`);
+        }
+        const labels = [...gd.querySelectorAll('.textpoint text')].map(box).filter(b => b.width > 0);
+        for (let i = 0; i < labels.length; i++) for (let j = i + 1; j < labels.length; j++)
+            if (over(labels[i], labels[j])) out.push(`labels overlap ${gd.id}: ${i} / ${j}`);
+    }
+    if (document.documentElement.scrollWidth > window.innerWidth) out.push(`page ${document.documentElement.scrollWidth} px wide`);
+    return out;
+}"""
+
+
+def looks_wrong(page: "Page") -> list[str]:
+    """LOOKS on the page as drawn: what is wrong with it (empty when nothing is)."""
+    return page.page.evaluate(LOOKS)

@@ -229,12 +229,14 @@ def test_colours_and_markers_stay_with_their_hardware_and_engine_under_filters(s
     rows = [{**r, "id": f"{hw}-{eng}-{r['id']}", "hardware": hw, "engine": eng}
             for hw in ("B200", "H100", "H200") for eng in ("sglang", "vllm") for r in base]
     palette = Palette.of(rows)
-    style = lambda fig: {t["name"]: (t["marker"]["color"], t["marker"]["symbol"]) for t in fig["data"]}  # noqa: E731
+    # a curve by its full name (the legend's short one names only what differs among the curves shown)
+    style = lambda fig: {(t["legendgroup"], t["name"].partition(": ")[2]): (t["marker"]["color"], t["marker"]["symbol"])  # noqa: E731
+                         for t in fig["data"]}
     every = style(frontier_chart(rows, *fr.CANONICAL, palette))
     only = style(frontier_chart([r for r in rows if r["hardware"] == "H200"], *fr.CANONICAL, palette))
     assert only and all(every[name] == s for name, s in only.items())
     assert len({c for c, _ in every.values()}) == 3 and len({m for _, m in every.values()}) == 2
-    assert style(frontier_chart(rows, *fr.CANONICAL))["H200, vllm, " + str(base[0]["model"])] == (PALETTE[2], "square")
+    assert style(frontier_chart(rows, *fr.CANONICAL))[("H200, vllm, " + str(base[0]["model"]), "")] == (PALETTE[2], "square")
 
 
 def test_labels_are_placed_apart():

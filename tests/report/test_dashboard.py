@@ -15,7 +15,7 @@ import pytest
 
 from agentx.report.frontier_chart import X_LABELS, Y_LABELS
 from agentx.results import frontier as fr
-from tests.report.browser import chromium_page
+from tests.report.browser import chromium_page, looks_wrong
 from tests.results.conftest import agentx_serve
 
 
@@ -68,6 +68,9 @@ def test_answer_layer_and_compare(served, tmp_path):
         trace, index = page.page.evaluate("""id => { const data = document.getElementById('frontier')._fullData;
             const i = data.findIndex(t => t.meta !== 'answer' && Array.from(t.customdata).includes(id));
             return [i, Array.from(data[i].customdata).indexOf(id)]; }""", b)
+        # B is NOT VALID (host timing), beyond the axes ranged on the valid points: listed under the chart
+        assert f"point {b} " in page.page.inner_text("#frontier-outside")
+        page.page.evaluate("Plotly.relayout('frontier', {'xaxis.autorange': true, 'yaxis.autorange': true})")
         page.click_point("frontier", trace, index)
         page.page.wait_for_selector("#tip:not([hidden])")
         assert f"{b}" in page.page.inner_text("#tip") and "16 x H200" in page.page.inner_text("#tip")
@@ -152,7 +155,7 @@ def test_pages_dark_and_at_390_px(served, tmp_path, dark, width):
     window (wide tables scroll in their box), the charts in the page's colours; /docs offline."""
     point, other = (p["id"] for p in api(served, "/points", status="ok")[:2])
     pages = {"frontier": "/", "point": f"/points/{point}", "compare": f"/compare?points={point},{other}",
-             "dataset": "/datasets/1", "conversation": "/conversations/1", "docs": "/docs"}
+             "dataset": "/datasets/1", "conversation": "/conversations/1", "docs": "/docs", "error": "/points/999"}
     background = "rgb(20, 23, 29)" if dark else "rgb(255, 255, 255)"
     with chromium_page(width=width, height=844, allow=served, dark=dark) as page:
         for name, path in pages.items():
@@ -160,6 +163,10 @@ def test_pages_dark_and_at_390_px(served, tmp_path, dark, width):
             if name == "docs":
                 page.page.wait_for_selector(".swagger-ui .info .title")
                 assert "agentx results" in page.page.inner_text(".swagger-ui .info .title")
+            elif name == "error":  # a browser's 404 (the last page): a page of the dashboard's, not JSON
+                assert page.page.inner_text("h1") == "404: not found"
+                assert page.errors == [] or page.errors[-1].endswith("404 (Not Found)")
+                page.errors = page.errors[:-1]
             else:  # a page draws a chart as it comes near the viewport: bring the first one there
                 page.page.evaluate("document.querySelector('.chart').scrollIntoView()")
                 page.page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 1"
@@ -168,6 +175,17 @@ def test_pages_dark_and_at_390_px(served, tmp_path, dark, width):
                 assert paper.replace(" ", "") in (background.replace(" ", ""), "#14171d" if dark else "#ffffff")
             assert page.page.evaluate("getComputedStyle(document.documentElement).backgroundColor") == background
             assert page.page.evaluate("document.documentElement.scrollWidth") <= width, name
+            if name not in ("docs", "error"):  # every chart drawn: no low-contrast control, overprint, cut legend, overlapping labels
+                page.page.evaluate("""async () => { for (const d of document.querySelectorAll('.chart')) {
+                    d.scrollIntoView(); await new Promise(r => setTimeout(r, 30)); } }""")
+                page.page.wait_for_function("[...document.querySelectorAll('.chart')].every(d => d._fullLayout)",
+                                            polling=100)
+            assert looks_wrong(page) == [], name
+            if name == "frontier":  # the plot at least half the window tall, its legend entries short
+                plot = page.page.evaluate("document.getElementById('frontier')._fullLayout._size.h")
+                assert plot >= 844 / 2
+                names = page.page.evaluate("document.getElementById('frontier')._fullData.map(t => t.name)")
+                assert max(map(len, names)) <= 32 + len(": off the frontier"), names
             assert page.page.get_attribute("header.top a[href='/docs']", "href") == "/docs"
             page.page.screenshot(path=tmp_path / f"{name}.png", full_page=True)
         assert page.errors == []

@@ -16,14 +16,36 @@ const AX = (() => {
       out.legend = Object.assign({}, layout.legend, {font: {size: 9}});
     }
     for (const key of Object.keys(layout).filter(k => /^[xy]axis\d*$/.test(k)).concat(["xaxis", "yaxis"])) {
+      // an overlaying (right) axis: round ticks of its own (plotly's default, "sync", gave 0 / 227 / 455 / 682)
+      const own = layout[key] && layout[key].overlaying ? {tickmode: "auto"} : {};
       out[key] = Object.assign({gridcolor: INK.grid, zerolinecolor: INK.zero, linecolor: INK.grid, automargin: true},
-                               layout[key]);
+                               own, layout[key]);
     }
-    if (layout.updatemenus) {
-      out.updatemenus = layout.updatemenus.map(m => Object.assign({bgcolor: INK.bg, bordercolor: INK.grid,
-        activecolor: INK.active}, m, {font: Object.assign({}, m.font, {color: INK.fg})}));
+    if (layout.updatemenus) {  // a chart's buttons on a row of their own under its title: never over it
+      const top = layout.title ? {y: 1, yanchor: "bottom", pad: {t: 0, r: 0, b: 6, l: 0}} : {};
+      out.updatemenus = layout.updatemenus.map(m => Object.assign({bgcolor: INK.bg, bordercolor: INK.grid}, m, top,
+                                                                  {font: Object.assign({}, m.font, {color: INK.fg})}));
+      if (layout.title) {
+        out.margin = Object.assign({}, layout.margin, {t: Math.max((layout.margin || {}).t || 0, 72)});
+        out.title = Object.assign({}, out.title, {yref: "container", y: 1, yanchor: "top", pad: {t: 10}});
+      }
     }
     return out;
+  }
+
+  // A legend under the plot moved below the x axis' title where the two meet (plotly places it at a
+  // fraction of the plot's height, the title at a fixed offset under the ticks); a few steps, as the
+  // move grows the margin and so shrinks the plot.
+  async function clearLegend(gd) {
+    for (let step = 0; step < 3; step++) {
+      const legend = gd.querySelector(".legend"), title = gd.querySelector(".xtitle");
+      const fl = gd._fullLayout;
+      if (!legend || !title || !fl.legend || fl.legend.y >= 0) return gd;
+      const a = legend.getBoundingClientRect(), b = title.getBoundingClientRect();
+      if (!b.height || a.top >= b.bottom + 2 || a.bottom <= b.top) return gd;
+      await Plotly.relayout(gd, {"legend.y": fl.legend.y - (b.bottom - a.top + 6) / fl._size.h});
+    }
+    return gd;
   }
 
   // in the dark, the palette's two darkest colours (its blue and black) in lighter tones, legible there
@@ -39,11 +61,14 @@ const AX = (() => {
     });
   }
 
-  function react(div, fig) { return Plotly.react(div, inked(fig.data), themed(fig.layout), CONFIG); }
+  function react(div, fig) { return Plotly.react(div, inked(fig.data), themed(fig.layout), CONFIG).then(clearLegend); }
 
   // A fresh chart: plotly.react of a figure whose traces differ in kind and count from the drawn one can
   // keep stale state (the request timeline drew bars on wrong rows); purge it and draw anew.
-  function redraw(div, fig) { Plotly.purge(div); return Plotly.newPlot(div, inked(fig.data), themed(fig.layout), CONFIG); }
+  function redraw(div, fig) {
+    Plotly.purge(div);
+    return Plotly.newPlot(div, inked(fig.data), themed(fig.layout), CONFIG).then(clearLegend);
+  }
 
   function fmt(v, unit) {
     if (v === null || v === undefined || Number.isNaN(v)) return "-";
