@@ -69,7 +69,8 @@ def main() -> None:
     try:
         app(args=expand_lists(sys.argv[1:]))  # click itself reports usage errors (exit 2)
     except KeyboardInterrupt:  # a command that stores keeps each step whole: it says what it kept
-        err_console.print("interrupted (Ctrl-C)", highlight=False)
+        # plain print: the interrupt may have landed inside rich's console, whose buffer then never flushes
+        print("interrupted (Ctrl-C)", file=sys.stderr, flush=True)
         sys.exit(130)
     except AgentxError as exc:
         from agentx.userfiles import shown

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -70,7 +71,8 @@ def db_import_cmd(
             outcomes.append(done)
             _say_outcome(done)
     except KeyboardInterrupt:  # each folder is one transaction: the one under way is rolled back
-        _say_plain(f"interrupted (Ctrl-C): {_import_summary(outcomes)}; the folder being read was not stored")
+        print(f"interrupted (Ctrl-C): {_import_summary(outcomes)}; the folder being read was not stored",
+              file=sys.stderr, flush=True)  # plain: the interrupt may have landed inside rich's console
         raise typer.Exit(130) from None
     refused = [o for o in outcomes if isinstance(o, Refused)]
     if len(outcomes) == 1 and refused:

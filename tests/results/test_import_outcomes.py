@@ -61,7 +61,8 @@ def _points(db):
         return None
     conn = sqlite3.connect(db)
     try:
-        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'points'").fetchone():
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"points", "point_blobs"} <= tables:  # interrupted while the schema was being made
             return None
         return conn.execute("SELECT p.id, count(b.kind) FROM points p LEFT JOIN point_blobs b ON b.point_id = p.id "
                             "GROUP BY p.id ORDER BY p.id").fetchall()
@@ -84,8 +85,8 @@ def test_ctrl_c_in_the_first_seconds_is_one_line_and_stores_no_half_point(sweep_
         assert "Traceback" not in err and "KeyboardInterrupt" not in err, (delay, err)
         stored = _points(db) or []
         assert out.count("stored as point") == len(stored), (delay, out, stored)
-        if proc.returncode == 0:
-            assert len(stored) == 2, (delay, out, err)
+        if proc.returncode == 0 or err.startswith("imported 2 "):  # finished (a late Ctrl-C lands at its exit)
+            assert len(stored) == 2 and proc.returncode in (0, 130, -signal.SIGINT), (delay, out, err)
         else:
             assert proc.returncode in (130, -signal.SIGINT) and len(err.strip().splitlines()) == 1, (delay, err)
             assert err.startswith("interrupted (Ctrl-C)"), (delay, err)
