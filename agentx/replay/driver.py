@@ -310,8 +310,9 @@ class Dispatcher:
         plan.start(clock())
         self.window_opens()
         while True:
-            if self.run.refusals.stop:  # a wrong --model, URL or credentials: one line, not thousands of refusals
-                raise AgentxError(self.run.refusals.stop)
+            if self.run.refusals.stop:  # a wrong --model, URL or credentials: one hint, not thousands of refusals
+                self.run.folder.info["stopped"] = self.run.refusals.stop
+                break
             self.launch(clock())
             if plan.phase == DONE:
                 break
