@@ -67,16 +67,18 @@ def db_import_cmd(
     try:
         from agentx.results.importer import Refused, import_each
 
-        for done in import_each(_engine(db, db_init), paths):
-            outcomes.append(done)
-            _say_outcome(done)
+        outcomes.extend(import_each(_engine(db, db_init), paths))
     except KeyboardInterrupt:  # each folder is one transaction: the one under way is rolled back
+        for done in outcomes:
+            _say_outcome(done)
         print(f"interrupted (Ctrl-C): {_import_summary(outcomes)}; the folder being read was not stored",
               file=sys.stderr, flush=True)  # plain: the interrupt may have landed inside rich's console
         raise typer.Exit(130) from None
     refused = [o for o in outcomes if isinstance(o, Refused)]
     if len(outcomes) == 1 and refused:
         raise AgentxError(f"{refused[0].reason} (nothing stored)")
+    for done in outcomes:
+        _say_outcome(done)
     if any(not _stored_as_is(o) for o in outcomes):
         raise AgentxError(_import_summary(outcomes))
     if len(outcomes) > 1:

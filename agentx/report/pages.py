@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlencode
 
+import msgspec
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, Response
@@ -146,15 +147,39 @@ class _Pages:
     def digest(self, dataset_id: int) -> dict | None:
         """The dataset's stored digest (datasets.summary), None when it has none."""
         found = self.rows(select(datasets.c.summary).where(datasets.c.id == dataset_id))
-        return json.loads(found[0].summary) if found and found[0].summary else None
+        digest = stored_json(found[0].summary) if found else None
+        return digest if isinstance(digest, dict) else None  # none stored, or a corrupt row: pages go without
 
     def blobs_of(self, point_id: int, kinds: set[str]) -> dict[str, dict]:
         """The point's stored chart data of these kinds (404 when a kind is missing)."""
-        found = {kind: unpack(data) for kind, data in self.rows(select(point_blobs.c.kind, point_blobs.c.data).where(
-            point_blobs.c.point_id == point_id).where(point_blobs.c.kind.in_(kinds)))}
-        if set(found) != kinds:
+        found = {kind: _unpacked(data) for kind, data in self.rows(select(point_blobs.c.kind, point_blobs.c.data)
+                 .where(point_blobs.c.point_id == point_id).where(point_blobs.c.kind.in_(kinds)))}
+        if {k for k, v in found.items() if v is not None} != kinds:  # missing, or a corrupt blob
             raise HTTPException(404, f"point {point_id} has no chart data (import it again)")
         return found
+
+
+def stored_json(text: str | None):
+    """A stored JSON text decoded; None when there is none or the row is corrupt (not JSON)."""
+    try:
+        return json.loads(text) if text else None
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+
+def _unpacked(data: bytes):
+    try:
+        return unpack(data)
+    except (OSError, EOFError, ValueError, msgspec.DecodeError):  # a corrupt blob: the chart data is missing
+        return None
+
+
+def _result_of(point_id: int, text: str | None) -> dict:
+    result = stored_json(text)
+    if not isinstance(result, dict):
+        raise HTTPException(422, f"point {point_id}: its stored row is corrupt (result: not a JSON object); import "
+                                 f"its run folder again")
+    return result
 
 
 def _plotly_route(app: FastAPI, by_digest: dict[str, str]) -> None:
@@ -236,7 +261,7 @@ def _point_routes(app: FastAPI, db: _Pages) -> None:
         siblings = db.rows(select(points.c.id, points.c.concurrency).where(points.c.deployment_id == deployment)
                         .where(points.c.status == "ok").order_by(points.c.concurrency, points.c.id))
         nav = [("frontier", "/")] + [(f"c{c} (point {i})", f"/points/{i}") for i, c in siblings if i != point_id]
-        result = json.loads(result)
+        result = _result_of(point_id, result)
         parts = f"/points/{point_id}/parts/"
         view = point_view(str(point_id), result, "", blobs, flame_url=f"/points/{point_id}/flames/", parts_url=parts,
                           download_url=f"/api/v1/points/{point_id}/result.json")
@@ -284,8 +309,8 @@ def _compare_route(app: FastAPI, db: _Pages) -> None:
             raise HTTPException(422, "points: point ids separated by commas, e.g. points=3,7") from None
         if len(ids) > MAX_COMPARED or any(not 1 <= i <= MAX_ID for i in ids):
             raise HTTPException(422, f"points: at most {MAX_COMPARED} point ids")
-        found = {r.id: json.loads(r.result) for r in db.rows(select(points.c.id, points.c.result)
-                                                                 .where(points.c.id.in_(ids)))}
+        found = {r.id: _result_of(r.id, r.result) for r in db.rows(select(points.c.id, points.c.result)
+                                                                   .where(points.c.id.in_(ids)))}
         missing = [i for i in ids if i not in found]
         if missing:
             raise HTTPException(404, f"point {missing[0]} not found")
@@ -331,43 +356,69 @@ def charts_page(title: str, figures: dict, nav: list, table: dict | None = None,
         served=True, **page_assets())
 
 
+PAGE_ROWS = 1000  # conversations per dataset page (a dataset holds up to millions)
+MAX_CHARTED = 20_000  # conversations charted on a dataset page without a digest
+
+
+def _conversation_table(convs: list, whole: dict) -> dict:
+    columns = ["session", "requests replayed", "subagent groups", "input tokens", "cached tokens", "output tokens",
+               "theoretical hit"]
+    replayed = lambda c: (f"{c['turns']:,} of {len(whole[c['session']]['nodes']):,}"  # noqa: E731
+                          if isinstance(whole.get(c["session"]), dict) and "nodes" in whole[c["session"]]
+                          else f"{c['turns']:,}")
+    return {"columns": columns, "rows": [
+        (f"/conversations/{c['id']}", [c["session"], replayed(c), c["subagent_groups"], f"{c['input_tokens']:,}",
+                                       f"{c['cached_tokens']:,}", f"{c['output_tokens']:,}",
+                                       f"{c['cached_tokens'] / c['input_tokens']:.1%}" if c["input_tokens"] else "-"])
+        for c in convs]}
+
+
 def _dataset_routes(app: FastAPI, db: _Pages) -> None:
     @app.get("/datasets/{dataset_id}", response_class=HTMLResponse, include_in_schema=False)
-    def dataset_page(dataset_id: ItemId) -> str:
-        found = db.rows(select(datasets.c.name, datasets.c.variant, datasets.c.summary).where(datasets.c.id == dataset_id))
+    def dataset_page(dataset_id: ItemId, offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0) -> str:
+        """The dataset's charts and a page of its conversations (PAGE_ROWS from `offset`)."""
+        found = db.rows(select(datasets.c.name, datasets.c.variant, datasets.c.conversations)
+                        .where(datasets.c.id == dataset_id))
         if not found:
             raise HTTPException(404, f"dataset {dataset_id} not found")
-        convs = [{**r._mapping, "tree": json.loads(r.tree)} for r in
-                 db.rows(select(conversations).where(conversations.c.dataset_id == dataset_id).order_by(conversations.c.id))]
-        digest = json.loads(found[0].summary) if found[0].summary else None
-        whole = (digest or {}).get("conversations") or {}
-        columns = ["session", "requests replayed", "subagent groups", "input tokens", "cached tokens", "output tokens",
-                   "theoretical hit"]
-        replayed = lambda c: (f"{c['turns']:,} of {len(whole[c['session']]['nodes']):,}"  # noqa: E731
-                              if c["session"] in whole else f"{c['turns']:,}")
-        table = {"columns": columns, "rows": [
-            (f"/conversations/{c['id']}", [c["session"], replayed(c), c["subagent_groups"], f"{c['input_tokens']:,}",
-                                           f"{c['cached_tokens']:,}", f"{c['output_tokens']:,}",
-                                           f"{c['cached_tokens'] / c['input_tokens']:.1%}" if c["input_tokens"] else "-"])
-            for c in convs]}
+        digest = db.digest(dataset_id)
+        cols = [c for c in conversations.c if c.name != "tree"]
+        shown = db.rows(select(*cols).where(conversations.c.dataset_id == dataset_id).order_by(conversations.c.id)
+                        .limit(PAGE_ROWS).offset(offset))
+        table = _conversation_table([r._mapping for r in shown], (digest or {}).get("conversations") or {})
         name = found[0].name + (f" ({found[0].variant})" if found[0].variant else "")
         stats = None
         if digest is not None:
             rows_, caption = stats_rows(digest_stats(digest))
             stats = {"title": "Trace statistics (as `agentx trace stats` prints them)", "columns": STATS_COLUMNS,
                      "rows": rows_, "caption": caption}
-        charts = digest_charts(digest) if digest else dataset_charts(convs)
+            charts = digest_charts(digest)
+        else:  # no digest: charts over the replayed conversations (those whose stored tree reads)
+            trees = db.rows(select(conversations).where(conversations.c.dataset_id == dataset_id)
+                            .order_by(conversations.c.id).limit(MAX_CHARTED))
+            charts = dataset_charts([{**r._mapping, "tree": t} for r in trees
+                                     if isinstance(t := stored_json(r.tree), dict)])
         note = "" if digest else " (no trace stats stored: charts over the replayed conversations)"
-        return charts_page(f"agentx dataset: {name}, {len(convs)} conversations{note}", charts,
-                           [("frontier", "/")], table, "Conversations (as replayed in the first run imported, of the requests the trace has)",
-                           stats=stats)
+        total = found[0].conversations or 0
+        nav = [("frontier", "/")]
+        if offset > 0:
+            nav.append(("previous conversations", f"/datasets/{dataset_id}?offset={max(0, offset - PAGE_ROWS)}"))
+        if offset + PAGE_ROWS < total:
+            nav.append(("next conversations", f"/datasets/{dataset_id}?offset={offset + PAGE_ROWS}"))
+        return charts_page(f"agentx dataset: {name}, {total:,} conversations{note}", charts, nav, table,
+                           f"Conversations {offset + 1:,}-{offset + len(shown):,} of {total:,} (as replayed in the "
+                           f"first run imported, of the requests the trace has)", stats=stats)
 
     @app.get("/conversations/{conversation_id}", response_class=HTMLResponse, include_in_schema=False)
     def conversation_page(conversation_id: ItemId) -> str:
         found = db.rows(select(conversations).where(conversations.c.id == conversation_id))
         if not found:
             raise HTTPException(404, f"conversation {conversation_id} not found")
-        conv = {**found[0]._mapping, "tree": json.loads(found[0].tree)}
+        tree = stored_json(found[0].tree)
+        if not isinstance(tree, dict):
+            raise HTTPException(422, f"conversation {conversation_id}: its stored row is corrupt (tree: not a JSON "
+                                     f"object)")
+        conv = {**found[0]._mapping, "tree": tree}
         whole = (db.digest(conv["dataset_id"]) or {}).get("conversations", {}).get(conv["session"])
         return charts_page(f"agentx conversation: {conv['session']}", {"flame": conversation_flamegraph(conv, whole)},
                            [("frontier", "/"), ("dataset", f"/datasets/{conv['dataset_id']}")])

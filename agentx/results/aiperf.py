@@ -99,6 +99,15 @@ def _records(rows: list[af.RecordLine], path: Path) -> list[Record]:
     return out
 
 
+def _stat(series: list[dict], name: str, mean: bool = False) -> float | None:
+    """A statistic over a metric's series (their sum; their mean for a fraction per engine, as
+    the KV usage is: agentx.metrics.server does the same); None where no series gives it."""
+    values = [s["stats"][name] for s in series if name in s["stats"]]
+    if not values:
+        return None
+    return sum(values) / len(values) if mean else sum(values)
+
+
 def server_summary(export: af.ServerExport | dict | None) -> dict:
     """AIPerf's server-metrics export (profiling phase) in the vocabulary of SPEC §3."""
     if isinstance(export, af.ServerExport):
@@ -119,26 +128,28 @@ def server_summary(export: af.ServerExport | dict | None) -> dict:
                                 ((export.get("summary") or {}).get("endpoint_info") or {}).values())}
     counters, missing = {}, []
     for metric, names in COUNTERS.items():
-        found = find(names)
-        if found is None:
+        total = _stat((find(names) or {}).get("series", []), "total")
+        if total is None:  # no series, or none with its total: absent, never 0
             missing.append(metric)
         else:
-            counters[metric] = sum(s["stats"].get("total", 0.0) for s in found["series"])
+            counters[metric] = total
     for metric, names in GAUGES.items():
-        found = find(names)
-        if found is None:
+        series = (find(names) or {}).get("series", [])
+        mean, peak = _stat(series, "avg", metric == "kv_usage"), _stat(series, "max", metric == "kv_usage")
+        if mean is None:
             missing.append(metric)
             continue
-        out[f"{metric}_mean"] = sum(s["stats"].get("avg", 0.0) for s in found["series"])
-        out[f"{metric}_max"] = sum(s["stats"].get("max", 0.0) for s in found["series"])
-    if counters.get("prefix_queries"):
-        out["prefix_hit_rate"] = counters.get("prefix_hits", 0.0) / counters["prefix_queries"]
-    if counters.get("external_queries"):
-        out["external_hit_rate"] = counters.get("external_hits", 0.0) / counters["external_queries"]
+        out[f"{metric}_mean"] = mean
+        if peak is not None:
+            out[f"{metric}_max"] = peak
+    if counters.get("prefix_queries") and "prefix_hits" in counters:
+        out["prefix_hit_rate"] = counters["prefix_hits"] / counters["prefix_queries"]
+    if counters.get("external_queries") and "external_hits" in counters:
+        out["external_hit_rate"] = counters["external_hits"] / counters["external_queries"]
     by_source = find(["vllm:prompt_tokens_by_source_total"])
     if by_source:
-        out["prompt_tokens_by_source"] = {s["labels"].get("source"): s["stats"].get("total", 0.0)
-                                          for s in by_source["series"]}
+        out["prompt_tokens_by_source"] = {s["labels"].get("source"): s["stats"]["total"]
+                                          for s in by_source["series"] if "total" in s["stats"]}
     out["counters"] = counters
     out["missing"] = [m for m in missing if m != "computed_prompt_tokens"]
     return out

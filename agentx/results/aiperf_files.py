@@ -12,7 +12,7 @@ import msgspec
 from agentx.errors import AgentxError
 from agentx.results.runfolder import _field, decode_json
 from agentx.results.runschema import MAX_JSON_FILE, MAX_LINE, MAX_RECORDS, MAX_RECORDS_FILE, Count32, Duration, \
-    Lanes, text
+    Lanes, check_time, text
 from agentx.traces.model import MAX_NAME, MAX_SECONDS, MAX_TOKENS
 from agentx.userfiles import bounded_lines, check_file, shown
 
@@ -113,6 +113,9 @@ class Aggregate(msgspec.Struct):
     total_token_throughput: Stat | None = None
     benchmark_duration: Stat | None = None
     request_count: Stat | None = None
+
+    def __post_init__(self):
+        check_time("start_time", self.start_time)
 
 
 Value = Annotated[float, msgspec.Meta(ge=-1e300, le=1e300)]

@@ -22,6 +22,7 @@ from fastapi import Path as PathParam
 from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.routing import Match
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
@@ -102,6 +103,8 @@ def create_app(engine: Engine, token: str | None = None, writable: bool = True,
     app = FastAPI(title="agentx results", version="1", description="Points, frontiers and chart data of agentx runs.",
                   lifespan=lifespan, docs_url=None, redoc_url=None)
     app.add_middleware(GZipMiddleware, minimum_size=1000, compresslevel=4)
+    app.router.redirect_slashes = False  # Starlette's writes the Host header into Location: SlashRedirect's does not
+    app.add_middleware(SlashRedirect, router=app.router)
     if writable:
         app.add_middleware(RequestGuard, token=token, max_upload_bytes=max_upload_bytes)
 
@@ -148,7 +151,10 @@ class _Reads:
             raise HTTPException(404, f"no {kind} for point {point_id}")
         if "gzip" in request.headers.get("accept-encoding", ""):
             return Response(data, media_type="application/json", headers={"Content-Encoding": "gzip"})
-        return Response(msgspec.json.encode(unpack(data)), media_type="application/json")
+        try:
+            return Response(msgspec.json.encode(unpack(data)), media_type="application/json")
+        except (OSError, EOFError, ValueError, msgspec.DecodeError):  # a corrupt blob another program wrote
+            raise HTTPException(422, f"point {point_id}: its stored {kind} are corrupt (import it again)") from None
 
 
 def _label_routes(app: FastAPI, db: _Reads) -> None:
@@ -250,15 +256,17 @@ def _dataset_routes(app: FastAPI, db: _Reads) -> None:
         return _json(db.rows(select(datasets).order_by(datasets.c.id)))
 
     @app.get(PREFIX + "/datasets/{dataset_id}/conversations", summary="A dataset's conversations (totals)")
-    def list_conversations(dataset_id: ItemId):
+    def list_conversations(dataset_id: ItemId, limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
+                           offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0):
         db.one(select(datasets.c.id).where(datasets.c.id == dataset_id), f"dataset {dataset_id}")
         cols = [c for c in conversations.c if c.name != "tree"]
-        return _json(db.rows(select(*cols).where(conversations.c.dataset_id == dataset_id).order_by(conversations.c.id)))
+        return _json(db.rows(select(*cols).where(conversations.c.dataset_id == dataset_id)
+                             .order_by(conversations.c.id).limit(limit).offset(offset)))
 
     @app.get(PREFIX + "/conversations/{conversation_id}", summary="One conversation with its structure (flamegraph)")
     def get_conversation(conversation_id: ItemId):
         row = db.one(select(conversations).where(conversations.c.id == conversation_id), f"conversation {conversation_id}")
-        row["tree"] = json.loads(row["tree"])
+        row["tree"] = msgspec.Raw(strict_json(row["tree"]))  # a corrupt row's tree is null, not a 500
         return _json(row)
 
 
@@ -341,6 +349,27 @@ class RequestGuard:
             (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
             (b"connection", b"close"), *extra]})
         await send({"type": "http.response.body", "body": body})
+
+
+class SlashRedirect:
+    """A path with a trailing slash that names a route without it is redirected (307) with a
+    relative Location (the path, with its query): never a host taken from the request's headers."""
+
+    def __init__(self, app, router):
+        self.app, self.router = app, router
+
+    async def __call__(self, scope, receive, send):
+        path = scope.get("path", "")
+        if scope["type"] == "http" and len(path) > 1 and path.endswith("/") and not path.startswith("//"):
+            bare = {**scope, "path": path.rstrip("/")}
+            if bare["path"] and any(route.matches(bare)[0] != Match.NONE for route in self.router.routes):
+                raw = (scope.get("raw_path") or path.encode()).rstrip(b"/")
+                query = scope.get("query_string") or b""
+                await send({"type": "http.response.start", "status": 307, "headers": [
+                    (b"location", raw + (b"?" + query if query else b"")), (b"content-length", b"0")]})
+                await send({"type": "http.response.body", "body": b""})
+                return
+        await self.app(scope, receive, send)
 
 
 def _authorize(token: str | None, credentials) -> None:

@@ -9,7 +9,8 @@
   each thread reserves its stack and a malloc arena, 2 GB of address space at 40), the database
   pool holds as many connections, pyarrow's thread pools as many threads, and glibc keeps at most
   two malloc arenas. Requests beyond that
-  wait in line; connections beyond `max_connections` get 503.
+  wait in line; connections beyond `max_connections` get 503, and one address holds at most
+  `max_per_client` of them (its half-open connections cannot lock other clients out).
 """
 
 from __future__ import annotations
@@ -30,17 +31,34 @@ class ServeLimits:
     request_timeout_s: float = 20.0
     workers: int = 8  # threads that run route handlers; also the database pool's size
     max_connections: int = 1000
+    max_per_client: int = 256  # connections from one address: one client cannot take every slot
     max_upload_bytes: int = 1 << 30
 
 
-def timed_protocol(timeout_s: float) -> type[H11Protocol]:
-    """uvicorn's h11 protocol with a deadline on receiving each request whole."""
+_BUSY_BODY = b'{"detail":"too many connections from this address: retry later"}'
+BUSY = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n"
+        b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY))
+
+
+def timed_protocol(timeout_s: float, max_per_client: int = 256) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with a deadline on receiving each request whole, and at most
+    `max_per_client` open connections from one address (beyond: a 503 and the connection closed
+    before anything of it is read, so the slots of uvicorn's `limit_concurrency` stay for others)."""
+    open_by_client: dict[str, int] = {}
 
     class TimedH11(H11Protocol):
         _deadline = None
+        _counted = None  # the client address this connection is counted under
 
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
+            host = self.client[0] if self.client else ""
+            if open_by_client.get(host, 0) >= max_per_client:
+                transport.write(BUSY)
+                transport.close()
+                return
+            open_by_client[host] = open_by_client.get(host, 0) + 1
+            self._counted = host
             self._arm()
 
         def data_received(self, data: bytes) -> None:
@@ -55,6 +73,11 @@ def timed_protocol(timeout_s: float) -> type[H11Protocol]:
 
         def connection_lost(self, exc) -> None:
             self._disarm()
+            if self._counted is not None:
+                left = open_by_client.pop(self._counted) - 1
+                if left:
+                    open_by_client[self._counted] = left
+                self._counted = None
             super().connection_lost(exc)
 
         def _arm(self) -> None:
@@ -100,7 +123,7 @@ def serve(app, host: str, port: int, limits: ServeLimits, sock=None) -> None:
 
     limit_malloc_arenas()
     limit_arrow_threads(limits.workers)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", http=timed_protocol(limits.request_timeout_s),
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", http=timed_protocol(limits.request_timeout_s, limits.max_per_client),
                             timeout_keep_alive=5, limit_concurrency=limits.max_connections, backlog=2048,
                             h11_max_incomplete_event_size=64 * 1024, lifespan="on")
     uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)

@@ -65,4 +65,10 @@ def export_row(engine: Engine, point_id: int) -> dict:
         raise AgentxError(f"point {point_id}: not in the results database")
     if row.status != "ok" or not row.result:
         raise AgentxError(f"point {point_id}: failed, it has no metrics to export")
-    return inferencex_row(json.loads(row.result), dict(row._mapping))
+    try:
+        result = json.loads(row.result)
+    except (ValueError, RecursionError):
+        result = None
+    if not isinstance(result, dict):
+        raise AgentxError(f"point {point_id}: its stored row is corrupt (result: not a JSON object)")
+    return inferencex_row(result, dict(row._mapping))

@@ -9,6 +9,7 @@ importer never builds an object per request.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,6 +103,8 @@ def _field(e: msgspec.ValidationError) -> str:
     if not message:
         message, at = str(e), "$"
     at = at.rstrip("`").removeprefix("$").removeprefix(".")
+    if named := re.fullmatch(r"([a-z_]+): (.*)", message):  # a Struct's own check (__post_init__) names its field
+        at, message = f"{at}.{named[1]}" if at else named[1], named[2]
     if message.startswith("Object missing required field `"):
         name = message.split("`")[1]
         return f"field {at + '.' if at else ''}{name}: missing"

@@ -10,6 +10,7 @@ and out-of-range numbers) and within the trace model's bounds.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 import msgspec
@@ -74,9 +75,23 @@ class Validity(msgspec.Struct):
     valid: bool | None = None
 
 
+def check_time(name: str, value: str | None) -> None:
+    """A date and time field is ISO 8601 (stored as given, so checked here): a ValueError
+    `NAME: ...` that msgspec reports at the struct's path."""
+    if value is None:
+        return
+    try:
+        datetime.fromisoformat(value)
+    except ValueError as e:
+        raise ValueError(f"{name}: not an ISO 8601 date and time ({value!r}: {e})") from None
+
+
 class Provenance(msgspec.Struct):
     start_time: text(40) | None = None
     run_id: RunId | None = None
+
+    def __post_init__(self):
+        check_time("start_time", self.start_time)
 
 
 Quantiles = dict[text(20), Metric | None]

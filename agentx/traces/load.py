@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable
@@ -19,6 +21,7 @@ from agentx.traces.tracelab import is_tracelab_csv, read_tracelab, write_tracela
 from agentx.traces.trie import read_trie
 from agentx.traces.source import read_trace_bytes
 from agentx.traces.weka import read_weka, write_weka
+from agentx.userfiles import kind_of
 
 
 @dataclass(frozen=True)
@@ -79,8 +82,18 @@ def trace_files(paths: Iterable[str | Path]) -> list[Path]:
         elif p.is_file():
             files.append(p)
         else:
-            raise TraceError(str(p), "", "no such file or folder")
+            raise TraceError(str(p), "", _not_a_file(p))
     return files
+
+
+def _not_a_file(path: Path) -> str:
+    """Why a path named as a trace is neither a file nor a folder: a device (/dev/zero), a FIFO, a
+    socket, a symlink loop, or nothing there."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return "a symlink loop" if exc.errno == errno.ELOOP else "no such file or folder"
+    return f"not a regular file ({kind_of(mode)})"
 
 
 def detect_format(path: Path) -> Format:

@@ -86,3 +86,59 @@ def test_inferencex_row_of_an_agentx_point(tmp_path, sweep_dir):
     assert unmeasured["power_valid"] is False and "avg_power_w" not in unmeasured
     with pytest.raises(AgentxError, match="point 99: not in the results database"):
         export_row(engine, 99)
+
+
+def _edited_aiperf(tmp_path, name: str, edit) -> Path:
+    folder = tmp_path / name
+    shutil.copytree(AIPERF, folder)
+    path = folder / "server_metrics_export.json"
+    export = json.loads(path.read_text())
+    edit(export["metrics"])
+    path.write_text(json.dumps(export))
+    return folder
+
+
+@pytest.mark.parametrize("edit", [
+    lambda m: m["vllm:kv_cache_usage_perc"].update(series=[]),  # the gauge with no series
+    lambda m: [s["stats"].clear() for s in m["vllm:kv_cache_usage_perc"]["series"]],  # series without their stats
+], ids=["no-series", "no-stats"])
+def test_aiperf_kv_usage_the_export_does_not_give_stays_absent(tmp_path, edit):
+    """Issue #46: the import stored a KV usage of 0.0 the file never gave."""
+    engine = connect(f"sqlite:///{tmp_path / 'r.db'}")
+    done = import_aiperf(engine, _edited_aiperf(tmp_path, "a", edit), {"hardware": "H200", "gpus": 8})
+    with engine.connect() as conn:
+        stored, result = conn.exec_driver_sql("SELECT kv_usage_mean, result FROM points WHERE id = ?",
+                                              (done.point_id,)).one()
+    server = json.loads(result)["server_metrics"]
+    assert stored is None and "kv_usage_mean" not in server and "kv_usage_max" not in server
+    assert "kv_usage" in server["missing"]
+    assert export_row(engine, done.point_id)["gpu_kv_cache_usage_pct"] is None
+    full = import_aiperf(connect(f"sqlite:///{tmp_path / 'full.db'}"), AIPERF, {"hardware": "H200", "gpus": 8})
+    with connect(f"sqlite:///{tmp_path / 'full.db'}").connect() as conn:  # the untouched export gives it
+        assert conn.exec_driver_sql("SELECT kv_usage_mean FROM points WHERE id = ?",
+                                    (full.point_id,)).scalar() == pytest.approx(0.00018840448351914007)
+
+
+def test_a_start_time_that_is_no_date_is_one_line_naming_file_and_field(tmp_path, sweep_dir):
+    import subprocess
+    import sys
+
+    bad = tmp_path / "aiperf"
+    shutil.copytree(AIPERF, bad)
+    summary = aiperf_summary()
+    (bad / "profile_export_aiperf.json").write_text(json.dumps({**summary, "start_time": "2026-13-45T99:99:99"}))
+    run = tmp_path / "c2"
+    shutil.copytree(sweep_dir / "c2", run)
+    result = json.loads((run / "result.json").read_text())
+    result["provenance"]["start_time"] = "2026-13-45T99:99:99"
+    (run / "result.json").write_text(json.dumps(result))
+    for args, file, field in ((("db", "import-aiperf", bad), bad / "profile_export_aiperf.json", "start_time"),
+                              (("db", "import", run), run / "result.json", "provenance.start_time")):
+        res = subprocess.run([sys.executable, "-m", "agentx.cli", *map(str, args), "--db", str(tmp_path / "r.db")],
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert res.stderr.startswith(f"error: {file}: field {field}: not an ISO 8601 date and time "
+                                     f"('2026-13-45T99:99:99'"), res.stderr
+    assert not (tmp_path / "r.db").exists() or "points" not in str(
+        subprocess.run([sys.executable, "-m", "agentx.cli", "db", "points", "--db", str(tmp_path / "r.db")],
+                       capture_output=True, text=True, timeout=120).stdout.splitlines()[1:])

@@ -73,3 +73,32 @@ def test_terminal_escapes_in_stored_labels_print_escaped(sweep_dir, tmp_path):
         assert res.returncode == 0, res.stderr
         assert "\x1b" not in res.stdout + res.stderr and "\r" not in res.stdout + res.stderr, args
         assert "\\x1b]8;;http://evil.example" in res.stdout, args  # shown, escaped
+
+
+def test_every_page_and_route_on_a_corrupt_row_answers_without_a_500(corrupt_db):
+    """Point 1's result, a conversation's tree, the dataset's digest and a chart blob corrupted by
+    another program: the pages and routes reading them name the corrupt row (422) or go without
+    it (null, a 404 for missing chart data), never a 500 (issue #46)."""
+    from fastapi.testclient import TestClient
+
+    from agentx.report.pages import add_pages
+    from agentx.results.api import create_app
+
+    other = sqlite3.connect(corrupt_db)
+    other.execute("UPDATE conversations SET tree = '[1, 2' WHERE id = 1")
+    other.execute("UPDATE datasets SET summary = '{\"conversations\": ' WHERE id = 1")
+    other.execute("UPDATE point_blobs SET data = X'1f8b0800' WHERE point_id = 2 AND kind = 'histograms'")
+    other.commit()
+    other.close()
+    engine = connect(f"sqlite:///{corrupt_db}")
+    app = create_app(engine)
+    add_pages(app, engine)
+    client = TestClient(app, raise_server_exceptions=False)
+    expect = {"/points/1": 422, "/compare?points=1,2": 422, "/conversations/1": 422, "/datasets/1": 200,
+              "/conversations/2": 200, "/points/2": 404, "/api/v1/conversations/1": 200,
+              "/api/v1/points/2/histograms": 422, "/api/v1/points/1/inferencex": 404}
+    got = {path: client.get(path, headers={"Accept-Encoding": "identity"}).status_code for path in expect}
+    assert got == expect
+    assert client.get("/api/v1/conversations/1").json()["tree"] is None
+    page = client.get("/points/1", headers={"Accept": "text/html"})
+    assert "point 1: its stored row is corrupt (result: not a JSON object)" in page.text
