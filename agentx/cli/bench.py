@@ -15,6 +15,7 @@ from agentx.cli.common import (OPT_CONCURRENCY, OPT_FMT, OPT_MAX_CONTEXT, OPT_MO
                                OPT_RANGE_RATIO, OPT_SCENARIO, OPT_SLO, OPT_TRACES, PLAIN, SEED_HELP, Format, _corpus,
                                _load, _offline, _open_loop, _warn, console, err_console)
 from agentx.cli.options import config_options
+from agentx.metrics.confidence import ANSWER_SPREAD_LIMIT
 from agentx.content.tokens import DEFAULT_TOKEN_RANGE, ContentConfig
 from agentx.errors import AgentxError
 from agentx.replay.plan import PlanConfig
@@ -242,7 +243,7 @@ def probe_cache_cmd(
         raise typer.Exit(1)
 
 
-def print_sweep(folder: Path, html: bool = True) -> list[dict]:
+def print_sweep(folder: Path, html: bool = True, spread_limit: float = ANSWER_SPREAD_LIMIT) -> list[dict]:
     """The table of a sweep folder's complete runs (`bench --concurrency A,B` or `agentx sweep`:
     one row per run, by deployment), and its report.html; returns the runs' results."""
     import json
@@ -254,7 +255,7 @@ def print_sweep(folder: Path, html: bool = True) -> list[dict]:
     results = [(str(run.relative_to(folder)), json.loads((run / "result.json").read_text())) for run in runs]
     _print_sweep_table(results)
     if html:
-        console.print(f"HTML report: {write_report(folder)}", highlight=False)
+        console.print(f"HTML report: {write_report(folder, spread_limit=spread_limit)}", highlight=False)
     return [r for _, r in results]
 
 
@@ -263,6 +264,10 @@ def report_cmd(
                                    "(`bench --concurrency A,B`, `agentx sweep`, `sim plan`)."),
     html: bool = typer.Option(False, "--html", help="Also write report.html (a sweep folder: frontier, table, sweep.csv)."),
     allow_invalid: bool = typer.Option(False, "--allow-invalid", help=ALLOW_INVALID_HELP),
+    spread_limit: float = typer.Option(ANSWER_SPREAD_LIMIT, "--spread-limit", min=0, max=100, help="With --html, of a sweep: the "
+                                       "widest 95 % interval of TTFT p50 / p90 (a share of the figure) a point may "
+                                       "have to be on the frontier; wider: grey, with the sessions it would need "
+                                       "(SPEC 3, \"Settled: confidence\"). 0: no bound."),
 ):
     """Rebuild a run's summary from its records (also for a run that was killed); of a sweep
     folder, the sweep's table."""
@@ -275,7 +280,7 @@ def report_cmd(
         if is_plan_folder(run_dir):
             console.print(f"HTML report: {write_report(run_dir)}", highlight=False)
             return
-        _exit_if_invalid(print_sweep(run_dir, html), allow_invalid)
+        _exit_if_invalid(print_sweep(run_dir, html, spread_limit), allow_invalid)
         return
     result = report(run_dir)
     _print_result(result, str(run_dir), run_dir)

@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 
 from agentx.cli.common import console, err_console
+from agentx.metrics.confidence import ANSWER_SPREAD_LIMIT
 
 MAX_GPUS = 100_000  # runschema.MAX_GPUS (not imported here: the CLI loads fast)
 
@@ -208,13 +209,17 @@ def frontier_cmd(
                           "usd_per_m_tok_{hyperscaler,neocloud,rental_3y}."),
     model: Optional[str] = OPT_MODEL, hardware: Optional[str] = OPT_HARDWARE,
     engine: Optional[str] = OPT_ENGINE, dataset: Optional[str] = OPT_DATASET,
-    overall: bool = typer.Option(False, "--all", help="One frontier over every deployment instead of one per curve."),
+    overall: bool = typer.Option(False, "--all", help="One frontier per workload over every deployment instead of "
+                                 "one per curve."),
     at: Optional[float] = typer.Option(None, "--at", help="Also interpolate y at this x on each curve."),
+    spread_limit: float = typer.Option(ANSWER_SPREAD_LIMIT, "--spread-limit", min=0, help="Widest 95 % interval of "
+                                       "TTFT p50 / p90 (a share of the figure) a point may have to answer; wider: "
+                                       "low confidence, listed apart (SPEC 3). 0: no bound."),
 ):
-    """Pareto frontiers of the stored points (SPEC §5): one per (model, hardware, engine)."""
+    """Pareto frontiers of the stored points (SPEC §5): one per (model, hardware, engine, workload)."""
     from rich.table import Table
 
-    from agentx.results.frontier import at_x, frontier, load_points
+    from agentx.results.frontier import CURVE, at_x, frontier, load_points
     from agentx.results.query import Filters
 
     skipped = []
@@ -222,13 +227,14 @@ def frontier_cmd(
                        skipped)
     for bad in skipped:
         _say_plain(f"skipped point {bad['id']}: its stored row is corrupt ({bad['reason']})")
-    curves = frontier(rows, x, y, per_curve=not overall)
+    curves = frontier(rows, x, y, per_curve=not overall, spread_limit=spread_limit)
     if not curves:
         console.print("no stored points match")
         return
     for curve in curves:
-        title = "all deployments" if overall else " / ".join(_stored(v) for v in curve.key.values())
-        t = Table(title=f"{title}: {y} against {x}", title_justify="left", show_edge=False)
+        title = "all deployments" if overall else " / ".join(_stored(curve.key[k]) for k in CURVE if k != "workload")
+        t = Table(title=f"{title}: {y} against {x}, workload {_stored(curve.key['workload'] or 'unnamed')}",
+                  title_justify="left", show_edge=False)
         for col in ("point", "lanes", x, y, "parallelism", "spec decoding", "KV offload", "valid"):
             t.add_column(col, justify="right")
         for r in curve.points:
@@ -238,6 +244,9 @@ def frontier_cmd(
         for r in curve.invalid:
             console.print(f"  off the curve: point {r['id']} (c{r['concurrency']}) NOT VALID: "
                           f"{'; '.join(_stored(v) for v in r['reasons'])}", highlight=False)
+        for r in curve.low_confidence:
+            console.print(f"  [dim]low confidence, no answer: point {r['id']} (c{r['concurrency']}): "
+                          f"{r['confidence']['text']}[/dim]", highlight=False)
         if at is not None:
             found = at_x(curve, x, y, at)
             if found is None:

@@ -29,9 +29,14 @@ def _deployment(options: dict) -> dict:
 
 
 @sim_app.command("serve")
-@config_options(EngineConfig, Deployment, ServeConfig, FaultConfig, skip=("overhead_s",),
+@config_options(EngineConfig, Deployment, ServeConfig, FaultConfig, skip=("overhead_s", "speed"),
                 help={"replicas": "Engine replicas (each --gpus GPUs) behind one endpoint."})
 def sim_serve_cmd(
+    speed: str = typer.Option("1", "--speed", help="Run the modeled hardware this many times faster, or `auto`: "
+                              "probe this host (its timer, then 20 s of the bundled traces at --auto-lanes lanes at "
+                              "speed 1) and take the fastest speed at which a run can be valid here (printed)."),
+    auto_lanes: int = typer.Option(24, "--auto-lanes", min=1, max=4096, help="With --speed auto: the probe's lanes "
+                                   "(the load you will run)."),
     overhead_ms: Optional[float] = typer.Option(None, "--overhead-ms", min=0, help="Fixed cost of one iteration "
                                                 "(default: the engine profile's)."),
     fault_kinds: str = typer.Option(",".join(KINDS), "--fault-kinds",
@@ -44,7 +49,26 @@ def sim_serve_cmd(
     engine = EngineConfig(**pick(EngineConfig, options), overhead_s=None if overhead_ms is None else overhead_ms / 1000)
     faults = FaultConfig(**pick(FaultConfig, options), kinds=tuple(k.strip() for k in fault_kinds.split(",") if k.strip()))
     serve(ServeConfig(**{**pick(ServeConfig, options), "deployment": Deployment(engine, **_deployment(options)),
-                         "faults": faults}))
+                         "faults": faults, "speed": _speed(speed, auto_lanes)}))
+
+
+def _speed(text: str, lanes: int) -> float:
+    """--speed: a positive number, or `auto` (agentx/replay/speed.py: probed, then printed)."""
+    import sys
+
+    if text.strip().lower() == "auto":
+        from agentx.replay.speed import auto_speed, serve_flags
+
+        choice = auto_speed(_corpus([]).sessions(lanes), lanes, serve_flags(sys.argv[3:]))
+        console.print(choice.line(), highlight=False)
+        return choice.speed
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise typer.BadParameter(f"want a positive number or auto, got {text!r}", param_hint="--speed")
+    return value
 
 
 # what `sim bench` leaves to `sim serve` (the timing model's tuning) and to bench (schedule mode)

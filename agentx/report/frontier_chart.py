@@ -8,6 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentx.metrics.confidence import ANSWER_SPREAD_LIMIT
 from agentx.report.figures import empty, figure
 from agentx.report.toolkit import fmt_number
 from agentx.results import frontier as fr
@@ -53,7 +54,9 @@ def frontier_rows(results: list[tuple[str, dict]]) -> list[dict]:
     return [{"id": name, "concurrency": r["identity"].get("concurrency"),
              "simulated": str(r["identity"].get("engine") or "").startswith("agentx-sim"),
              "valid": r["validity"]["valid"], "reasons": r["validity"]["reasons"],
-             "low_sample": r["validity"].get("low_sample"), **deployment_labels(r["identity"]), **fr.with_derived(metric_columns(r))} for name, r in results]
+             "low_sample": r["validity"].get("low_sample"), "spread": r.get("spread"),
+             "workload": fr.workload(r["identity"].get("dataset"), r["identity"].get("variant")),
+             **deployment_labels(r["identity"]), **fr.with_derived(metric_columns(r))} for name, r in results]
 
 
 # Past these a frontier's concurrency labels, and its legend, are in each point's hover only: laying
@@ -155,9 +158,9 @@ def wrapped(text: str, width: int = 60) -> str:
 
 
 def short_names(keys: list[tuple]) -> list[str]:
-    """A legend name per curve key (model, hardware, engine): only the labels that differ between
-    the curves (the engine when none does), at most LEGEND_CHARS characters."""
-    varying = [i for i in (1, 2, 0) if len({k[i] for k in keys}) > 1] or [2]
+    """A legend name per curve key (model, hardware, engine, workload): only the labels that differ
+    between the curves (the engine when none does), at most LEGEND_CHARS characters."""
+    varying = [i for i in (1, 2, 0, 3) if len({k[i] for k in keys}) > 1] or [2]
     names = [", ".join(str(k[i]) for i in varying if k[i]) or "?" for k in keys]
     return [n if len(n) <= LEGEND_CHARS else n[:LEGEND_CHARS - 1] + "…" for n in names]
 
@@ -190,34 +193,56 @@ def _invalid_trace(pts: list[dict], x: str, y: str, legend: str, group: str, col
                              f"{Y_LABELS[y]}: %{{y:,.4~g}}<br><i>click to pin</i><extra></extra>"}
 
 
+def _low_trace(pts: list[dict], x: str, y: str, legend: str, group: str, symbol: str) -> dict:
+    """A curve's low-confidence points (SPEC section 3, "Settled: confidence"): grey, never joined to
+    it, each with its interval and the session trees it would need."""
+    why = [f"low confidence, no answer: {r['confidence']['text']}" for r in pts]
+    return {"type": "scattergl" if len(pts) > 200 else "scatter", "mode": "markers", "x": [r[x] for r in pts], "y": [r[y] for r in pts],
+            "text": [point_label(r) for r in pts], "customdata": [r["id"] for r in pts],
+            "hovertext": [f"{wrapped(deployment_label(r))}<br>{wrapped(w)}" for r, w in zip(pts, why)],
+            "name": f"{legend}: low confidence", "legendgroup": group,
+            "marker": {"size": 8, "symbol": symbol, "color": "#bbbbbb"},
+            "hovertemplate": f"<b>%{{text}}</b> %{{hovertext}}<br>{X_LABELS[x]}: %{{x:,.3~g}}<br>"
+                             f"{Y_LABELS[y]}: %{{y:,.4~g}}<br><i>click to pin</i><extra></extra>"}
+
+
+def workloads_shown(rows: list[dict]) -> str:
+    """", workload W" of points of one workload; of several, how many (a curve per workload each)."""
+    names = {r.get("workload") for r in rows}
+    if len(names) == 1:
+        return f", workload {next(iter(names)) or 'unnamed'}"
+    return f", {len(names)} workloads (a curve per workload)"
+
+
 def frontier_chart(rows: list[dict], x: str, y: str, palette: Palette | None = None,
-                   log: tuple[bool, bool] = (False, False)) -> dict:
-    """Every point of `rows` against (x, y), a curve per (model, hardware, engine) through the
-    points on its frontier (SPEC §5's canonical-winner policy, agentx/results/frontier.py), an
+                   log: tuple[bool, bool] = (False, False), spread_limit: float = ANSWER_SPREAD_LIMIT) -> dict:
+    """Every point of `rows` against (x, y), a curve per (model, hardware, engine, workload) through
+    the points on its frontier (SPEC §5's canonical-winner policy, agentx/results/frontier.py), an
     "optimal only" toggle; a colour per hardware and a marker per engine (`palette`), KV-offload
     points ringed, labels (concurrency, parallelism) placed apart. A trace's customdata holds the
-    point ids (what a click pins)."""
-    title = f"{Y_LABELS[y]} vs {X_LABELS[x]}"
+    point ids (what a click pins). Low-confidence points (`spread_limit`) are grey, never joined.
+    The title names the workload (or how many there are: a curve each)."""
     usable = [r for r in rows if r.get(x) is not None and r.get(y) is not None]
+    title = f"{Y_LABELS[y]} vs {X_LABELS[x]}" + workloads_shown(usable)
     if not usable:
         return empty(title, "no point has these figures (set --gpus and --hardware for per-GPU, cost and power)")
     palette = palette or Palette.of(rows)
     data, off = [], []
-    curves = fr.frontier(usable, x, y)
+    curves = fr.frontier(usable, x, y, spread_limit=spread_limit)
     valid = [r for r in usable if r.get("valid") is not False] or usable
     ranges = axis_ranges(valid, x, y)
     labelled = sum(len(c.points) for c in curves) <= LABELLED_POINTS
     by_curve = defaultdict(list)
     for r in usable:
-        by_curve[tuple(r[k] for k in fr.CURVE)].append(r)
+        by_curve[tuple(r.get(k) for k in fr.CURVE)].append(r)
     fronts = [sorted(c.points, key=lambda r: r[x]) for c in curves]
     scale = tuple(ranges[a]["log" if on else "linear"] for a, on in zip("xy", log))
     spots = iter(place_labels([(r[x], r[y], point_label(r)) for f in fronts for r in f], log, scale)
                  if labelled else [])
     keys = [tuple(c.key[k] for k in fr.CURVE) for c in curves]
     for curve, front, key, legend in zip(curves, fronts, keys, short_names(keys)):
-        on = {r["id"] for r in curve.points}
-        group = ", ".join(str(v) for v in (key[1], key[2], key[0]) if v)  # the full name, the legend's hover
+        on = {r["id"] for r in curve.points} | {r["id"] for r in curve.low_confidence}
+        group = ", ".join(str(v) for v in (key[1], key[2], key[0], key[3]) if v)  # the full name, the legend's hover
         others = [r for r in by_curve[key] if r["id"] not in on and r.get("valid") is not False]
         color, symbol = palette.color(curve.key["hardware"]), palette.symbol(curve.key["engine"])
         for pts, is_front in ((front, True), (others, False)):
@@ -231,6 +256,9 @@ def frontier_chart(rows: list[dict], x: str, y: str, palette: Palette | None = N
         if curve.invalid:  # hollow, apart from the curve, the reasons on hover
             off.append(len(data))
             data.append(_invalid_trace(curve.invalid, x, y, legend, group, color, symbol))
+        if curve.low_confidence:
+            off.append(len(data))
+            data.append(_low_trace(curve.low_confidence, x, y, legend, group, symbol))
     return _layout(data, off, curves, title, x, y, log, ranges, _outside(usable, valid, x, y, ranges))
 
 

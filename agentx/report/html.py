@@ -10,6 +10,7 @@ from typing import Callable
 
 import numpy as np
 
+from agentx.metrics.confidence import ANSWER_SPREAD_LIMIT
 from agentx.report.capacity import is_plan_folder, write_plan_report
 from agentx.report.flame import flamegraph
 from agentx.report.overtime import over_time
@@ -106,10 +107,11 @@ def run_view(run: RunData) -> dict:
                       {t: flamegraph(run, t) for t in trees})
 
 
-def frontier_views(rows: list[dict]) -> dict[str, dict]:
+def frontier_views(rows: list[dict], spread_limit: float = ANSWER_SPREAD_LIMIT) -> dict[str, dict]:
     """The frontier chart of every (x, y) view, keyed "x|y"."""
     palette = Palette.of(rows)
-    return {f"{x}|{y}": frontier_chart(rows, x, y, palette) for x in X_LABELS for y in Y_LABELS}
+    return {f"{x}|{y}": frontier_chart(rows, x, y, palette, spread_limit=spread_limit) for x in X_LABELS
+            for y in Y_LABELS}
 
 
 def frontier_extras(rows: list[dict], x: str, palette: Palette | None = None) -> dict:
@@ -153,8 +155,9 @@ def render(title: str, views: list[dict], frontiers: dict[str, dict] | None = No
         plotly_js=None if plotly_src else plotly_js(bundle), data_json=script_json(data))
 
 
-def write_report(path: Path, out: Path | None = None) -> Path:
-    """report.html in the run, sweep or plan folder (and sweep.csv for a sweep); returns the HTML's path."""
+def write_report(path: Path, out: Path | None = None, spread_limit: float = ANSWER_SPREAD_LIMIT) -> Path:
+    """report.html in the run, sweep or plan folder (and sweep.csv for a sweep); returns the HTML's
+    path. `spread_limit`: the frontier's bound on a point's TTFT interval (metrics/confidence.py)."""
     path = Path(path)
     if is_plan_folder(path):  # `agentx sim plan`'s folder: its own page (report/capacity.py)
         return write_plan_report(path, out)
@@ -167,7 +170,7 @@ def write_report(path: Path, out: Path | None = None) -> Path:
         rows = write_csv(table_rows(results), path / "sweep.csv")
         points = frontier_rows(results)
         page = render(f"agentx sweep report: {path.resolve().name}", [run_view(run) for run in runs],
-                      frontier_views(points), "|".join(fr.CANONICAL), readable_rows(rows), csv="sweep.csv",
+                      frontier_views(points, spread_limit), "|".join(fr.CANONICAL), readable_rows(rows), csv="sweep.csv",
                       extras=frontier_extras(points, fr.CANONICAL[0]))
     out.write_text(page, encoding="utf-8")
     return out

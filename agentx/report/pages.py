@@ -22,6 +22,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from agentx.errors import AgentxError
+from agentx.metrics.confidence import ANSWER_SPREAD_LIMIT
 from agentx.report.dataset import conversation_flamegraph, dataset_charts, digest_charts
 from agentx.report.flame import flamegraph
 from agentx.report.html import LAZY_PARTS, frontier_extras, point_part, point_view, render
@@ -200,7 +201,8 @@ def _frontier_route(app: FastAPI, db: _Pages) -> None:
     def frontier_page(request: Request, x: Annotated[str, Query(max_length=100)] = fr.CANONICAL[0],
                       y: Annotated[str, Query(max_length=100)] = fr.CANONICAL[1], page: int = Query(0, ge=0, le=MAX_ID),
                       at: float | None = Query(None, allow_inf_nan=False), logx: bool = False,
-                      logy: bool = False) -> str:
+                      logy: bool = False,
+                      spread_limit: float = Query(ANSWER_SPREAD_LIMIT, ge=0, le=100, allow_inf_nan=False)) -> str:
         f = _page_filters(request)
         try:
             found = fr.load_points(db.engine, f, x, y, skipped := [])
@@ -224,9 +226,10 @@ def _frontier_route(app: FastAPI, db: _Pages) -> None:
                  for k in range(-(-len(found) // TABLE_PAGE))] if len(found) > TABLE_PAGE else []
         sets = db.rows(select(datasets.c.id, datasets.c.name, datasets.c.conversations).order_by(datasets.c.id))
         palette = db.palette()
-        frontiers = {f"{x}|{y}": frontier_chart(found, x, y, palette, (logx, logy))} if found else {}
+        frontiers = {f"{x}|{y}": frontier_chart(found, x, y, palette, (logx, logy), spread_limit)} if found else {}
         keep = {"x": x, "y": y, **({"at": at} if at is not None else {}), **({"logx": 1} if logx else {}),
-                **({"logy": 1} if logy else {})}
+                **({"logy": 1} if logy else {}),
+                **({"spread_limit": spread_limit} if spread_limit != ANSWER_SPREAD_LIMIT else {})}
         return render("agentx dashboard: frontier", [], frontiers, f"{x}|{y}", table,
                       plotly_url, links={r["id"]: f"/points/{r['id']}" for r in found},
                       nav=[(f"dataset {d.name} ({d.conversations} conversations)", f"/datasets/{d.id}") for d in sets],

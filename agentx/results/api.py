@@ -27,6 +27,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from agentx.errors import AgentxError
+from agentx.metrics.confidence import ANSWER_SPREAD_LIMIT
 from agentx.metrics.trust import diagnosis, provenance
 from agentx.results import frontier as fr
 from agentx.results.inferencex import export_row
@@ -46,6 +47,8 @@ Label = Annotated[str | None, Query(max_length=300, pattern=r"^[^\x00]*$")]
 When = Annotated[datetime | date | None, Query(description="ISO 8601 date or time (UTC)")]
 XMetric = Literal[tuple(fr.X_METRICS)]  # type: ignore[valid-type]
 YMetric = Literal[fr.Y_METRICS]  # type: ignore[valid-type]
+# the answer bound (SPEC section 3, "Settled: confidence"): 0 turns it off
+SpreadLimit = Annotated[float, Query(ge=0, le=100, allow_inf_nan=False)]
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(HTTPBearer(auto_error=False))]
 
 POINT_COLUMNS = [points.c[name] for name in ("id", "run_id", "deployment_id", "sweep_id", "dataset_id", "source",
@@ -229,21 +232,26 @@ def _point_routes(app: FastAPI, db: _Reads) -> None:
 def _frontier_routes(app: FastAPI, db: _Reads) -> None:
     """Frontiers and interpolation on them."""
 
-    @app.get(PREFIX + "/frontier", summary="Pareto frontier per (model, hardware, engine), or over all points")
+    @app.get(PREFIX + "/frontier", summary="Pareto frontier per (model, hardware, engine, workload), or per workload "
+             "over all deployments; low-confidence points apart")
     def get_frontier(f: Annotated[Filters, Depends(_filters)], x: XMetric = fr.CANONICAL[0],
-                     y: YMetric = fr.CANONICAL[1], overall: bool = False):
+                     y: YMetric = fr.CANONICAL[1], overall: bool = False,
+                     spread_limit: SpreadLimit = ANSWER_SPREAD_LIMIT):
         skipped = []
-        curves = fr.frontier(fr.load_points(db.engine, f, x, y, skipped), x, y, per_curve=not overall)
-        return _json({"x": x, "y": y, "curves": [{"key": c.key, "points": c.points, "invalid": c.invalid}
-                                                 for c in curves], "skipped": skipped})
+        curves = fr.frontier(fr.load_points(db.engine, f, x, y, skipped), x, y, per_curve=not overall,
+                             spread_limit=spread_limit)
+        return _json({"x": x, "y": y, "curves": [{"key": c.key, "points": c.points, "invalid": c.invalid,
+                                                  "low_confidence": c.low_confidence} for c in curves],
+                      "skipped": skipped})
 
     @app.get(PREFIX + "/frontier/interpolate", summary="The best y at or better than x on each curve, within one "
              "deployment configuration (named, with its concurrency; flagged when interpolated); null where no "
              "point reaches x")
     def interpolate(f: Annotated[Filters, Depends(_filters)], at: Annotated[float, Query(allow_inf_nan=False)],
-                    x: XMetric = fr.CANONICAL[0], y: YMetric = fr.CANONICAL[1]):
+                    x: XMetric = fr.CANONICAL[0], y: YMetric = fr.CANONICAL[1],
+                    spread_limit: SpreadLimit = ANSWER_SPREAD_LIMIT):
         skipped = []
-        curves = fr.frontier(fr.load_points(db.engine, f, x, y, skipped), x, y)
+        curves = fr.frontier(fr.load_points(db.engine, f, x, y, skipped), x, y, spread_limit=spread_limit)
         return _json({"x": x, "y": y, "at": at, "curves": [_answer(c.key, fr.at_x(c, x, y, at)) for c in curves],
                       "skipped": skipped})
 

@@ -1,5 +1,7 @@
-"""Pareto frontiers over stored points (SPEC §5, §8): per curve (model, hardware, engine) or over
-every point, maximizing a y metric against an x metric, and a monotone interpolation on a curve.
+"""Pareto frontiers over stored points (SPEC §5, §8): per curve (model, hardware, engine, workload)
+or over every deployment of a workload, maximizing a y metric against an x metric, and a monotone
+interpolation on a curve. A curve never mixes workloads (dataset or scenario, and its max-context
+variant): a 1k1k point and an agentic-trace point answer different questions.
 
 A point survives a non-canonical view only if it is also on the canonical frontier of its curve
 (tok/s per GPU against p90 E2E-normalized interactivity): InferenceX's policy for AgentX.
@@ -8,6 +10,9 @@ An invalid point (its run printed NOT VALID) is never on a curve, in a canonical
 "y at x": it is listed apart with its reasons. "y at x" answers within one deployment
 configuration (interpolating only between points of the same deployment key) and names the
 configuration and concurrency that give the best y at or better than x.
+
+A low-confidence point (its TTFT interval over session trees wider than the bound,
+`metrics/confidence.py`) is no answer either: listed apart with the session trees it would need.
 """
 
 from __future__ import annotations
@@ -15,15 +20,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from agentx.engine.presets import COST_BASES
 from agentx.errors import AgentxError
+from agentx.metrics.confidence import ANSWER_SPREAD_LIMIT, confidence
 from agentx.metrics.validity import LOW_SAMPLE
 from agentx.results.query import Filters, filtered, unsound
-from agentx.results.schema import DEPLOYMENT_LABELS, deployments, points
+from agentx.results.schema import DEPLOYMENT_LABELS, datasets, deployments, points
 
 # x metric -> +1 if higher is better, -1 if lower is better
 X_METRICS = {"p50_intvty": 1, "p90_intvty": 1, "p50_e2e_norm_intvty": 1, "p90_e2e_norm_intvty": 1, "p90_ttft": -1,
@@ -35,15 +42,67 @@ Y_METRICS = ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu", "tok_p
              "joules_per_output_token", "joules_per_total_token", *DERIVED_Y)
 Y_LOWER_BETTER = {"joules_per_output_token", "joules_per_total_token", *DERIVED_Y}  # every other y: higher is better
 CANONICAL = ("p90_e2e_norm_intvty", "tput_per_gpu")
-CURVE = ("model", "hardware", "engine")
+CURVE = ("model", "hardware", "engine", "workload")
+OVERALL = ("workload",)  # the frontier over every deployment still keeps to one workload
 
 
 @dataclass
 class Curve:
-    key: dict  # model, hardware, engine (all None for the frontier over every point)
+    key: dict  # model, hardware, engine, workload (all but workload None for the frontier over every deployment)
     points: list[dict] = field(default_factory=list)  # on the frontier, by x with better last
     invalid: list[dict] = field(default_factory=list)  # the curve's NOT VALID points (never on it), with `reasons`
-    rows: list[dict] = field(default_factory=list)  # every valid point of the curve (for "y at x")
+    rows: list[dict] = field(default_factory=list)  # every valid, confident point of the curve (for "y at x")
+    # valid points whose TTFT interval is too wide to answer (never on it), with `confidence` (text, need_trees)
+    low_confidence: list[dict] = field(default_factory=list)
+
+
+class _Width(msgspec.Struct):
+    width_rel: float | None = None
+
+
+class _Ttft(msgspec.Struct):
+    p50: _Width | None = None
+    p90: _Width | None = None
+
+
+class _Spread(msgspec.Struct):
+    trees: int | None = None
+    ttft_s: _Ttft | None = None
+
+
+class _Validity(msgspec.Struct):
+    reasons: list[str] | None = None
+
+
+class _Stored(msgspec.Struct):
+    """What the frontier reads of a stored result: the validity reasons and the TTFT intervals."""
+
+    validity: _Validity | None = None
+    spread: _Spread | None = None
+
+    def widths(self) -> dict:
+        """The `spread` shape `metrics/confidence.py` reads."""
+        ttft = (self.spread and self.spread.ttft_s) or _Ttft()
+        return {"trees": self.spread and self.spread.trees,
+                "ttft_s": {q: {"width_rel": getattr(getattr(ttft, q) or _Width(), "width_rel")} for q in ("p50", "p90")}}
+
+
+def _stored(text: str | None) -> _Stored | None:
+    """The stored result's parts, or None where they are not what a result holds."""
+    try:
+        try:
+            return msgspec.json.decode(text or "{}", type=_Stored)
+        except msgspec.DecodeError:  # a row stored before imports refused NaN / Infinity tokens
+            return msgspec.convert(json.loads(text), _Stored)
+    except (ValueError, TypeError, msgspec.ValidationError):
+        return None
+
+
+def workload(name: str | None, variant: str | None) -> str | None:
+    """A point's workload in words: its dataset (trace folder or scenario) and max-context variant."""
+    if not name:
+        return None
+    return f"{name} (max context {variant})" if variant else name
 
 
 def check_metrics(x: str, y: str) -> None:
@@ -54,38 +113,36 @@ def check_metrics(x: str, y: str) -> None:
 
 
 def load_points(engine: Engine, filters: Filters, x: str, y: str, skipped: list[dict] | None = None) -> list[dict]:
-    """Successful points matching the filters: curve labels, settings and the metrics of the (x, y)
-    view and of the canonical one. A corrupt row (`query.unsound`, or an invalid point whose
-    stored result is not JSON) is left out and added to `skipped` as {"id", "reason"}."""
+    """Successful points matching the filters: curve labels (the workload too), settings, the
+    metrics of the (x, y) view and of the canonical one, and the TTFT intervals (`spread`). A
+    corrupt row (`query.unsound`, or a stored result that is not a JSON object) is left out and
+    added to `skipped` as {"id", "reason"}."""
     check_metrics(x, y)
     cols = [points.c.id, points.c.concurrency, points.c.started_at, points.c.valid, points.c.simulated,
             points.c.source, points.c.requests_ok, points.c.deployment_id, *[deployments.c[k] for k in DEPLOYMENT_LABELS],
+            datasets.c.name.label("dataset"), datasets.c.variant, points.c.result,
             *[metric_column(name) for name in sorted({x, y, *CANONICAL})]]
-    q = filtered(select(*cols).join(deployments, points.c.deployment_id == deployments.c.id), filters)
+    q = filtered(select(*cols).join(deployments, points.c.deployment_id == deployments.c.id)
+                 .outerjoin(datasets, points.c.dataset_id == datasets.c.id), filters)
     out, bad = [], []
     with engine.connect() as conn:
         result = conn.execute(q.where(points.c.status == "ok").order_by(points.c.id))
         keys = list(result.keys())
         for row in result:
             r = dict(zip(keys, row))
+            text = r.pop("result")
             reason = unsound(r)
-            if reason:
-                bad.append({"id": r["id"], "reason": reason})
+            stored = None if reason else _stored(text)
+            if stored is None:
+                bad.append({"id": r["id"], "reason": reason or "result: not a JSON object"})
             else:
-                out.append(with_derived(r))
-        invalid = [r["id"] for r in out if r["valid"] is False]
-        reasons = {}
-        if invalid:
-            for pid, text in conn.execute(select(points.c.id, points.c.result).where(points.c.id.in_(invalid))):
-                try:
-                    reasons[pid] = ((json.loads(text) if text else {}).get("validity") or {}).get("reasons") or ["NOT VALID"]
-                except (ValueError, AttributeError):
-                    bad.append({"id": pid, "reason": "result: not a JSON object"})
-    unreadable = {b["id"] for b in bad}
-    out = [r for r in out if r["id"] not in unreadable]
+                out.append(with_derived(r) | {"result": stored})
     for r in out:
+        stored = r.pop("result")
+        r["spread"] = stored.widths()
+        r["workload"] = workload(r.pop("dataset"), r.pop("variant"))
         if r["valid"] is False:
-            r["reasons"] = reasons.get(r["id"], ["NOT VALID"])
+            r["reasons"] = (stored.validity and stored.validity.reasons) or ["NOT VALID"]
         r["low_sample"] = r["requests_ok"] is not None and r["requests_ok"] < LOW_SAMPLE  # SPEC §3: a mark, not invalid
     if skipped is not None:
         skipped.extend(sorted(bad, key=lambda b: b["id"]))
@@ -123,20 +180,27 @@ def pareto(rows: list[dict], x: str, y: str) -> list[dict]:
     return out
 
 
-def frontier(rows: list[dict], x: str, y: str, per_curve: bool = True) -> list[Curve]:
+def frontier(rows: list[dict], x: str, y: str, per_curve: bool = True,
+             spread_limit: float = ANSWER_SPREAD_LIMIT) -> list[Curve]:
+    """Curves of one workload each; `spread_limit` 0: every valid point answers, however wide."""
     check_metrics(x, y)
     groups: dict[tuple, list[dict]] = {}
+    labels = CURVE if per_curve else OVERALL
     for r in rows:
-        groups.setdefault(tuple(r[k] for k in CURVE) if per_curve else (None,) * len(CURVE), []).append(r)
+        groups.setdefault(tuple(r.get(k) if k in labels else None for k in CURVE), []).append(r)
     curves = []
     for key, group in sorted(groups.items(), key=lambda kv: tuple(str(v) for v in kv[0])):
-        valid = [r for r in group if r.get("valid") is not False]
+        valid, low = [], []
+        for r in group:
+            if r.get("valid") is not False:
+                r["confidence"] = confidence(r.get("spread"), spread_limit)
+                (low if r["confidence"]["low"] else valid).append(r)
         on = pareto(valid, x, y)
         if (x, y) != CANONICAL:
             winners = {r["id"] for r in pareto(valid, *CANONICAL)}
             on = [r for r in on if r["id"] in winners]
         invalid = [r for r in group if r.get("valid") is False]
-        curves.append(Curve(dict(zip(CURVE, key)), on, invalid, valid))
+        curves.append(Curve(dict(zip(CURVE, key)), on, invalid, valid, low))
     return curves
 
 

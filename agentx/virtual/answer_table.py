@@ -11,7 +11,8 @@ def _fmt(value, spec: str = "{:,.0f}") -> str:
 
 def answer_rows(answers: list[dict]) -> list[dict[str, str]]:
     """Per configuration: the answer (largest concurrency meeting the SLO), its figures, the KV
-    capacity and the measured hit rate at every concurrency, formatted."""
+    capacity, the measured hit rate at every concurrency and the concurrencies too uncertain to
+    answer (SPEC section 3, "Settled: confidence"), formatted."""
     rows = []
     for a in answers:
         p = a.get("at_max") or {}
@@ -22,7 +23,9 @@ def answer_rows(answers: list[dict]) -> list[dict[str, str]]:
                      "p90 TTFT s": _fmt(p.get("p90_ttft"), "{:,.2f}"),
                      "tok/s per GPU": _fmt(p.get("tok_s_per_gpu")), "tokens per $": _fmt(p.get("tokens_per_usd")),
                      "tok/s per MW": _fmt(p.get("tok_s_per_mw")), "KV tokens": _fmt(a["kv_capacity_tokens"]),
-                     "hit rate by lanes": hits})
+                     "hit rate by lanes": hits,
+                     "low confidence (no answer)": " ".join(str(c["concurrency"]) for c in a["curve"]
+                                                            if (c.get("confidence") or {}).get("low")) or "-"})
     return rows
 
 
@@ -49,7 +52,8 @@ def plan_table(plan, answers: list[dict]) -> Table:
               title_justify="left", show_edge=False, caption=winner_line(answers), caption_justify="left")
     rows = answer_rows(answers)
     for col in rows[0] if rows else ():
-        t.add_column(col, justify="left" if col in ("configuration", "hit rate by lanes") else "right",
+        t.add_column(col, justify="left" if col in ("configuration", "hit rate by lanes",
+                                                    "low confidence (no answer)") else "right",
                      overflow="fold")
     for row in rows:
         t.add_row(*row.values())

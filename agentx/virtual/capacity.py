@@ -57,6 +57,7 @@ from pathlib import Path
 
 from agentx.engine.config import Deployment, EngineConfig
 from agentx.errors import AgentxError
+from agentx.metrics.confidence import ANSWER_SPREAD_LIMIT, confidence, interval_widths
 from agentx.replay.hints import HintLevel
 from agentx.replay.plan import PlanConfig
 
@@ -89,6 +90,7 @@ class Plan:
     cost_basis: str = "neocloud"
     drain: bool = False  # bench --drain: the load stays on until every profiled request has ended (SPEC section 3)
     agreement: float = 0.0  # bench --agreement: the spread rule's target (0: none, the default; SPEC section 3)
+    spread_limit: float = ANSWER_SPREAD_LIMIT  # a point whose TTFT interval is wider answers nothing (0: no bound)
     scenario: str | None = None  # ISL:OSL or an alias, instead of traces
     range_ratio: float | None = None
     slo: dict = field(default_factory=lambda: {"p90_e2e_normalized_interactivity": 20.0, "p90_ttft_s": 5.0})
@@ -121,14 +123,17 @@ def load_plan(path: Path) -> Plan:
     configs = tuple({repr(c): c for c in configs}.values())  # (decode axes collapse where prefill is 0)
     slo = data.get("slo", {})
     known = {"traces", "max_context", "duration", "seed", "warmup_requests_per_lane", "model", "precision",
-             "cost_basis", "agreement", "slo", "grid", "scenario", "range_ratio", "drain"}
+             "cost_basis", "agreement", "slo", "grid", "scenario", "range_ratio", "drain", "spread_limit"}
     if set(data) - known:
         raise AgentxError(f"{path}: unknown keys {', '.join(sorted(set(data) - known))}")
     options = {k: data[k] for k in ("max_context", "duration", "seed", "warmup_requests_per_lane", "model",
-                                    "precision", "cost_basis", "agreement", "scenario", "range_ratio", "drain")
-               if k in data}
+                                    "precision", "cost_basis", "agreement", "scenario", "range_ratio", "drain",
+                                    "spread_limit") if k in data}
     if not isinstance(options.get("drain", False), bool):
         raise AgentxError(f"{path}: drain: want true or false, got {options['drain']!r}")
+    limit = options.get("spread_limit", 0)
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 <= limit <= 100:
+        raise AgentxError(f"{path}: spread_limit: want a number in [0, 100] (0: no bound), got {limit!r}")
     if "scenario" in options:
         from agentx.replay.scenarios import parse_scenario
 
@@ -262,12 +267,15 @@ def point_figures(result: dict) -> dict:
             "hit_rate": cache.get("measured_hit_rate"), "theoretical_hit_rate": cache.get("theoretical_hit_rate"),
             "server_hit_rate": sm.get("prefix_hit_rate"), "kv_usage_mean": sm.get("kv_usage_mean"),
             "hit_rate_by_tier": sm.get("hit_rate_by_tier"), "kv_written_bytes": sm.get("kv_written_bytes"),
-            "isl_mean": (rm.get("isl") or {}).get("mean")}
+            "isl_mean": (rm.get("isl") or {}).get("mean"), "spread": interval_widths(result.get("spread"))}
 
 
 def meets(plan: Plan, p: dict) -> bool:
+    """The point is valid, confident (its TTFT interval within `plan.spread_limit`: SPEC section 3,
+    "Settled: confidence") and meets the SLO."""
     slo = plan.slo
-    return bool(p["valid"] and p["p90_norm"] is not None and p["p90_ttft"] is not None
+    low = confidence(p.get("spread"), plan.spread_limit)["low"]
+    return bool(p["valid"] and not low and p["p90_norm"] is not None and p["p90_ttft"] is not None
                 and p["p90_norm"] >= slo["p90_e2e_normalized_interactivity"] and p["p90_ttft"] <= slo["p90_ttft_s"])
 
 
@@ -284,7 +292,8 @@ def run_plan(plan: Plan, out: Path, ray_address: str | None = None, workers: int
             points = list(pool.map(run_point, *zip(*[(plan, config, c, path) for config, c, path in jobs])))
     answers = []
     for config in plan.configs:
-        curve = [(c, p) for (cfg, c, _), p in zip(jobs, points) if cfg is config]
+        curve = [(c, p | {"confidence": confidence(p.get("spread"), plan.spread_limit)})
+                 for (cfg, c, _), p in zip(jobs, points) if cfg is config]
         ok = [(c, p) for c, p in curve if meets(plan, p)]
         best_c, best = max(ok, key=lambda x: x[0]) if ok else (None, None)
         from agentx.engine.disagg import workers

@@ -136,31 +136,37 @@ def test_frontier_and_table_of_the_sweep(sweep, tmp_path):
     assert [r.path.name for r in runs] == ["c2", "c6"]
     results = [(r.path.name, r.result) for r in runs]
     rows = frontier_rows(results)
-    fig = frontier_chart(rows, "p90_e2e_norm_intvty", "tput_per_gpu")
+    # 240 s of 2 and 6 lanes: under 10 session trees each, so by default (SPEC 3, "Settled:
+    # confidence") no point is on the frontier: both grey, apart, with the trees they would need
+    (grey,) = frontier_chart(rows, *fr.CANONICAL)["data"]
+    assert grey["marker"]["color"] == "#bbbbbb" and "low confidence" in grey["name"] and grey["mode"] == "markers"
+    assert sorted(grey["customdata"]) == ["c2", "c6"] and all("session trees" in h for h in grey["hovertext"])
+    fig = frontier_chart(rows, "p90_e2e_norm_intvty", "tput_per_gpu", spread_limit=0)  # no bound: the mechanics
+    assert fig["layout"]["title"]["text"].endswith(", workload weka sample")
     ys = sorted(y for t in fig["data"] for y in t["y"])
     assert ys == sorted(r.result["request_metrics"]["throughput"]["total_tok_s_per_gpu"] for r in runs)
     assert fig["data"][0]["marker"]["symbol"] == "circle"  # the one engine's marker
     assert fig["data"][0]["marker"]["color"] == PALETTE[0]  # the one hardware's colour
     on = {cd for t in fig["data"] if "off the frontier" not in t["name"] for cd in t["customdata"]}
-    assert on == {r["id"] for r in fr.frontier(rows, *fr.CANONICAL)[0].points}  # results' frontier, one definition
-    ttft = frontier_chart(rows, "p90_ttft", "tput_per_gpu")
+    assert on == {r["id"] for r in fr.frontier(rows, *fr.CANONICAL, spread_limit=0)[0].points}  # results' frontier, one definition
+    ttft = frontier_chart(rows, "p90_ttft", "tput_per_gpu", spread_limit=0)
     xs = sorted(x for t in ttft["data"] for x in t["x"])
     assert xs == sorted(r.result["request_metrics"]["ttft_s"]["p90"] for r in runs)
     # tokens per $: total tokens (SPEC §3, §8), as the database's column
-    usd = frontier_chart(rows, "p90_e2e_norm_intvty", "tok_per_usd_hyperscaler")
+    usd = frontier_chart(rows, "p90_e2e_norm_intvty", "tok_per_usd_hyperscaler", spread_limit=0)
     assert sorted(y for t in usd["data"] for y in t["y"]) == pytest.approx(sorted(
         r.result["request_metrics"]["throughput"]["total_tok_s_per_gpu"] * 3600 / 1.41 for r in runs))
     # $ per million total tokens: 1e6 / tokens per $, lower is better (the cheaper point wins at equal x)
-    per_m = frontier_chart(rows, "p90_e2e_norm_intvty", "usd_per_m_tok_neocloud")
+    per_m = frontier_chart(rows, "p90_e2e_norm_intvty", "usd_per_m_tok_neocloud", spread_limit=0)
     assert sorted(y for t in per_m["data"] for y in t["y"]) == pytest.approx(
         sorted(1e6 / r["tok_per_usd_neocloud"] for r in rows))
     cheap = [{**rows[0], "id": "a", "usd_per_m_tok_neocloud": 2.0}, {**rows[0], "id": "b", "usd_per_m_tok_neocloud": 1.0}]
     assert [r["id"] for r in fr.pareto(cheap, "p90_e2e_norm_intvty", "usd_per_m_tok_neocloud")] == ["b"]
     # measured power (bench --power): J per output token, lower is better, and measured tok/s per MW
-    joules = frontier_chart(rows, "p90_e2e_norm_intvty", "joules_per_output_token")
+    joules = frontier_chart(rows, "p90_e2e_norm_intvty", "joules_per_output_token", spread_limit=0)
     assert sorted(y for t in joules["data"] for y in t["y"]) == pytest.approx(sorted(
         r.result["power"]["joules_per_output_token"] for r in runs))
-    mw = frontier_chart(rows, "p90_e2e_norm_intvty", "measured_tok_s_per_mw")
+    mw = frontier_chart(rows, "p90_e2e_norm_intvty", "measured_tok_s_per_mw", spread_limit=0)
     assert sorted(y for t in mw["data"] for y in t["y"]) == pytest.approx(sorted(
         r.result["power"]["total_tok_s_per_mw"] for r in runs))
     rows = table_rows(results)
@@ -211,7 +217,7 @@ def test_a_crowded_frontier_moves_labels_and_legend_to_the_hover(sweep):
         rows = [{**r, "id": f"{d}-{k}-{r['id']}", "hardware": f"hw{d}", "concurrency": k,
                  "tput_per_gpu": r["tput_per_gpu"] / k, "p90_e2e_norm_intvty": r["p90_e2e_norm_intvty"] * k}
                 for d in range(deployments) for k in range(1, levels + 1) for r in base[:1]]
-        return frontier_chart(rows, "p90_e2e_norm_intvty", "tput_per_gpu")
+        return frontier_chart(rows, "p90_e2e_norm_intvty", "tput_per_gpu", spread_limit=0)  # (few trees)
 
     few = fig(LEGEND_CURVES, LABELLED_POINTS // LEGEND_CURVES)  # every point on its curve's frontier
     assert all(t["mode"] == "lines+markers+text" for t in few["data"]) and "showlegend" not in few["layout"]
@@ -232,11 +238,12 @@ def test_colours_and_markers_stay_with_their_hardware_and_engine_under_filters(s
     # a curve by its full name (the legend's short one names only what differs among the curves shown)
     style = lambda fig: {(t["legendgroup"], t["name"].partition(": ")[2]): (t["marker"]["color"], t["marker"]["symbol"])  # noqa: E731
                          for t in fig["data"]}
-    every = style(frontier_chart(rows, *fr.CANONICAL, palette))
-    only = style(frontier_chart([r for r in rows if r["hardware"] == "H200"], *fr.CANONICAL, palette))
+    every = style(frontier_chart(rows, *fr.CANONICAL, palette, spread_limit=0))  # (few trees: no bound)
+    only = style(frontier_chart([r for r in rows if r["hardware"] == "H200"], *fr.CANONICAL, palette, spread_limit=0))
     assert only and all(every[name] == s for name, s in only.items())
     assert len({c for c, _ in every.values()}) == 3 and len({m for _, m in every.values()}) == 2
-    assert style(frontier_chart(rows, *fr.CANONICAL))[("H200, vllm, " + str(base[0]["model"]), "")] == (PALETTE[2], "square")
+    assert style(frontier_chart(rows, *fr.CANONICAL, spread_limit=0))[
+        ("H200, vllm, " + str(base[0]["model"]) + ", weka sample", "")] == (PALETTE[2], "square")
 
 
 def test_labels_are_placed_apart():

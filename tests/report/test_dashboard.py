@@ -39,15 +39,17 @@ def test_answer_layer_and_compare(served, tmp_path):
     pts = sorted(api(served, "/points", status="ok"), key=lambda p: p["id"])
     eight = sorted((p for p in pts if p["gpus"] == 8), key=lambda p: p["concurrency"])
     at = round((eight[0]["p90_e2e_norm_intvty"] + eight[1]["p90_e2e_norm_intvty"]) / 2, 2)
-    expected = api(served, "/frontier/interpolate", at=at)
+    # these short runs are low-confidence (SPEC 3, "Settled: confidence"): by default no answer at all
+    assert [c["value"] for c in api(served, "/frontier/interpolate", at=at)["curves"]] == [None, None]
+    expected = api(served, "/frontier/interpolate", at=at, spread_limit=0)  # no bound: the answer layer's mechanics
     with chromium_page(allow=served) as page:
-        page.page.goto(f"{served}/?at={at}")
+        page.page.goto(f"{served}/?at={at}&spread_limit=0")
         page.page.wait_for_selector("#answer:not([hidden])")
         page.page.wait_for_function("document.getElementById('frontier').data.some(t => t.meta === 'answer')")
         cells = [r.split("\t") for r in page.page.locator("#answer-table tr").all_inner_texts()[1:]]
         assert len(cells) == len(expected["curves"])
         for row, curve in zip(cells, expected["curves"]):
-            assert row[0] == ", ".join(str(curve["key"][k]) for k in ("hardware", "engine", "model"))
+            assert row[0] == ", ".join(str(curve["key"][k]) for k in ("hardware", "engine", "model", "workload"))
             if curve["value"] is None:
                 assert row[1] == "no point reaches it"
                 continue
@@ -59,7 +61,7 @@ def test_answer_layer_and_compare(served, tmp_path):
         assert stars == [c["value"] for c in expected["curves"] if c["value"] is not None]
         line = page.page.evaluate("document.getElementById('frontier').layout.shapes.find(s => s.name === 'target')")
         assert line["x0"] == line["x1"] == at
-        assert f"at={at}" in page.page.url
+        assert f"at={at}" in page.page.url and "spread_limit=0" in page.page.url
         page.page.screenshot(path=tmp_path / "answer.png", full_page=True)
 
         # A vs B: A ticked in the table, B added from its pinned tooltip on the chart, opened by the bar's link

@@ -64,16 +64,25 @@ def test_chart_data_is_compact_and_compressed(client):
 
 
 def test_frontier_and_interpolation(client):
-    body = client.get(f"{V1}/frontier").json()
+    # 150 s of 2 and 6 lanes: under 10 session trees each, so by default (SPEC 3, "Settled:
+    # confidence") neither is an answer: both listed apart, with the trees they would need
+    (low,) = client.get(f"{V1}/frontier").json()["curves"]
+    assert low["points"] == [] and len(low["low_confidence"]) == 2
+    assert all(p["confidence"]["low"] and p["confidence"]["need_trees"] >= 10 for p in low["low_confidence"])
+    xs = sorted(p["p90_e2e_norm_intvty"] for p in low["low_confidence"])
+    assert client.get(f"{V1}/frontier/interpolate", params={"at": xs[0]}).json()["curves"][0]["value"] is None
+    unbounded = {"spread_limit": 0}  # no bound: the frontier's and interpolation's mechanics on these points
+    body = client.get(f"{V1}/frontier", params=unbounded).json()
     assert body["x"] == "p90_e2e_norm_intvty" and body["y"] == "tput_per_gpu"
     (curve,) = body["curves"]
-    assert curve["key"]["hardware"] == "H200" and len(curve["points"]) == 2
+    assert curve["key"]["hardware"] == "H200" and len(curve["points"]) == 2 and curve["low_confidence"] == []
+    assert curve["key"]["workload"] == low["key"]["workload"] and "weka" in curve["key"]["workload"]
     xs = sorted(p["p90_e2e_norm_intvty"] for p in curve["points"])
     mid = (xs[0] + xs[1]) / 2
-    value = client.get(f"{V1}/frontier/interpolate", params={"at": mid}).json()["curves"][0]["value"]
+    value = client.get(f"{V1}/frontier/interpolate", params={"at": mid, **unbounded}).json()["curves"][0]["value"]
     ys = sorted(p["tput_per_gpu"] for p in curve["points"])
     assert ys[0] < value < ys[1]
-    outside = client.get(f"{V1}/frontier/interpolate", params={"at": xs[1] * 2}).json()
+    outside = client.get(f"{V1}/frontier/interpolate", params={"at": xs[1] * 2, **unbounded}).json()
     assert outside["curves"][0]["value"] is None
 
 
@@ -88,7 +97,7 @@ def test_datasets_and_conversations(client):
 
 @pytest.mark.parametrize("query", [
     "points?since=yesterday", "points?limit=0", "points?status=maybe", "frontier?x=p91_intvty",
-    "frontier?y=dollars", "frontier/interpolate", "frontier/interpolate?at=nan", "points/0", "points/abc",
+    "frontier?y=dollars", "frontier/interpolate", "frontier/interpolate?at=nan", "frontier?spread_limit=-1", "points/0", "points/abc",
     "points/1/timeline?by=gpu", "points/99999999999",
 ])
 def test_bad_filters_are_422(client, query):

@@ -164,3 +164,59 @@ def test_low_sample_points_are_marked_on_the_dashboards_rows(tmp_path, sweep_dir
         validity = json.loads((sweep_dir / f"c{c}" / "result.json").read_text())["validity"]
         assert rows[c]["low_sample"] is validity["low_sample"]
         assert rows[c]["requests_ok"] == validity["sample"]
+
+
+def test_a_175_percent_wide_p50_is_not_an_answer():
+    """Issue #43: a point whose TTFT p50 interval is 175 % wide (40 session trees) is kept off the
+    curve and "y at x" by default (SPEC 3, "Settled: confidence"), listed apart with the trees it
+    would need; a narrow point answers; a bound the user sets wider lets it answer."""
+    x, y = CANONICAL
+    narrow = {"trees": 40, "ttft_s": {"p50": {"width_rel": 0.3}, "p90": {"width_rel": 0.2}}}
+    wide = {"trees": 40, "ttft_s": {"p50": {"width_rel": 1.75}, "p90": {"width_rel": 0.2}}}
+    rows = [point(1, deployment_id=1, concurrency=8, spread=narrow, **{x: 50.0, y: 100.0}),
+            point(2, deployment_id=1, concurrency=16, spread=wide, **{x: 60.0, y: 500.0})]  # would dominate 1
+    (curve,) = frontier(rows, x, y)
+    assert [r["id"] for r in curve.points] == [1] and [r["id"] for r in curve.low_confidence] == [2]
+    why = curve.low_confidence[0]["confidence"]
+    assert why["low"] and why["figure"] == "TTFT p50" and why["need_trees"] == 490  # 40 x (1.75 / 0.5)^2
+    assert "175% wide" in why["text"] and "490 session trees" in why["text"]
+    assert at_x(curve, x, y, 55.0) is None  # only the wide point reaches x = 55: no answer
+    assert at_x(curve, x, y, 40.0)["point_ids"] == [1]
+    (lax,) = frontier(rows, x, y, spread_limit=2.0)
+    assert [r["id"] for r in lax.points] == [2] and at_x(lax, x, y, 55.0)["point_ids"] == [2]
+    few = [point(3, spread={"trees": 9, "ttft_s": {"p50": {"width_rel": 0.1}}}, **{x: 1.0, y: 1.0})]
+    assert frontier(few, x, y)[0].low_confidence[0]["confidence"]["need_trees"] == 10  # under 10 trees: low
+
+
+def test_a_scenario_point_never_joins_an_agentic_trace_curve(tmp_path):
+    """Issue #43: one deployment run on the bundled traces and on a 2000:200 scenario (virtual time):
+    two curves, one per workload, per deployment and over all deployments; the scenario's 0.2 s p90
+    TTFT never answers "tok/s per GPU at p90 TTFT <= 1 s" for the traces, and the CLI names each workload."""
+    from agentx.results.db import connect
+    from agentx.results.frontier import load_points
+    from agentx.results.importer import import_paths
+    from agentx.results.query import Filters
+
+    run = lambda *a: subprocess.run([sys.executable, "-m", "agentx.cli", *map(str, a)], capture_output=True,  # noqa: E731
+                                    text=True, timeout=300)
+    for args in (("--scenario", "2000:200", "--duration", "300"), ("--duration", "900", "--drain")):
+        res = run("sim", "bench", *args, "--concurrency", "64", "--out", tmp_path / args[1].replace(":", "x"),
+                  "--agreement", "0")
+        assert res.returncode == 0, res.stderr
+    engine = connect(f"sqlite:///{tmp_path / 'r.db'}")
+    import_paths(engine, [tmp_path / "2000x200", tmp_path / "900"])
+    rows = load_points(engine, Filters(), "p90_ttft", "tput_per_gpu")
+    assert len(rows) == 2 and len({r["deployment_id"] for r in rows}) == 1  # one deployment, two workloads
+    for per_curve in (True, False):
+        curves = {c.key["workload"]: c for c in frontier(rows, "p90_ttft", "tput_per_gpu", per_curve=per_curve)}
+        assert sorted(curves) == ["2000:200", "bundled WEKA sample"]
+        for name, curve in curves.items():
+            assert [r["workload"] for r in curve.points] == [name]
+        scenario, traces = curves["2000:200"].points[0], curves["bundled WEKA sample"].points[0]
+        assert scenario["p90_ttft"] < 1.0 < traces["p90_ttft"]
+        assert at_x(curves["bundled WEKA sample"], "p90_ttft", "tput_per_gpu", 1.0) is None
+        assert at_x(curves["2000:200"], "p90_ttft", "tput_per_gpu", 1.0)["point_ids"] == [scenario["id"]]
+    res = run("frontier", "--db", tmp_path / "r.db", "--x", "p90_ttft", "--at", "1")
+    printed = " ".join(res.stdout.split())
+    assert res.returncode == 0 and "workload 2000:200" in printed and "workload bundled WEKA sample" in printed
+    assert printed.count("tput_per_gpu at p90_ttft = 1") == 2, printed

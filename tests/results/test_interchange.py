@@ -44,14 +44,19 @@ def test_aiperf_artifacts_import_as_a_point(db_url):
     assert row["model"] == ref["input_config"]["models"]["items"][0]["name"] and row["conc"] == 4
 
 
-def test_aiperf_and_agentx_points_share_one_frontier(tmp_path, sweep_dir):
+def test_aiperf_and_agentx_points_of_one_deployment_are_a_curve_per_workload(tmp_path, sweep_dir):
     engine = connect(f"sqlite:///{tmp_path / 'r.db'}")
     import_paths(engine, [sweep_dir])
     import_aiperf(engine, AIPERF, {"hardware": "H200", "gpus": 8, "engine": "agentx-sim vllm profile (virtual time)"})
     rows = load_points(engine, Filters(hardware="H200"), "p90_ttft", "tput_per_gpu")
     assert sorted({r["source"] for r in rows}) == ["agentx", "aiperf"]
-    (curve,) = frontier(rows, "p90_ttft", "tput_per_gpu")  # same model, hardware, engine: one curve
-    assert curve.key["engine"] == "agentx-sim vllm profile (virtual time)"
+    # same model, hardware and engine, but AIPerf's dataset is not the bundled traces: a curve each
+    curves = frontier(rows, "p90_ttft", "tput_per_gpu", spread_limit=0)
+    assert len(curves) == 2 and len({c.key["workload"] for c in curves}) == 2
+    for curve in curves:
+        assert curve.key["engine"] == "agentx-sim vllm profile (virtual time)"
+        shown = curve.rows + curve.invalid  # (the AIPerf point is NOT VALID: off its curve, listed apart)
+        assert len({r["source"] for r in shown}) == 1 and all(r["workload"] == curve.key["workload"] for r in shown)
 
 
 def test_bad_aiperf_folders(tmp_path):

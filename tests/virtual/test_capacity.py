@@ -10,6 +10,7 @@ from agentx.virtual.capacity import load_plan, run_plan
 PLAN = """
 duration: 40
 agreement: 0  # 40 s of 1 and 3 lanes: a tree or three; the SLO answer is what this asks (SPEC 3, spread)
+spread_limit: 0  # so few trees are low-confidence (SPEC 3, "Settled: confidence"): asked apart below
 warmup_requests_per_lane: 2
 slo: {p90_e2e_normalized_interactivity: 30, p90_ttft_s: 2}
 grid:
@@ -45,12 +46,46 @@ def test_plan_answers_the_slo_question_locally_and_on_ray_with_identical_points(
     assert json.loads((tmp_path / "ray" / "plan.json").read_text())["answers"][0]["curve"] == local[0]["curve"]
 
 
+def test_a_plan_point_of_too_few_trees_or_too_wide_an_interval_is_no_answer(tmp_path):
+    """By default (SPEC 3, "Settled: confidence") 40 s of 1 and 3 lanes (under 10 session trees)
+    answer nothing however well they meet the SLO, and say how many trees they would need."""
+    from rich.console import Console
+
+    from agentx.virtual.answer_table import plan_table
+    from agentx.virtual.capacity import meets
+
+    path = tmp_path / "plan.yaml"
+    path.write_text(PLAN.replace("spread_limit: 0", "slo: {p90_e2e_normalized_interactivity: 1, p90_ttft_s: 600}")
+                    .replace("slo: {p90_e2e_normalized_interactivity: 30, p90_ttft_s: 2}\n", ""))
+    plan = load_plan(path)
+    assert plan.spread_limit == 0.5 and plan.slo["p90_ttft_s"] == 600
+    answers = run_plan(plan, tmp_path / "out", workers=2)
+    for a in answers:
+        assert all(p["valid"] and p["confidence"]["low"] and p["confidence"]["trees"] < 10 for p in a["curve"])
+        assert a["max_concurrency"] is None  # every point meets this lax SLO, none is firm enough to answer
+    console = Console(width=300, record=True)
+    console.print(plan_table(plan, answers))
+    text = console.export_text()
+    assert "wins: none" in text and "1 3" in text  # the low-confidence lanes, listed
+    # a point of 40 trees whose TTFT p50 interval is 175 % wide (the issue's case) is no answer either
+    wide = {**answers[0]["curve"][1], "spread": {"trees": 40, "ttft_s": {"p50": {"width_rel": 1.75},
+                                                                         "p90": {"width_rel": 0.2}}}}
+    assert not meets(plan, wide)
+    assert meets(load_plan_with(path, "spread_limit: 2"), wide)  # a bound the user set wider: it answers
+
+
+def load_plan_with(path, line: str):
+    path.write_text(path.read_text() + line + "\n")
+    return load_plan(path)
+
+
 def test_bad_plans_name_the_problem(tmp_path):
     path = tmp_path / "p.yaml"
     for text, problem in (("grid: {concurrency: []}", "grid.concurrency"),
                           ("grid: {concurrency: [1], colour: [red]}", "unknown keys colour"),
                           ("grid: {concurrency: [1], hardware: [H9000]}", "unknown hardware preset"),
-                          ("grid: {concurrency: [1], router: [random]}", "unknown router")):
+                          ("grid: {concurrency: [1], router: [random]}", "unknown router"),
+                          ("spread_limit: -1\ngrid: {concurrency: [1]}", "spread_limit: want a number")):
         path.write_text(text)
         with pytest.raises(AgentxError, match=problem):
             load_plan(path)
@@ -59,6 +94,7 @@ def test_bad_plans_name_the_problem(tmp_path):
 TIER_PLAN = """
 duration: 40
 agreement: 0  # 40 s of 4 lanes: a few trees; the tiers and the winner are what this asks (SPEC 3, spread)
+spread_limit: 0  # (a few trees: low confidence otherwise, SPEC 3 "Settled: confidence")
 warmup_requests_per_lane: 2
 slo: {p90_e2e_normalized_interactivity: 5, p90_ttft_s: 60}
 grid:

@@ -1,0 +1,114 @@
+"""The fastest speed at which a run against agentx-sim over HTTP can be valid on this host
+(`sim serve --speed auto`, `auto_speed()` for the demo; SPEC section 10, "Settled: speed auto").
+
+At speed S every wall second of host work (the client's dispatch and parsing, the HTTP path, the
+sim's own per-iteration cost) becomes S modeled seconds, so the host-error and sim-lag rules of
+`metrics/validity.py` (measured minus modeled, as a share of the figure, HOST_ERROR_LIMIT) grow
+about linearly with S, while the client's dispatch-lateness rule (wall milliseconds,
+LATE_BOUND_MS) does not move with S. The probe: this host's timer lateness (asyncio sleeps), then
+a short real run at speed 1 against the sim (the same deployment flags and workload) whose
+validity rules give each share at S = 1; the fastest speed is MARGIN x limit / share over those
+rules, rounded down to SPEEDS. A host whose run at speed 1 already fails them has none."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from agentx.metrics.summary import LATE_BOUND_MS
+
+SPEEDS = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0)
+MARGIN = 0.5  # use half of each rule's limit: a faster run loads the host more than the probe did
+SCALING_RULES = ("host_error_ttft", "host_error_itl", "sim_lag_ttft", "sim_lag_itl")
+PROBE_S = 20.0  # the probe's window (wall seconds at speed 1)
+# a short probe's own rules, not the host's: its window cuts long requests (`cancelled`); the twin
+# is not run; the spread asks for no agreement
+NOT_THE_HOSTS = ("cancelled", "spread")
+
+
+@dataclass(frozen=True)
+class SpeedChoice:
+    speed: float  # the pick (the slowest of SPEEDS where none is valid)
+    valid: bool  # a speed can be valid here (the run at speed 1 passed the rules that do not scale)
+    ceiling: float | None  # MARGIN x the fastest speed the scaling rules allow (None: no figure bound it)
+    timer_late_ms: dict  # p50 / p99 of an asyncio sleep's lateness, wall ms
+    shares: dict  # rule -> its share of the limit at speed 1 (figure / bound)
+    reason: str  # one line: why this speed
+
+    def line(self) -> str:
+        return f"speed auto: {self.speed:g} ({self.reason})"
+
+
+def timer_lateness(n: int = 200, sleep_s: float = 0.002) -> dict:
+    """How late this host wakes an asyncio sleep (wall ms): what delays each dispatch."""
+    async def probe() -> list[float]:
+        late = []
+        for _ in range(n):
+            t = time.perf_counter()
+            await asyncio.sleep(sleep_s)
+            late.append((time.perf_counter() - t - sleep_s) * 1000)
+        return late
+
+    late = np.asarray(asyncio.run(probe()))
+    return {"p50": float(np.percentile(late, 50)), "p99": float(np.percentile(late, 99)), "n": n}
+
+
+def choose(rules: list[dict], timer: dict) -> SpeedChoice:
+    """The speed from a speed-1 run's validity rules (`result.validity.rules`) and the timer."""
+    fixed = [r for r in rules if not r["ok"] and r["rule"] not in SCALING_RULES + NOT_THE_HOSTS
+             and not r["rule"].startswith("twin")]
+    shares = {r["rule"]: r["figure"] / r["bound"] for r in rules
+              if r["rule"] in SCALING_RULES and r["figure"] is not None and r["bound"]}
+    if fixed or timer["p99"] > LATE_BOUND_MS:
+        why = fixed[0]["reason"] if fixed else f"timer lateness p99 {timer['p99']:.1f} ms over {LATE_BOUND_MS} ms"
+        return SpeedChoice(SPEEDS[0], False, None, timer, shares, f"no speed can be valid on this host: {why}")
+    worst = max(shares.items(), key=lambda kv: kv[1], default=None)
+    ceiling = None if worst is None or worst[1] <= 0 else MARGIN / worst[1]
+    fits = [s for s in SPEEDS if ceiling is None or s <= ceiling]
+    if not fits:
+        return SpeedChoice(SPEEDS[0], False, ceiling, timer, shares,
+                           f"at speed 1 {worst[0]} is {worst[1]:.0%} of its limit: no listed speed keeps it "
+                           f"under {MARGIN:.0%}")
+    speed = fits[-1]
+    why = (f"{worst[0]} at speed 1 is {worst[1]:.1%} of its limit and grows with the speed: up to "
+           f"{ceiling:.2f} keeps it under {MARGIN:.0%}" if worst else "no host-error figure bounds it")
+    return SpeedChoice(speed, True, ceiling, timer, shares,
+                       f"{why}; timer lateness p99 {timer['p99']:.2f} ms (limit {LATE_BOUND_MS} ms)")
+
+
+def auto_speed(sessions: list, concurrency: int, serve_args: tuple[str, ...] = (), probe_s: float = PROBE_S,
+               **labels) -> SpeedChoice:
+    """Probe this host (timer, then a `probe_s` run at speed 1 of `sessions` at `concurrency`
+    against `agentx sim serve SERVE_ARGS`) and choose the speed. `labels`: BenchSettings options
+    the probe shares with the run (`dataset`, `max_context`, ...)."""
+    from agentx.engine.launch import sim_server
+    from agentx.replay.driver import bench
+    from agentx.replay.settings import BenchSettings
+
+    timer = timer_lateness()
+    with tempfile.TemporaryDirectory(prefix="agentx-speed-") as out, sim_server(*serve_args, "--speed", "1") as url:
+        settings = BenchSettings.build(url=url, concurrency=concurrency, duration=probe_s, out=out, clock_scale=1.0,
+                                       warmup_requests_per_lane=1, grace=0.0, **labels)
+        result = bench(settings, sessions)
+    return choose(result["validity"]["rules"], timer)
+
+
+_OWN_FLAGS = {"--speed", "--auto-lanes", "--host", "--port", "--truth-log"}  # (each takes a value)
+
+
+def serve_flags(argv: list[str]) -> tuple[str, ...]:
+    """`sim serve`'s flags less those the probe sets itself (speed, address, truth log): the
+    deployment the probe serves is the one the user asked for."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg.split("=", 1)[0] in _OWN_FLAGS:
+            skip = "=" not in arg
+        else:
+            out.append(arg)
+    return tuple(out)

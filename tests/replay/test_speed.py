@@ -1,0 +1,64 @@
+"""`sim serve --speed auto` (agentx/replay/speed.py): the speed from a speed-1 probe's validity
+rules, which scale with the speed (host error, sim lag), and those that do not (the client's
+dispatch lateness); the probe itself against the real sim."""
+
+import subprocess
+import sys
+
+from agentx.metrics.validity import HOST_ERROR_LIMIT
+from agentx.replay.speed import MARGIN, SPEEDS, auto_speed, choose, serve_flags, timer_lateness
+
+QUIET = {"p50": 0.1, "p99": 0.3, "n": 200}
+
+
+def rule(name, figure, bound=HOST_ERROR_LIMIT, ok=True, reason=None):
+    return {"rule": name, "figure": figure, "bound": bound, "ok": ok, "reason": reason}
+
+
+def test_the_speed_keeps_the_worst_scaling_rule_under_half_its_limit():
+    # at speed 1 the TTFT host error is 0.6 % of TTFT p50 (a fifth of the 3 % limit): at S it is
+    # 0.6 S %, so S <= 2.5 keeps it at half the limit; the fastest listed speed under 2.5 is 2
+    rules = [rule("host_error_ttft", 0.006), rule("host_error_itl", 0.002), rule("sim_lag_itl", 0.001),
+             rule("succeeded", 100, 1)]
+    choice = choose(rules, QUIET)
+    assert choice.valid and abs(choice.ceiling - MARGIN / (0.006 / HOST_ERROR_LIMIT)) < 1e-9 and choice.speed == 2.0
+    assert "host_error_ttft at speed 1 is 20.0% of its limit" in choice.line()
+    fast = choose([rule("host_error_itl", 0.0001)], QUIET)  # a host that adds almost nothing
+    assert fast.speed == SPEEDS[-1]
+
+
+def test_no_speed_when_speed_one_already_fails_a_rule_that_does_not_scale():
+    late = choose([rule("client", 25.0, 10, ok=False, reason="the client could not keep the schedule"),
+                   rule("host_error_ttft", 0.001)], QUIET)
+    assert not late.valid and late.speed == SPEEDS[0] and "could not keep the schedule" in late.line()
+    jittery = choose([rule("host_error_ttft", 0.001)], {"p50": 3.0, "p99": 40.0, "n": 200})
+    assert not jittery.valid and "timer lateness p99 40.0 ms" in jittery.line()
+    slower = choose([rule("host_error_ttft", 0.05, ok=False)], QUIET)  # over the limit at speed 1: 0.25 fits
+    assert slower.valid and slower.speed == 0.25
+    busy = choose([rule("host_error_ttft", 0.2, ok=False)], QUIET)  # 6.7 x the limit: under half of it below 0.08
+    assert not busy.valid and "no listed speed" in busy.line()
+
+
+def test_the_probe_serves_the_users_deployment_not_its_address():
+    assert serve_flags(["--gpus", "4", "--speed", "auto", "--port=9000", "--hardware", "B200", "--auto-lanes", "8",
+                        "--truth-log", "t.jsonl"]) == ("--gpus", "4", "--hardware", "B200")
+
+
+def test_a_probe_against_the_sim_reads_its_host_error_rules():
+    from tests.conftest import WEKA
+    from agentx.traces.load import load_sessions
+
+    timer = timer_lateness(n=50)
+    assert 0 <= timer["p50"] <= timer["p99"]
+    choice = auto_speed(load_sessions([WEKA], None), 4, ("--gpus", "8"), probe_s=8.0)
+    assert set(choice.shares) >= {"host_error_ttft", "host_error_itl"} and all(v >= 0 for v in choice.shares.values())
+    assert choice.speed in SPEEDS
+    if choice.valid and choice.ceiling is not None:  # the pick is the fastest listed speed under the ceiling
+        assert choice.speed <= max(choice.ceiling, SPEEDS[0]) and all(s > choice.ceiling for s in SPEEDS
+                                                                       if s > choice.speed)
+
+
+def test_sim_serve_refuses_a_speed_that_is_neither_a_number_nor_auto():
+    res = subprocess.run([sys.executable, "-m", "agentx.cli", "sim", "serve", "--speed", "fast", "--port", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "want a positive number or auto" in res.stderr
