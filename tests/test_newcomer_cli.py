@@ -99,7 +99,8 @@ def test_db_import_skips_incomplete_runs_with_a_note(sweep, tmp_path):
     shutil.copytree(sweep / "c4", runs / "killed")
     (runs / "killed" / "result.json").unlink()
     res = agentx("db", "import", runs / "ok", runs / "failed", runs / "killed", "--db", tmp_path / "r.db")
-    assert res.returncode == 0, res.stderr
+    assert res.returncode == 2 and res.stderr.splitlines()[-1] == (
+        "error: imported 1 (1 new, 0 already stored), skipped 2: 2 incomplete"), res.stderr
     assert "stored as point 1" in res.stdout
     notes = [line for line in res.stderr.splitlines() if line.startswith("skipped")]
     assert notes == [f"skipped {runs / 'failed'}: incomplete, the run failed (no tokenizer); nothing to store",

@@ -130,13 +130,13 @@ class _ClaudeStream:
                 c.tool_calls.append({"id": "", "name": "", "arguments": ""})
 
 
-def claude_sessions(root: Path) -> Iterator[tuple[list[_Call], int]]:
+def claude_sessions(root: Path, skipped: list[str] | None = None) -> Iterator[tuple[list[_Call], int]]:
     """(calls in time order, calls without usage) per session: every record of a session carries
     its `sessionId`, in the session's own file or in its subagents' files. A subagent is named by
     its `agentId`; older versions write subagents into the session file as sidechain records,
     where a record continues its parent's sidechain and one without a sidechain parent opens a
     new subagent."""
-    files = log_files(root, "Claude Code session files")
+    files = log_files(root, "Claude Code session files", skipped)
     sessions: dict[str, tuple[dict[str, _ClaudeStream], dict[str, str | None]]] = {}
     for file in files:
         for where, rec, size in records(file, ClaudeLine):
@@ -237,9 +237,9 @@ def _codex_file(file: Path) -> tuple[str, str | None, list[_Call], int]:
     return thread or file.stem, parent, calls, unused
 
 
-def codex_sessions(root: Path) -> Iterator[tuple[list[_Call], int]]:
+def codex_sessions(root: Path, skipped: list[str] | None = None) -> Iterator[tuple[list[_Call], int]]:
     """A root thread's calls with those of every subagent thread below it, per session."""
-    files = log_files(root, "Codex rollout files")
+    files = log_files(root, "Codex rollout files", skipped)
     threads = {}
     for file in files:
         thread, parent, calls, unused = _codex_file(file)
@@ -278,7 +278,7 @@ def import_logs(cfg: ExportConfig, claude: list[Path], codex: list[Path]) -> Exp
         number = 0
         for provider, roots, read in (("claude", claude, claude_sessions), ("codex", codex, codex_sessions)):
             for root in roots:
-                for calls, unused in read(Path(root).expanduser()):
+                for calls, unused in read(Path(root).expanduser(), report.skipped_files):
                     report.recorded += len(calls) + unused
                     report.dropped["failed"] += unused
                     if not calls:

@@ -61,6 +61,7 @@ class ExportReport:
     subagents: int = 0
     dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DROP_REASONS, 0))
     files: list[str] = field(default_factory=list)
+    skipped_files: list[str] = field(default_factory=list)  # "PATH: why" of what `capture import` passed by
     tokenized_share: float = 1.0  # characters tokenized / characters of all prompts (incremental gain)
 
     def to_json(self) -> str:

@@ -6,6 +6,9 @@ unbounded text reaches the tokenizer."""
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from pathlib import Path
 from typing import Annotated, Any, Iterator
 
@@ -13,7 +16,7 @@ import msgspec
 
 from agentx.errors import AgentxError, TraceError
 from agentx.traces.model import MAX_NAME, MAX_TOKENS
-from agentx.userfiles import bounded_lines, check_folder, depth_problem, is_regular, shown
+from agentx.userfiles import bounded_lines, check_folder, depth_problem, is_regular, kind_of, shown
 
 MAX_LOG_FILE = 8 << 30
 MAX_LINE = 16 << 20  # one record: a long tool output; Claude Code and Codex cut theirs far below this
@@ -102,17 +105,43 @@ class CodexLine(msgspec.Struct):
     payload: CodexPayload | None = None
 
 
-def log_files(root: Path, what: str) -> list[Path]:
-    """The *.jsonl files of a store (a folder, searched below) or the one file named."""
+def log_files(root: Path, what: str, skipped: list[str] | None = None) -> list[Path]:
+    """The *.jsonl files of a store (a folder, searched below) or the one file named. What the
+    search passes by is told to `skipped` ("PATH: why"): a *.jsonl that is not a regular file (a
+    folder, a FIFO, a symlink loop), a symlink loop, a symlinked folder (not followed), a folder
+    that cannot be read."""
     if not root.exists() and not root.is_symlink():
         raise AgentxError(f"{shown(root)}: no such file or folder")
     if root.is_symlink() or not root.is_dir():
         return [root]  # checked by type as it is opened
     check_folder(root)
-    files = sorted(f for f in root.rglob("*.jsonl") if is_regular(f))
+    files, passed = [], []
+    for folder, dirs, names in os.walk(root, onerror=lambda e: passed.append(f"{shown(e.filename)}: cannot read "
+                                                                            f"({e.strerror})")):
+        for name in dirs + names:
+            path = Path(folder, name)
+            if name.endswith(".jsonl") and is_regular(path):
+                files.append(path)
+            elif why := _passed_by(path, name):
+                passed.append(f"{shown(path)}: {why}")
+    if skipped is not None:
+        skipped.extend(sorted(passed))
     if not files:
-        raise AgentxError(f"{shown(root)}: no {what} (*.jsonl files)")
-    return files
+        raise AgentxError(f"{shown(root)}: no {what} (*.jsonl files)" + (f"; passed by {passed[0]}" if passed else ""))
+    return sorted(files)
+
+
+def _passed_by(path: Path, name: str) -> str | None:
+    """Why the search of a store passes `path` by, when it is worth a line (None: it is not)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return "a symlink loop" if exc.errno == errno.ELOOP else None  # a dangling link: nothing was there
+    if path.is_symlink() and stat.S_ISDIR(mode):
+        return "a symlinked folder (not followed: it could loop back)"
+    if name.endswith(".jsonl") and not stat.S_ISREG(mode):
+        return f"{kind_of(mode)} where a file belongs"
+    return None
 
 
 def records(file: Path, kind: type) -> Iterator[tuple[str, dict, int]]:

@@ -7,7 +7,20 @@ from __future__ import annotations
 
 import sys
 
-import typer
+_PREVIOUS_HOOK = sys.excepthook
+
+
+def _quiet_interrupt(kind, value, tb) -> None:
+    """A Ctrl-C while the command loads (its imports take seconds on a busy machine) is one line."""
+    if issubclass(kind, KeyboardInterrupt):
+        print("interrupted (Ctrl-C)", file=sys.stderr)
+    else:
+        _PREVIOUS_HOOK(kind, value, tb)
+
+
+sys.excepthook = _quiet_interrupt  # until the command has loaded (reset at the end of this module)
+
+import typer  # noqa: E402
 from rich.markup import escape
 
 from agentx.cli import bench, capture, sim, traces
@@ -55,6 +68,9 @@ def main() -> None:
     """Entry point: user errors become one line on stderr and exit status 2."""
     try:
         app(args=expand_lists(sys.argv[1:]))  # click itself reports usage errors (exit 2)
+    except KeyboardInterrupt:  # a command that stores keeps each step whole: it says what it kept
+        err_console.print("interrupted (Ctrl-C)", highlight=False)
+        sys.exit(130)
     except AgentxError as exc:
         from agentx.userfiles import shown
 
@@ -70,3 +86,5 @@ app.add_typer(bench.probe_app, name="probe")
 app.add_typer(capture.capture_app, name="capture")
 register_results(app)  # frontier, serve, sweep and the db group
 bench.register(app)  # bench, report, demo
+if sys.excepthook is _quiet_interrupt:
+    sys.excepthook = _PREVIOUS_HOOK

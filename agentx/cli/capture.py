@@ -7,7 +7,8 @@ from typing import Optional
 
 import typer
 
-from agentx.cli.common import OPT_MAX_CONTEXT, PLAIN, REQUEST_TIMEOUT_HELP, Scope, _count, _max_context, console
+from agentx.cli.common import OPT_MAX_CONTEXT, PLAIN, REQUEST_TIMEOUT_HELP, Scope, _count, _max_context, console, \
+    err_console
 from agentx.errors import AgentxError
 
 capture_app = typer.Typer(help="Record agent traffic and export it as anonymized traces.", **PLAIN)
@@ -94,3 +95,9 @@ def capture_import_cmd(
     for line in report_lines(report):
         console.print(line, highlight=False)
     _wrote(report, out)
+    if report.skipped_files:
+        for line in report.skipped_files:
+            err_console.print(f"skipped {line}", highlight=False, markup=False, soft_wrap=True)
+        raise AgentxError(f"exported {_count(report.sessions, 'session')}, skipped "
+                          f"{_count(len(report.skipped_files), 'path')} of the stores (listed above; in "
+                          f"export_report.json as skipped_files)")

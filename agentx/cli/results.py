@@ -59,27 +59,63 @@ def db_import_cmd(
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP), db_init: bool = OPT_DB_INIT,
 ):
     """Store run folders made by `agentx bench` / `demo` / `sweep` as points: each folder whole or
-    not at all; a batch says which folders were stored and which refused (exit 2 if any)."""
+    not at all; a summary line ends a batch, which exits 2 if any folder was skipped or refused."""
     from agentx.errors import AgentxError
-    from agentx.results.importer import Refused, Skipped, import_each
-    from agentx.userfiles import shown
 
-    outcomes = list(import_each(_engine(db, db_init), paths))
+    outcomes = []
+    try:
+        from agentx.results.importer import Refused, import_each
+
+        for done in import_each(_engine(db, db_init), paths):
+            outcomes.append(done)
+            _say_outcome(done)
+    except KeyboardInterrupt:  # each folder is one transaction: the one under way is rolled back
+        _say_plain(f"interrupted (Ctrl-C): {_import_summary(outcomes)}; the folder being read was not stored")
+        raise typer.Exit(130) from None
     refused = [o for o in outcomes if isinstance(o, Refused)]
     if len(outcomes) == 1 and refused:
         raise AgentxError(f"{refused[0].reason} (nothing stored)")
-    for done in outcomes:
-        if isinstance(done, Refused):
-            _say(f"{shown(done.path)}: refused (nothing stored): {shown(done.reason)}")
-        elif isinstance(done, Skipped):  # an incomplete run: a note, not an error
-            err_console.print(f"skipped {shown(done.path)}: incomplete, {done.reason}", highlight=False,
-                              markup=False, soft_wrap=True)
-        else:
-            state = "stored as" if done.new else "already stored as"
-            console.print(f"{shown(done.path)}: {state} point {done.point_id}", highlight=False)
-    if refused:
-        raise AgentxError(f"{len(refused)} of {len(outcomes)} run folders refused, "
-                          f"the other {len(outcomes) - len(refused)} stored")
+    if any(not _stored_as_is(o) for o in outcomes):
+        raise AgentxError(_import_summary(outcomes))
+    if len(outcomes) > 1:
+        _say_plain(_import_summary(outcomes))
+
+
+def _stored_as_is(done) -> bool:
+    from agentx.results.importer import Imported
+
+    return isinstance(done, Imported) and done.differs is None
+
+
+def _say_outcome(done) -> None:
+    """A folder's line: stored, already stored (and whether the folder differs), skipped, refused."""
+    from agentx.results.importer import Refused, Skipped
+    from agentx.userfiles import shown
+
+    if isinstance(done, Refused):
+        _say(f"{shown(done.path)}: refused (nothing stored): {shown(done.reason)}")
+    elif isinstance(done, Skipped):  # an incomplete run
+        _say_plain(f"skipped {shown(done.path)}: incomplete, {done.reason}")
+    elif done.differs:
+        _say_plain(f"{shown(done.path)}: already stored as point {done.point_id}, but the folder differs from the "
+                   f"stored one ({done.differs}); the stored point is kept (the run id is the same)")
+    else:
+        state = "stored as" if done.new else "already stored as"
+        console.print(f"{shown(done.path)}: {state} point {done.point_id}", highlight=False)
+
+
+def _import_summary(outcomes: list) -> str:
+    """`imported N (K new), skipped M: reasons` of a batch of folders."""
+    from collections import Counter
+
+    from agentx.results.importer import Imported, Refused, Skipped
+
+    kept = [o for o in outcomes if _stored_as_is(o)]
+    reasons = Counter("refused" if isinstance(o, Refused) else "incomplete" if isinstance(o, Skipped)
+                      else "differs from the stored point" for o in outcomes if not _stored_as_is(o))
+    new = sum(isinstance(o, Imported) and o.new for o in kept)
+    line = f"imported {len(kept)} ({new} new, {len(kept) - new} already stored), skipped {sum(reasons.values())}"
+    return line + (": " + ", ".join(f"{n} {why}" for why, n in reasons.items()) if reasons else "")
 
 
 @db_app.command("points")

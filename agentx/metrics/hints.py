@@ -24,6 +24,26 @@ def refusal(status: int | None, detail: str | None, model) -> str:
             + REFUSED.get(status, f"check --model ({model!r}), --api-key / --header and --url"))
 
 
+class RefusalWatch:
+    """Stops a run whose first `STOP` answers were all refusals (401 / 403 / 404): a wrong --model,
+    URL or credentials says so in one line instead of sending the whole run into refusals."""
+
+    STOP = 8
+
+    def __init__(self, model):
+        self.model, self.refused, self.answered = model, 0, False
+        self.stop: str | None = None
+
+    def see(self, rec: Record) -> None:
+        if rec.error == "http_4xx" and rec.status in REFUSED and not self.answered and self.stop is None:
+            self.refused += 1
+            if self.refused >= self.STOP:
+                self.stop = (f"the first {self.STOP} requests all got " + refusal(rec.status, rec.detail, self.model)
+                             + " (stopped before sending the rest)")
+        elif not rec.error:
+            self.answered = True
+
+
 def hints(prof: list[Record], errors: Counter, ident: dict, settings: dict) -> list[str]:
     out = []
     if not prof:

@@ -197,6 +197,6 @@ def summarize(records: list[Record], run: dict, series: list[dict], trees: list[
         "twin": tw,
         "cache_probe": run.get("cache_probe"),
         "validity": validity(prof, ok, run, health, rm, errors, cancelled, host, ci, tw),
-        "hints": hints(prof, errors, ident, settings),
+        "hints": [run["stopped"]] if run.get("stopped") else hints(prof, errors, ident, settings),
         "provenance": {k: run.get(k) for k in ("agentx_version", "command", "start_time", "host", "run_id")},
     }

@@ -25,7 +25,7 @@ import aiohttp
 
 from agentx.common import peak_rss_mb
 from agentx.errors import AgentxError
-from agentx.metrics.hints import REFUSED, refusal
+from agentx.metrics.hints import RefusalWatch
 from agentx.metrics.identity import discover
 from agentx.metrics.scrape import Scraper
 from agentx.power.sampler import PowerSampler
@@ -88,9 +88,6 @@ class Opened:
     waited0: float | None = None
 
 
-REFUSED_STOP = 8  # refused answers in a row, none answered, that stop a run
-
-
 class Run(RunSkeleton):
     """One (settings, sessions) replay into one folder, in three steps around a `Dispatcher`:
     `open` (server identity, cache probe, clock, files, scraper, client), the dispatcher's loop,
@@ -100,8 +97,7 @@ class Run(RunSkeleton):
         super().__init__(settings, sessions, command)
         self.identity = SessionIdentity(settings.target.session_headers, self.run_id)
         self.done = {"warmup": 0, "profile": 0, "drain": 0, "errors": 0}
-        self.first_refusals: list[Record] = []  # 401 / 403 / 404 answers while no request has succeeded
-        self.answered, self.refused = False, None
+        self.refusals = RefusalWatch(settings.target.model)
         self.recent: deque = deque(maxlen=500)  # (end, ttft, output tokens) of profile records
         self.clock = lambda: 0.0
         self.t0 = 0.0
@@ -121,14 +117,7 @@ class Run(RunSkeleton):
         }
 
     def count(self, rec: Record) -> None:
-        if self.refused is None and rec.error == "http_4xx" and rec.status in REFUSED and not self.answered:
-            self.first_refusals.append(rec)
-            if len(self.first_refusals) >= REFUSED_STOP:  # every answer so far refused: the loop stops
-                self.refused = (f"the first {REFUSED_STOP} requests all got "
-                                + refusal(rec.status, rec.detail, self.s.target.model)
-                                + " (stopped before sending the rest)")
-        elif not rec.error:
-            self.answered = True
+        self.refusals.see(rec)
         self.done[rec.phase] += 1
         if rec.error:
             self.done["errors"] += 1
@@ -321,8 +310,9 @@ class Dispatcher:
         plan.start(clock())
         self.window_opens()
         while True:
-            if self.run.refused:  # a wrong --model, URL or credentials: one line, not thousands of refusals
-                raise AgentxError(self.run.refused)
+            if self.run.refusals.stop:  # a wrong --model, URL or credentials: one hint, not thousands of refusals
+                self.run.folder.info["stopped"] = self.run.refusals.stop
+                break
             self.launch(clock())
             if plan.phase == DONE:
                 break

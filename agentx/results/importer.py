@@ -16,7 +16,7 @@ from agentx.results.schema import datasets, points
 from agentx.power.energy import power_over_time
 from agentx.results.series import build_histograms, build_series
 from agentx.results.points import (add_conversations, check_conversations, dataset_id, deployment_labels, insert_point,
-                                   point_row)
+                                   point_row, strict_json)
 from agentx.results.timeline import build_conversations, build_timelines
 from agentx.traces.digest import read_digest
 
@@ -38,6 +38,7 @@ class Imported:
     path: Path
     point_id: int
     new: bool  # False: the run was stored already (same run id)
+    differs: str | None = None  # stored already, but this folder's result point is not the stored one: how
 
 
 def chart_blobs(run: RunFolder) -> dict[str, dict]:
@@ -57,9 +58,9 @@ def import_run(engine: Engine, path: Path, sweep_id: int | None = None, fingerpr
     digest = read_digest(path)  # checked too before anything is stored, or found stored
     run_id = run.run_id
     with engine.connect() as conn:
-        found = conn.execute(select(points.c.id).where(points.c.run_id == run_id)).scalar()
+        found = conn.execute(select(points.c.id, points.c.result).where(points.c.run_id == run_id)).first()
     if found is not None:
-        return Imported(path, found, False)
+        return Imported(path, found.id, False, differs(found.result, run.result))
     identity = run.result["identity"]
     blobs = chart_blobs(run)
     convs = build_conversations(run.columns)
@@ -76,6 +77,22 @@ def import_run(engine: Engine, path: Path, sweep_id: int | None = None, fingerpr
                              .values(summary=json.dumps({k: v for k, v in digest.items() if k != "prefix"})))
         point = insert_point(conn, deployment_labels(identity), row, blobs)
     return Imported(path, point, True)
+
+
+def differs(stored: str | None, result: dict) -> str | None:
+    """Which top-level fields of a folder's result point differ from the stored point's (None:
+    the same), as `agentx db import` says when a re-imported folder was edited."""
+    now = json.loads(strict_json(result))
+    try:
+        then = json.loads(stored or "null")
+    except ValueError:
+        return "the stored point's result is corrupt"
+    if then == now:
+        return None
+    if not isinstance(then, dict):
+        return "the stored point has no result"
+    keys = sorted(k for k in then.keys() | now.keys() if then.get(k) != now.get(k))
+    return "result.json fields " + ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
 
 
 def import_paths(engine: Engine, paths: list[Path], skipped=None) -> list[Imported]:

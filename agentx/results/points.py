@@ -132,7 +132,7 @@ def insert_point(conn: Connection, labels: dict, row: dict, blobs: dict[str, dic
     return point
 
 
-def _strict(obj) -> str:
+def strict_json(obj) -> str:
     """Standard JSON (a non-finite number, which validated input has none of, becomes null)."""
     return msgspec.json.encode(obj).decode()
 
@@ -147,5 +147,5 @@ def point_row(result: dict, run_id: str, source: str, **extra) -> dict:
         "simulated": str(identity.get("engine") or "").startswith("agentx-sim"),
         "requests_ok": req.get("succeeded"), "requests_failed": sum((req.get("errors") or {}).values()),
         "power_valid": bool((result.get("power") or {}).get("valid")),
-        "settings": _strict(identity), "result": _strict(result), **metric_columns(result), **extra,
+        "settings": strict_json(identity), "result": strict_json(result), **metric_columns(result), **extra,
     }

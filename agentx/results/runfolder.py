@@ -72,7 +72,7 @@ def incomplete(path: Path) -> str | None:
         return None  # read_run names what is wrong with it
     if isinstance(info, dict) and info.get("status") == "failed":
         return f"the run failed ({str(info.get('error'))[:200]}); nothing to store"
-    if not (path / "result.json").exists():
+    if not (path / "result.json").exists() and not (path / "result.json").is_symlink():  # a loop: read_run says so
         if not (path / "records.jsonl").exists():
             return "the run ended before its first request (no records)"
         return f"no result.json (a killed run?): `agentx report {path}` writes it"

@@ -133,3 +133,26 @@ def test_imported_logs_carry_segments(tmp_path, tokenizer_path):
     assert [(g.kind, g.tool) for g in sub.requests[1].segments[2:]] == [("tool_call", "search"), ("tool_result", "search")]
     codex = next(s for s in sessions if s.provider == "codex")
     assert ("tool_result", "shell") in [(g.kind, g.tool) for g in codex.main.requests[1].segments]
+
+
+def test_what_the_search_of_a_store_passes_by_is_listed_and_exits_2(tmp_path, tokenizer_path):
+    """A folder named z.jsonl, a symlink loop and a symlinked folder are not read: each is a line
+    (issue #46: they were passed by silently, exit 0), the sessions beside them are exported."""
+    claude_store(tmp_path / "projects")
+    project = tmp_path / "projects" / "-home-alice-repo"
+    (project / "z.jsonl").mkdir()
+    (project / "loop.jsonl").symlink_to("loop.jsonl")
+    (tmp_path / "projects" / "back").symlink_to(tmp_path / "projects")
+    res = subprocess.run([sys.executable, "-m", "agentx.cli", "capture", "import", "--claude", str(tmp_path / "projects"),
+                          "--tokenizer", str(tokenizer_path), "--out", str(tmp_path / "o")], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert lines[:3] == [f"skipped {project / 'loop.jsonl'}: a symlink loop",
+                         f"skipped {project / 'z.jsonl'}: a folder where a file belongs",
+                         f"skipped {tmp_path / 'projects' / 'back'}: a symlinked folder (not followed: it could loop "
+                         f"back)"], res.stderr
+    assert lines[3] == ("error: exported 2 sessions, skipped 3 paths of the stores (listed above; in "
+                        "export_report.json as skipped_files)"), res.stderr
+    report = json.loads((tmp_path / "o" / "export_report.json").read_text())
+    assert report["exported"] == 6 and len(report["skipped_files"]) == 3
