@@ -80,20 +80,33 @@ class RecordWriter:
 def read_jsonl(path: Path, type=Any) -> list:
     """Every line of a JSON-lines file a run appends to, decoded as `type`. The last line of a
     killed run may be torn: it is skipped; a bad line anywhere else is an error."""
+    return [value for _, value in iter_jsonl(path, type)]
+
+
+def iter_jsonl(path: Path, type=Any):
+    """(byte offset, value) of each line of `read_jsonl`, one line in memory at a time (a run
+    folder's series holds hundreds of MB; the reports keep only the rows they read)."""
     decoder = msgspec.json.Decoder(type)
-    out = []
-    lines = path.read_bytes().split(b"\n")
-    last = len(lines) - 1 if lines[-1] else len(lines) - 2  # the last line written
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            out.append(decoder.decode(line))
-        except (msgspec.DecodeError, msgspec.ValidationError) as e:
-            if i >= last:
-                break  # the line being written when the run was killed
-            raise AgentxError(f"{path}: line {i + 1}: {e}") from None
-    return out
+    offset = 0
+    with open(path, "rb") as f:
+        for i, line in enumerate(f):
+            at, offset = offset, offset + len(line)
+            if not line.strip():
+                continue
+            try:
+                value = decoder.decode(line)
+            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                if not f.read(1):
+                    return  # the line being written when the run was killed
+                raise AgentxError(f"{path}: line {i + 1}: {e}") from None
+            yield at, value
+
+
+def read_line(path: Path, offset: int, type=Any):
+    """The line of a JSON-lines file at a byte offset (from `iter_jsonl`), decoded as `type`."""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return msgspec.json.decode(f.readline(), type=type)
 
 
 def read_records(folder: Path) -> list[Record]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import aiohttp
 import msgspec
 
-from agentx.records import read_jsonl
+from agentx.records import iter_jsonl, read_jsonl, read_line
 
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
@@ -97,3 +97,36 @@ def _line(t: float, phase: str, body: bytes) -> bytes:
 
 def read_series(path: Path) -> list[dict]:
     return read_jsonl(path) if path.exists() else []
+
+
+def summary_series(path: Path) -> list[dict]:
+    """The rows of a series that its summary reads (`server.summarize_server` gives the same
+    answer for them as for the whole series), read a line at a time: the profile, open and close
+    scrapes, the last scrape before the window, and the last three (the engine's names). An
+    hour's series of a 72-GPU sim is ~400 MB of JSON: its warmup rows are never kept."""
+    if not path.exists():
+        return []
+    kept: dict[int, dict] = {}  # offset -> row
+    last: list[int] = []  # the offsets of the last three rows
+    before: list[tuple[float, int]] = []  # candidates for "the last row before the window": (t, offset)
+    names: dict[str, str] = {}  # one string per sample name, not one per row
+    start = None  # the first profile scrape's time
+    for at, row in iter_jsonl(path):
+        last, phase = [*last[-2:], at], row["phase"]
+        if phase in ("profile", "open", "close"):
+            row["samples"] = {names.setdefault(k, k): v for k, v in row["samples"].items()}
+            kept[at] = row
+        if phase == "profile" and start is None:
+            start = row["t"]
+            before = [b for b in before if b[0] <= start][-1:]
+        elif phase not in ("profile", "close") and start is None:
+            while before and before[-1][0] >= row["t"]:
+                before.pop()  # a later row at an earlier time wins wherever the window starts
+            before.append((row["t"], at))
+        elif phase not in ("profile", "close") and row["t"] <= start:
+            before = [(row["t"], at)]
+    picks = ([at for _, at in before[-1:]] if start is not None else []) + last
+    for at in picks:
+        if at not in kept:
+            kept[at] = read_line(path, at)
+    return [kept[at] for at in sorted(kept)]

@@ -14,7 +14,7 @@ from typing import Annotated
 import msgspec
 
 from agentx.power.readings import GpuReading, TelemetryError
-from agentx.records import read_jsonl
+from agentx.records import iter_jsonl, read_jsonl
 
 Phase = Annotated[str, msgspec.Meta(max_length=20)]
 
@@ -36,6 +36,13 @@ def sample_line(sample: PowerSample) -> bytes:
 def read_power(path: Path) -> list[PowerSample]:
     """A run folder's `power.jsonl` (none: an empty list); a bad line is an error naming it."""
     return read_jsonl(path, PowerSample) if path.exists() else []
+
+
+def read_window_power(path: Path) -> list[PowerSample]:
+    """The reads of `read_power` that `energy.window_energy` looks at (open, profile, close),
+    a line at a time (a 72-GPU hour's warmup reads are never kept)."""
+    keep = ("open", "profile", "close")
+    return [s for _, s in iter_jsonl(path, PowerSample) if s.phase in keep] if path.exists() else []
 
 
 class PowerSampler:

@@ -14,10 +14,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from agentx.errors import AgentxError
-from agentx.metrics.scrape import read_series
+from agentx.metrics.scrape import summary_series
 from agentx.metrics.summary import summarize
 from agentx.power.energy import window_energy
-from agentx.power.sampler import read_power
+from agentx.power.sampler import read_window_power
 from agentx.records import read_jsonl, read_records, write_csv, write_parquet
 
 
@@ -86,8 +86,8 @@ def report(folder: Path) -> dict:
     records = read_records(folder)
     trees_path = folder / "trees.jsonl"
     trees = read_jsonl(trees_path) if trees_path.exists() else []
-    result = summarize(records, info, read_series(folder / "server_metrics.jsonl"), trees,
-                       window_energy(read_power(folder / "power.jsonl"), info.get("power_source")))
+    result = summarize(records, info, summary_series(folder / "server_metrics.jsonl"), trees,
+                       window_energy(read_window_power(folder / "power.jsonl"), info.get("power_source")))
     (folder / "result.json").write_text(json.dumps(result, indent=1))
     write_csv(records, folder)  # (a killed run's too)
     return result
