@@ -31,28 +31,13 @@ from agentx.engine.config import EngineConfig
 from agentx.engine.hints import Hints
 from agentx.engine.hybrid import window_state
 from agentx.engine.kvcache import KVCache, block_hashes
+from agentx.engine.output import CORRUPTION, NATURAL_MEDIAN, NATURAL_SIGMA, output_token, prompt_digest
 from agentx.engine.power import PowerModel
 from agentx.engine.prefetch import Prefetcher
 from agentx.engine.tiers import build_tiers
 from agentx.engine.timing import Roofline, Work
 from agentx.engine.window import decode_window, prefill_window
 from agentx.errors import AgentxError
-
-# Without ignore_eos the simulated model ends its answer at a length drawn per prompt from a
-# log-normal fitted to the AgentX corpus's output lengths (median 441 tokens, sigma 1.32).
-NATURAL_MEDIAN, NATURAL_SIGMA = 441, 1.32
-CORRUPTION = 0x5A5A_5A5A  # what a corrupted cached block changes in the digest its reader sees
-
-
-def prompt_digest(prompt: list[int], hashes: list[int], block_size: int) -> int:
-    """A deterministic digest of a whole prompt (its last full block's chained hash and the rest)."""
-    return hash((hashes[-1] if hashes else 0, tuple(prompt[len(hashes) * block_size:])))
-
-
-def output_token(digest: int, position: int, vocab: int) -> int:
-    """The simulated model's greedy answer: token `position` is a function of the prompt only."""
-    return hash((digest, position)) % vocab
-
 
 @dataclass(eq=False)
 class Sequence:
