@@ -201,6 +201,8 @@ class Run(RunSkeleton):
             await opened.sampler.source.close()
         opened.writer.close()
         waited0 = opened.waited0
+        if self.refusals.stop:
+            self.folder.info["stopped"] = self.refusals.stop
         self.folder.finish({
             "cpu_percent": 100.0 * cpu / cpu_wall if cpu_wall else None,  # until the window closed
             "cpu_s": cpu,
@@ -311,7 +313,6 @@ class Dispatcher:
         self.window_opens()
         while True:
             if self.run.refusals.stop:  # a wrong --model, URL or credentials: one hint, not thousands of refusals
-                self.run.folder.info["stopped"] = self.run.refusals.stop
                 break
             self.launch(clock())
             if plan.phase == DONE:
