@@ -24,7 +24,7 @@ import typer  # noqa: E402
 from rich.markup import escape
 
 from agentx.cli import bench, capture, sim, traces
-from agentx.cli.common import PLAIN, err_console
+from agentx.cli.common import PLAIN, Interrupted, err_console
 from agentx.cli.results import register as register_results
 from agentx.errors import AgentxError
 
@@ -68,16 +68,26 @@ def main() -> None:
     """Entry point: user errors become one line on stderr and exit status 2."""
     try:
         app(args=expand_lists(sys.argv[1:]))  # click itself reports usage errors (exit 2)
-    except KeyboardInterrupt:  # a command that stores keeps each step whole: it says what it kept
-        # plain print: the interrupt may have landed inside rich's console, whose buffer then never flushes
-        print("interrupted (Ctrl-C)", file=sys.stderr, flush=True)
-        sys.exit(130)
+    except Interrupted as exc:  # a command that stores keeps each step whole: it says what it kept
+        _say_interrupted(str(exc))
+    except KeyboardInterrupt:
+        _say_interrupted("interrupted (Ctrl-C)")
+    except SystemExit as exc:  # typer turns a Ctrl-C while it parses or calls into a silent exit 130
+        if exc.code == 130:
+            _say_interrupted("interrupted (Ctrl-C)")
+        raise
     except AgentxError as exc:
         from agentx.userfiles import shown
 
         message = f"--{exc.setting.replace('_', '-')}: {exc.message}" if exc.setting else str(exc)
         err_console.print(f"[red]error:[/] {escape(shown(message))}", highlight=False, soft_wrap=True)
         sys.exit(2)
+
+
+def _say_interrupted(line: str) -> None:
+    # plain print: the interrupt may have landed inside rich's console, whose buffer then never flushes
+    print(line, file=sys.stderr, flush=True)
+    sys.exit(130)
 
 
 # The command tree. Help lists commands and groups each in the order they are added here.

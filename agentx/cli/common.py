@@ -27,6 +27,10 @@ console.width = max(console.width, 112)  # tables of figures read badly when fol
 err_console = Console(stderr=True)
 
 
+class Interrupted(Exception):
+    """A Ctrl-C that a command caught to say what it kept: main() prints the line and exits 130."""
+
+
 def _choices(name: str, values) -> type[Enum]:
     """The allowed values of an option, declared by the stage that takes them, as an Enum
     (typer checks and lists them)."""

@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from agentx.cli.common import console, err_console
+from agentx.cli.common import Interrupted, console, err_console
 from agentx.metrics.confidence import ANSWER_SPREAD_LIMIT
 
 MAX_GPUS = 100_000  # runschema.MAX_GPUS (not imported here: the CLI loads fast)
@@ -72,9 +72,8 @@ def db_import_cmd(
     except KeyboardInterrupt:  # each folder is one transaction: the one under way is rolled back
         for done in outcomes:
             _say_outcome(done)
-        print(f"interrupted (Ctrl-C): {_import_summary(outcomes)}; the folder being read was not stored",
-              file=sys.stderr, flush=True)  # plain: the interrupt may have landed inside rich's console
-        raise typer.Exit(130) from None
+        raise Interrupted(f"interrupted (Ctrl-C): {_import_summary(outcomes)}; the folder being read was "
+                          "not stored") from None
     refused = [o for o in outcomes if isinstance(o, Refused)]
     if len(outcomes) == 1 and refused:
         raise AgentxError(f"{refused[0].reason} (nothing stored)")
