@@ -71,10 +71,10 @@ def main() -> None:
     except Interrupted as exc:  # a command that stores keeps each step whole: it says what it kept
         _say_interrupted(str(exc))
     except KeyboardInterrupt:
-        _say_interrupted("interrupted (Ctrl-C)")
+        _say_interrupted()
     except SystemExit as exc:  # typer turns a Ctrl-C while it parses or calls into a silent exit 130
         if exc.code == 130:
-            _say_interrupted("interrupted (Ctrl-C)")
+            _say_interrupted()
         raise
     except AgentxError as exc:
         from agentx.userfiles import shown
@@ -84,7 +84,7 @@ def main() -> None:
         sys.exit(2)
 
 
-def _say_interrupted(line: str) -> None:
+def _say_interrupted(line: str = "interrupted (Ctrl-C)") -> None:
     # plain print: the interrupt may have landed inside rich's console, whose buffer then never flushes
     print(line, file=sys.stderr, flush=True)
     sys.exit(130)
