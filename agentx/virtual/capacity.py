@@ -20,7 +20,7 @@ PLAN.yaml (every key but `grid.concurrency` optional):
       replicas: [1]
       router: [round-robin]
       spec_decode: [none, {method: mtp, draft_tokens: 1, acceptance_length: 1.85}]
-      engine: [vllm]             # timing profile: vllm, sglang, trtllm, atom
+      engine: [vllm]             # engine profiles (--engine's choices)
       parallelism: [tp]          # tp, tep, dep (attention data-parallel + EP)
       kv_policy: [lru, retain]   # engine/eviction.py (SPEC 6 "KV policies")
       hints: [none, harness]     # what the replay sends them (bench --hints)
@@ -219,7 +219,7 @@ def config_name(config: dict) -> str:
              f"cpu{config['cpu_offload_gb']:g}", f"r{config['replicas']}-{config['router']}"]
     if spec:
         parts.append(f"{spec['spec_decode']}-k{spec['draft_tokens']}-al{spec['acceptance_length']:g}")
-    if config["engine"] != "vllm" or config["parallelism"] != "tp":  # default names stay as they were
+    if config["engine"] != EngineConfig.engine or config["parallelism"] != EngineConfig.parallelism:  # (default names stay)
         parts.append(f"{config['engine']}-{config['parallelism']}")
     if config["kv_policy"] != EngineConfig.kv_policy or config["hints"] != "none":
         parts.append(f"{config['kv_policy']}-hints-{config['hints']}")
