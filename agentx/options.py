@@ -90,8 +90,19 @@ def read_settings(data, struct: type[msgspec.Struct], where: str, prefix: str = 
     try:
         typed = msgspec.convert(data, struct)
     except msgspec.ValidationError as e:
-        raise AgentxError(f"{where}: {error_key(e, prefix)}") from None
+        line = error_key(e, prefix)
+        name = line.removeprefix(prefix).split(":")[0].split("[")[0]
+        if "Invalid enum value" in line and name in struct.__struct_fields__:  # the choices, listed
+            line += f" (want one of {', '.join(_choices_of(typing.get_type_hints(struct)[name]))})"
+        raise AgentxError(f"{where}: {line}") from None
     return {k: v for k, v in msgspec.structs.asdict(typed).items() if v is not msgspec.UNSET}
+
+
+def _choices_of(hint) -> list[str]:
+    """The values of the Literal inside a field's type."""
+    if typing.get_origin(hint) is Literal:
+        return [str(a) for a in typing.get_args(hint)]
+    return [c for a in typing.get_args(hint) for c in _choices_of(a)]
 
 
 def bounded(hint):
