@@ -29,6 +29,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = ("README.md", "docs/*.md")
 BEGIN = re.compile(r"^<!-- generated: (?P<name>[\w.-]+) \|(?P<rest>[^\n]*)-->\n", re.M)
 END = "<!-- end generated -->"
+WRITING = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ def run(table: Table, root: Path = ROOT) -> str:
     """The table's body as the document holds it: the command's stdout (fenced if plain text)."""
     res = subprocess.run(table.argv(), cwd=root, capture_output=True, text=True)
     if res.returncode != 0:
-        raise SystemExit(f"{table.name}: `{table.command}` exited {res.returncode}:\n{res.stderr[-3000:]}")
+        raise RuntimeError(f"{table.name}: `{table.command}` exited {res.returncode}:\n{res.stderr[-3000:]}")
     out = res.stdout.strip("\n") + "\n"
     return f"```\n{out}```\n" if table.fence else out
 
@@ -186,10 +188,23 @@ def write(outputs: dict[str, str], stamp: str, root: Path = ROOT) -> None:
             path.write_text(text)
 
 
-def generate(names: list[str], jobs: int) -> dict[str, str]:
+def generate(names: list[str], jobs: int, stamp: str | None = None) -> dict[str, str]:
+    """Each table's printed body; with a stamp, each is written into its document as soon as it is
+    done (a failure later loses nothing done before it)."""
+    def one(name: str) -> tuple[str, str | None]:
+        try:
+            body = run(BY_NAME[name])
+        except RuntimeError as e:
+            print(e, file=sys.stderr, flush=True)
+            return name, None
+        if stamp is not None:
+            with WRITING:
+                write({name: body}, stamp)
+                print(f"{name}: written", flush=True)
+        return name, body
+
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        bodies = pool.map(lambda n: run(BY_NAME[n]), names)
-        return dict(zip(names, bodies))
+        return {name: body for name, body in pool.map(one, names) if body is not None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -212,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no generated block for: {', '.join(missing)}", file=sys.stderr)
     names = args.only or [t.name for t in TABLES if t.kind == "quick" or not (args.quick or args.check)]
     if args.check:
-        diffs = differences(docs, generate(names, args.jobs))
+        printed = generate(names, args.jobs)
+        diffs = differences(docs, printed) + [f"{n}: its command failed (above)" for n in names if n not in printed]
         print("\n\n".join(diffs) if diffs else f"{len(names)} quick tables match what the code prints")
         print("not re-run here (slow or wall-clock):")
         for t in TABLES:
@@ -221,10 +237,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if diffs or missing else 0
     stamp = commit()  # the code that runs: taken before, as a long run may outlast a commit
     calm = [n for n in names if BY_NAME[n].kind != "wall"]
-    outputs = generate(calm, args.jobs) | generate([n for n in names if n not in calm], 1)
-    write(outputs, stamp)
-    print(f"regenerated {len(outputs)} tables at commit {stamp}: {', '.join(outputs)}")
-    return 1 if missing else 0
+    outputs = generate(calm, args.jobs, stamp) | generate([n for n in names if n not in calm], 1, stamp)
+    failed = [n for n in names if n not in outputs]
+    print(f"regenerated {len(outputs)} tables at commit {stamp}: {', '.join(outputs)}"
+          + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    return 1 if missing or failed else 0
 
 
 if __name__ == "__main__":
