@@ -31,8 +31,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         answers = run_plan(plan, Path(tmp), None, args.workers or None)
     rows = answer_rows(answers)
-    # the hit rate by lanes last, as it is the widest; columns every configuration leaves empty dropped
-    heads = [h for h in rows[0] if any(r[h] not in ("-", "") for r in rows)]
+    # the hit rate by lanes last, as it is the widest; the answer's columns always, the others only
+    # where a configuration fills them
+    keep = ("configuration", "max lanes", "p90 TTFT s", "tok/s per GPU", "low confidence (no answer)")
+    heads = [h for h in rows[0] if h in keep or any(r[h] not in ("-", "") for r in rows)]
     heads = [h for h in heads if h != "hit rate by lanes"] + ["hit rate by lanes"]
     slo = plan.slo
     print(f"largest concurrency with p90 E2E-normalized interactivity >= {slo['p90_e2e_normalized_interactivity']:g} "
@@ -40,7 +42,8 @@ def main() -> None:
     body = [[r[h] for h in heads] for r in rows]
     table = markdown(heads, body, left=1)
     lines = table.splitlines()
-    lines[1] = "|" + "|".join("---" if h in ("configuration", "hit rate by lanes") else "---:" for h in heads) + "|"
+    left = ("configuration", "hit rate by lanes", "low confidence (no answer)")
+    lines[1] = "|" + "|".join("---" if h in left else "---:" for h in heads) + "|"
     print("\n".join(lines))
     print(f"\n{winner_line(answers)}")
 
