@@ -172,16 +172,14 @@ def age(b: Block) -> str:
 
 
 def write(outputs: dict[str, str], stamp: str, root: Path = ROOT) -> None:
-    """Paste each output into its block, reading the documents afresh (a long run must not undo an
-    edit made meanwhile); a block whose body and command are unchanged keeps its marker."""
+    """Paste each output into its block and stamp its marker with the commit that printed it, reading
+    the documents afresh (a long run must not undo an edit made meanwhile)."""
     docs = documents(root)
     found = all_blocks(docs)
     for path, text in docs.items():
         mine = sorted((b for b in found.values() if b.path == path and b.name in outputs), key=lambda b: -b.start)
         for b in mine:
             table = BY_NAME[b.name]
-            if b.body == outputs[b.name] and table.kind != "wall" and f"| {table.command} |" in b.header:
-                continue
             head_at = b.start - len(b.header)
             text = text[:head_at] + header(table, stamp) + outputs[b.name] + text[b.end:]
         if mine:
