@@ -197,7 +197,18 @@ def _cache_line(cache: dict, sm: dict) -> str:
         line += f", ceiling {cache['engine_ceiling_hit_rate']:.1%} at {cache['engine_block_size']}-token blocks"
     return line + (f", measured {_f(cache.get('measured_hit_rate'), 100, '{:.1f}%')} (usage), "
                    f"server {_f(hit, 100, '{:.1f}%')} ({sm.get('engine')})"
-                   + (f", CPU tier {_f(cpu, 100, '{:.1f}%')}" if cpu is not None else ""))
+                   + (f", CPU tier {_f(cpu, 100, '{:.1f}%')}" if cpu is not None else "") + _resumes(sm))
+
+
+def _resumes(sm: dict) -> str:
+    """Why the server's rate can exceed the answers' (SPEC §3): it counts every admission, and a
+    request preempted and resumed looks its blocks up again (and finds its own)."""
+    n = (sm.get("counters") or {}).get("preemptions")
+    if not n:
+        return ""
+    first = sm.get("first_admission_hit_rate")
+    return (f"; the server counts {n:,.0f} resumes after a preemption as lookups too (each finds its own blocks)"
+            + (f", its first admissions hit {first:.1%}" if first is not None else ""))
 
 
 def _tiers_line(sm: dict) -> str:
