@@ -6,14 +6,20 @@ endpoint after the run, stored with the point; against agentx-sim answering the 
 import json
 
 import pytest
+from fastapi.testclient import TestClient
 
 from agentx.data.evals import correct, final_number, known_answer, parse_spec, problems, prompt
 from agentx.engine.launch import sim_server
 from agentx.errors import AgentxError
+from agentx.metrics.tables import result_lines
 from agentx.metrics.validity import ACCURACY_DROP
 from agentx.replay.driver import bench
 from agentx.replay.evals import wilson
 from agentx.replay.settings import BenchSettings
+from agentx.report.pages import add_pages
+from agentx.results.api import create_app
+from agentx.results.db import connect
+from agentx.results.importer import import_run
 from agentx.traces.load import load_sessions
 from tests.conftest import WEKA
 
@@ -52,6 +58,19 @@ def test_the_sim_answering_the_eval_is_valid_for_accuracy(tmp_path):
     assert rule["ok"] and rule["figure"] == 1.0 and rule["bound"] == pytest.approx(1 - ACCURACY_DROP)
     stored = json.loads((tmp_path / "run" / "result.json").read_text())
     assert stored["accuracy"] == acc and "answers=eval" in stored["identity"]["engine_settings"]
+    assert "accuracy: arith 30/30 = 100.0% (95 % interval 89%-100%); reference 100% (server /version)" in \
+        result_lines(result)
+    # stored with the point: the results database, its API and the point's page
+    db = connect(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    point = import_run(db, tmp_path / "run").point_id
+    app = create_app(db)
+    add_pages(app, db)
+    client = TestClient(app)
+    trust = client.get(f"/api/v1/points/{point}").json()["trust"]
+    assert trust["diagnosis"]["accuracy"] == 1.0 and trust["diagnosis"]["accuracy_eval"] == "arith 30/30"
+    assert any(r["rule"] == "accuracy" and r["ok"] for r in trust["validity"]["rules"])
+    page = client.get(f"/points/{point}").text
+    assert "accuracy eval" in page and "arith 30/30" in page
 
 
 def test_a_sim_that_answers_a_share_wrong_is_not_valid_for_accuracy(tmp_path):
