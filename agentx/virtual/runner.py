@@ -26,6 +26,7 @@ import json
 import math
 import time
 
+from agentx import __version__
 from agentx.common import key64, peak_rss_mb
 from agentx.content.engine_blocks import EngineBlocks
 from agentx.engine.hints import Hints
@@ -69,7 +70,8 @@ def simulated_labels(sim: Deployment, roof: Roofline | None = None) -> dict:
     e = sim.engine
     roof = roof or Roofline(e)
     return {
-        "engine": f"agentx-sim {e.engine} profile (virtual time)", "hardware": e.hardware, "gpus": sim.gpus(),
+        "engine": f"agentx-sim {e.engine} profile (virtual time)", "engine_version": __version__,  # (sim serve's too)
+        "hardware": e.hardware, "gpus": sim.gpus(),
         "precision": e.precision, "kv_offload": kv_offload_label(e),
         "router": sim.router if sim.replicas > 1 or sim.prefill else None, "url": None,
         "parallelism": sim.label(),
