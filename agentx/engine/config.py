@@ -3,7 +3,7 @@ CLI's flags for `sim serve` and `sim bench` and the capacity plan's grid read th
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from agentx.engine.faults import FaultConfig
 from agentx.engine.profiles import DEFAULT, EngineName
@@ -140,6 +140,22 @@ class Deployment:
         return self.engine.gpus * self.prefill + self.decode_engine().gpus * self.decode
 
 
+# EngineConfig fields that a deployment's other labels name (SPEC section 8, "The deployment key"):
+# hardware, model, GPUs, precision, parallelism, the KV offload tiers (`kv_offload`), speculative
+# decoding (`spec_decoding`); and the seed, which is the draw (answer lengths, faults), not the
+# deployment: runs of other seeds are the same deployment's other samples (the spread, SPEC 3).
+LABELLED = ("hardware", "model", "gpus", "precision", "parallelism", "cpu_offload_gb", "ssd_drives", "ssd_drive",
+            "spec_decode", "draft_tokens", "acceptance_length", "seed")
+
+
+def changed_settings(e: EngineConfig, skip: tuple[str, ...] = ()) -> list[str]:
+    """`name=value` of each engine setting that differs from its default, less LABELLED and `skip`:
+    what else sets a deployment apart (the deployment key's `engine_settings`)."""
+    default = EngineConfig()
+    return [f"{f.name}={getattr(e, f.name)}" for f in fields(e)
+            if f.name not in LABELLED + skip and getattr(e, f.name) != getattr(default, f.name)]
+
+
 def parallelism_label(e: EngineConfig, instances: int = 1) -> str:
     one = f"{e.parallelism.upper()}{e.gpus}"
     return one if instances == 1 else f"{instances} x {one}"
@@ -159,6 +175,9 @@ class ServeConfig:
     truth_log: str | None = option(None, "JSONL of true per-request times.")
     reasoning_share: float = option(0.0, "Chat answers stream this share as reasoning first.", min=0, max=1)
     reasoning_field: str = option("reasoning_content", "reasoning_content or reasoning (vLLM's newer name).")
+    answers: str = option("tokens", "What the model answers: tokens (its modeled words, a function of the prompt) "
+                          "or eval (also each bundled eval problem answered right, `bench --eval`; SPEC 6).",
+                          choices=("tokens", "eval"))
     request_timeout_s: float = option(30.0, "Seconds a client has to send a request's head and body (and an idle "
                                       "connection stays).", gt=0)
 

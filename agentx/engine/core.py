@@ -58,6 +58,7 @@ class Sequence:
     corrupt: bool = False  # fault: prefix-cache hits read corrupted KV (the output differs from cold)
     digest: int = 0  # of the prompt as the model sees it: the output is a function of it
     reasoning: int = 0  # leading output tokens the server streams as reasoning (chat)
+    answer: object = None  # an eval problem's answer the server writes first (output.EvalAnswer); the core never reads it
     waiter: object = None  # the server's wake-up handle; the core never touches it
     delivered: int = 0  # output tokens whose iteration has ended in the caller's clock (server-owned)
     finished_at: float | None = None  # modeled end of the iteration that produced its last token

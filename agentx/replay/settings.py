@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from agentx.content.tokens import ContentConfig
 from agentx.content.wire import WIRE_MODES
+from agentx.data.evals import parse_spec
 from agentx.engine.presets import COST_BASES
 from agentx.errors import AgentxError
 from agentx.options import check_bounds, option
@@ -42,6 +43,13 @@ class TargetConfig:
     hints: str = option("none", "Harness hints sent per request: none, harness (what the agent harness knows) or "
                         "oracle (also the recorded gap to the stream's next request; SPEC 2).", choices=HintLevel)
     probe_cache: int = option(0, "Cache-correctness probes before and after the run.", min=0)
+    evals: str = option("", "After the run, a bundled accuracy eval against the same endpoint: NAME or NAME:N "
+                        "(N problems; `arith`: 100 arithmetic word problems, exact match on the final number); "
+                        "stored with the point (SPEC 3, accuracy).", flag="--eval", metavar="NAME[:N]")
+    eval_reference: float | None = option(None, "The model's reference accuracy on the eval (a share): the point "
+                                           "is NOT VALID when the upper end of its accuracy's 95 % interval is more "
+                                           "than 5 points below it (default: what the server publishes, if any).",
+                                           min=0, max=1)
     # sent on every request to the target (--api-key, --header: endpoint.py); run.json keeps the names only
     headers: tuple[tuple[str, str], ...] = option((), cli=False)
     power: str = option("none", "GPU power telemetry, read every second: dcgm:URL (a DCGM exporter's /metrics), "
@@ -55,6 +63,8 @@ class TargetConfig:
     def __post_init__(self):
         check_bounds(self)
         check_spec(self.power)  # agentx/power/sources.py: dcgm:URL or a tool's name
+        if self.evals:
+            parse_spec(self.evals)  # a bundled eval's name and size (before the run, not after it)
         object.__setattr__(self, "workers", str(self.workers))  # (a recipe may give a number)
         if self.workers != "auto" and not (self.workers.isdigit() and int(self.workers) >= 1):
             raise AgentxError(f"want a count >= 1 or auto, got {self.workers!r}", "workers")

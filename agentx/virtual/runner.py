@@ -26,10 +26,11 @@ import json
 import math
 import time
 
+from agentx import __version__
 from agentx.common import key64, peak_rss_mb
 from agentx.content.engine_blocks import EngineBlocks
 from agentx.engine.hints import Hints
-from agentx.engine.config import Deployment, EngineConfig
+from agentx.engine.config import Deployment, EngineConfig, changed_settings
 from agentx.engine.metrics import ServerStats, dcgm_series, samples
 from agentx.engine.disagg import Workers, workers
 from agentx.engine.timing import Roofline
@@ -47,18 +48,14 @@ TICK_S = 0.5  # wall seconds between progress snapshots
 
 
 def engine_settings(e: EngineConfig, sim: Deployment | None = None) -> str:
-    """The sim's settings that set a deployment apart beside its labels (SPEC §8 `engine_settings`)."""
+    """The sim's settings that set a deployment apart beside its labels (SPEC §8 `engine_settings`):
+    its timing profile and batching, then every other setting that differs from its default."""
     parts = [f"{sim.disaggregation()}"] if sim is not None and sim.prefill else []
     parts += [f"profile={Roofline(e).profile.key}", f"gpu_memory_utilization={e.gpu_memory_utilization:g}",
-             f"max_num_seqs={e.max_num_seqs}",
-             f"max_num_batched_tokens={e.max_num_batched_tokens}"]
-    if e.num_gpu_blocks_override:
-        parts.append(f"num_gpu_blocks_override={e.num_gpu_blocks_override}")
-    if e.kv_cache_dtype != "auto":
-        parts.append(f"kv_cache_dtype={e.kv_cache_dtype}")
-    if e.cpu_offload_gb and not e.store_rules:
-        parts.append("store_rules=off")
-    return ", ".join(parts)
+              f"max_num_seqs={e.max_num_seqs}",
+              f"max_num_batched_tokens={e.max_num_batched_tokens}"]
+    return ", ".join(parts + changed_settings(e, ("engine", "gpu_memory_utilization", "max_num_seqs",
+                                                  "max_num_batched_tokens")))
 
 
 def kv_offload_label(e: EngineConfig) -> str | None:
@@ -66,6 +63,23 @@ def kv_offload_label(e: EngineConfig) -> str | None:
     if not e.cpu_offload_gb:
         return None
     return f"{e.cpu_offload_gb:g} GB CPU" + (f" + {e.ssd_drives} x {e.ssd_drive} SSD" if e.ssd_drives else "")
+
+
+def simulated_labels(sim: Deployment, roof: Roofline | None = None) -> dict:
+    """The identity labels of a virtual run of `sim` (run.json's settings beside bench's)."""
+    e = sim.engine
+    roof = roof or Roofline(e)
+    return {
+        "engine": f"agentx-sim {e.engine} profile (virtual time)", "engine_version": __version__,  # (sim serve's too)
+        "hardware": e.hardware, "gpus": sim.gpus(),
+        "precision": e.precision, "kv_offload": kv_offload_label(e),
+        "router": sim.router if sim.replicas > 1 or sim.prefill else None, "url": None,
+        "parallelism": sim.label(),
+        "engine_settings": engine_settings(e, sim),
+        "spec_decoding": f"{e.spec_decode} K={e.draft_tokens} AL={roof.acceptance_length:g}" if e.spec_decode else None,
+        "simulated": {"hardware": e.hardware, "model": e.model, "gpus_per_replica": e.gpus,
+                      "replicas": sim.replicas, "router": sim.router, "deployment": roof.describe()},
+    }
 
 
 class VirtualRun(RunSkeleton):
@@ -83,16 +97,7 @@ class VirtualRun(RunSkeleton):
                                     clock_scale=1.0, server_metrics=None)
         self.sim = sim
         e = sim.engine
-        simulated = {
-            "engine": f"agentx-sim {e.engine} profile (virtual time)", "hardware": e.hardware, "gpus": sim.gpus(),
-            "precision": e.precision, "kv_offload": kv_offload_label(e),
-            "router": sim.router if sim.replicas > 1 or sim.prefill else None, "url": None,
-            "parallelism": sim.label(),
-            "engine_settings": engine_settings(e, sim),
-            "spec_decoding": f"{e.spec_decode} K={e.draft_tokens} AL={roof.acceptance_length:g}" if e.spec_decode else None,
-            "simulated": {"hardware": e.hardware, "model": e.model, "gpus_per_replica": e.gpus,
-                          "replicas": sim.replicas, "router": sim.router, "deployment": roof.describe()},
-        }
+        simulated = simulated_labels(sim, roof)
         super().__init__(settings, sessions, command, simulated, tokenizer=None)  # no text: block hashes only
         self.blocks = EngineBlocks(self.render.prompts, e.block_size)
         self.hashes: dict = {}  # (tree, stream) -> block hashes of the stream's last request
