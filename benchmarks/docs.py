@@ -166,6 +166,8 @@ def differences(docs: dict[Path, str], outputs: dict[str, str]) -> list[str]:
 
 
 def age(b: Block) -> str:
+    if not b.body:
+        return "not generated yet"
     m = re.search(r"commit (\w+)", b.header)
     sha = m[1] if m else ""
     count = git("rev-list", "--count", f"{sha}..HEAD") if sha and sha != "unknown" else ""
