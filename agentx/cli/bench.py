@@ -302,12 +302,30 @@ DEMO_DURATION = 120.0
 DEMO_CONCURRENCY = "7,12,24"
 
 
+def parse_speed(text: str, probe) -> float:
+    """--speed: a positive number, or `auto`: `probe()` (agentx/replay/speed.py) picks it and its
+    line says which and why."""
+    if text.strip().lower() == "auto":
+        choice = probe()
+        console.print(choice.line(), highlight=False)
+        return choice.speed
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise typer.BadParameter(f"want a positive number or auto, got {text!r}", param_hint="--speed")
+    return value
+
+
 def demo_cmd(
     concurrency: str = typer.Option(DEMO_CONCURRENCY, "--concurrency", help="Lanes per run of the sweep."),
     duration: float = typer.Option(DEMO_DURATION, "--duration", help="Profiling seconds per run (modeled time)."),
-    speed: float = typer.Option(DEMO_SPEED, "--speed", help="How much faster than the modeled hardware the sim runs "
-                                "(the replay clock follows, so figures are the modeled deployment's; each wall "
-                                "millisecond of host work becomes this many modeled ones: SPEC section 3, host error)."),
+    speed: str = typer.Option(f"{DEMO_SPEED:g}", "--speed", help="How much faster than the modeled hardware the sim "
+                              "runs (the replay clock follows, so figures are the modeled deployment's; each wall "
+                              "millisecond of host work becomes this many modeled ones: SPEC section 3, host error), "
+                              "or auto: probe this host (its timer, then 20 s at speed 1 at the largest concurrency) "
+                              "and take the fastest speed at which the runs can be valid (printed)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default runs/demo-TIMESTAMP)."),
     allow_invalid: bool = typer.Option(False, "--allow-invalid", help=ALLOW_INVALID_HELP),
 ):
@@ -320,6 +338,13 @@ def demo_cmd(
     levels = _concurrencies(concurrency)
     corpus = _corpus([])  # the bundled real traces
     sessions = corpus.sessions(warn=_warn)
+
+    def probe():
+        from agentx.replay.speed import auto_speed
+
+        return auto_speed(sessions, max(levels), dataset=corpus.label)
+
+    speed = parse_speed(speed, probe)
     out = out or _default_out("demo")
     out.mkdir(parents=True, exist_ok=True)
     console.print(f"agentx demo: simulated 8 x H200 serving Qwen3-235B-A22B (BF16), run {speed:g}x faster than "

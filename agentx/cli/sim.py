@@ -10,7 +10,7 @@ import typer
 from agentx.cli.common import (OPT_CONCURRENCY, OPT_FMT, OPT_MAX_CONTEXT, OPT_MORE_TRACES, OPT_OFFLINE,
                                OPT_RANGE_RATIO, OPT_SCENARIO, OPT_SLO, OPT_TRACES, PLAIN, SEED_HELP, Format, _corpus,
                                _value, _warn, console)
-from agentx.cli.bench import _concurrencies, _default_out, _sweep
+from agentx.cli.bench import _concurrencies, _default_out, _sweep, parse_speed
 from agentx.cli.options import config_options, given, pick
 from agentx.cli.results import DB_HELP
 from agentx.engine.config import Deployment, EngineConfig, ServeConfig
@@ -54,19 +54,12 @@ def _speed(text: str, lanes: int) -> float:
     """--speed: a positive number, or `auto` (agentx/replay/speed.py: probed, then printed)."""
     import sys
 
-    if text.strip().lower() == "auto":
+    def probe():
         from agentx.replay.speed import auto_speed, serve_flags
 
-        choice = auto_speed(_corpus([]).sessions(lanes), lanes, serve_flags(sys.argv[3:]))
-        console.print(choice.line(), highlight=False)
-        return choice.speed
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0 or value == float("inf"):
-        raise typer.BadParameter(f"want a positive number or auto, got {text!r}", param_hint="--speed")
-    return value
+        return auto_speed(_corpus([]).sessions(lanes), lanes, serve_flags(sys.argv[3:]))
+
+    return parse_speed(text, probe)
 
 
 @sim_app.command("bench")
