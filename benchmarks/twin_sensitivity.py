@@ -1,10 +1,10 @@
 """How far the host's noise can move the sim's *modeled* schedule: the butterfly effect the virtual
 twin rule guards against (SPEC section 3 `twin_ttft`, section 10 "The twin").
 
-Replays the demo's points (bundled traces, 8 x H200 Qwen3-235B-A22B, c7 / c12 / c24, 120 modeled
-s, the demo's settings) in virtual time: once as bench's twin does at the demo's speed (the plan
-hears of each end `--reference-ms` modeled ms late: CLIENT_REACTION_S x the speed, 1.9 ms at the
-demo's speed 1), then `--draws`
+Replays the demo's point over HTTP (bundled traces, 8 x H200 Qwen3-235B-A22B, `agentx.cli.demo`'s
+DEMO_CONCURRENCY lanes for DEMO_DURATION modeled s; `--concurrency` for others) in virtual time:
+once as bench's twin does at the demo's speed (the plan hears of each end `--reference-ms` modeled
+ms late: CLIENT_REACTION_S x the speed, 3.8 ms at the demo's speed 2), then `--draws`
 times with each end heard late by a random delay (exponential, mean `--delay-ms`, seeded): what
 a host adds per request over HTTP, varying from request to request. The next request of the
 session goes out that much later, as over HTTP; the records keep the modeled times, so what moves
@@ -19,7 +19,7 @@ points will often be NOT VALID for the twin rules. `--fixed`: every end exactly 
 modeled: in the demo's runs the host error, not the schedule, was most of the twin deviation (a
 busy c6 at +2.9 % whose modeled TTFT p50 was the twin's within 0.02 %; SPEC section 10).
 
-    python benchmarks/twin_sensitivity.py [--delay-ms 1.9] [--draws 5] [--reference-ms 1.9] [--fixed] [--host-error-ms 2] [--concurrency 7,12,24] [--duration 120]
+    python benchmarks/twin_sensitivity.py [--delay-ms 1.9] [--draws 5] [--reference-ms 1.9] [--fixed] [--host-error-ms 2] [--concurrency 16,24] [--duration 120]
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import msgspec
 import tempfile
 from pathlib import Path
 
-from agentx.cli.bench import DEMO_CONCURRENCY, DEMO_DURATION, DEMO_SPEED
+from agentx.cli.demo import DEMO_CONCURRENCY, DEMO_DURATION, DEMO_SPEED
 from agentx.data import sample_traces
 from agentx.engine.config import Deployment
 from agentx.replay.folder import report
@@ -86,7 +86,7 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=5)
     ap.add_argument("--reference-ms", type=float, default=reaction_ms, help="The reference's fixed late end.")
     ap.add_argument("--fixed", action="store_true", help="The draws' ends exactly --delay-ms late.")
-    ap.add_argument("--concurrency", default=DEMO_CONCURRENCY)
+    ap.add_argument("--concurrency", default=str(DEMO_CONCURRENCY))
     ap.add_argument("--duration", type=float, default=DEMO_DURATION)
     ap.add_argument("--host-error-ms", type=float, default=0.0,
                     help="Mean host error added to each draw's TTFTs in the same-request comparison (modeled ms; "
