@@ -13,13 +13,13 @@ from rich.markup import escape
 
 from agentx.cli.common import (OPT_CONCURRENCY, OPT_FMT, OPT_MAX_CONTEXT, OPT_MORE_TRACES, OPT_OFFLINE,
                                OPT_RANGE_RATIO, OPT_SCENARIO, OPT_SLO, OPT_TRACES, PLAIN, SEED_HELP, Format, _corpus,
-                               _load, _offline, _open_loop, _warn, console, err_console)
+                               _load, _warn, console, err_console)
 from agentx.cli.options import config_options
 from agentx.metrics.confidence import ANSWER_SPREAD_LIMIT
 from agentx.content.tokens import DEFAULT_TOKEN_RANGE, ContentConfig
 from agentx.errors import AgentxError
 from agentx.replay.plan import PlanConfig
-from agentx.replay.settings import Labels, TargetConfig
+from agentx.replay.settings import Labels, TargetConfig, offline_levels, open_loop
 
 OPT_TOKEN_RANGE = typer.Option("{}:{}".format(*DEFAULT_TOKEN_RANGE), "--token-range",
                                help="Token ids to draw content from, LO:HI.")
@@ -184,8 +184,8 @@ def bench_cmd(
     from agentx.replay.settings import BenchSettings
 
     corpus = _corpus(traces, more_traces, fmt, max_context, scenario, provider, range_ratio, offline)
-    levels = _offline(corpus, options) or _concurrencies(concurrency)
-    schedule = _open_loop(options, levels)
+    levels = offline_levels(corpus, options) or _concurrencies(concurrency)
+    schedule = open_loop(options, levels)
     settings = BenchSettings.build(**{**options, "concurrency": levels[0], "token_range": parse_token_range(token_range),
                                       "server_metrics": None if options["server_metrics"] == "none" else options["server_metrics"],
                                       "warmup": options["warmup"] and not schedule, "url": base_url(options["url"]),
@@ -286,6 +286,22 @@ def report_cmd(
     if html:
         console.print(f"HTML report: {write_report(run_dir)}", highlight=False)
     _exit_if_invalid([result], allow_invalid)
+
+
+def parse_speed(text: str, probe) -> float:
+    """--speed: a positive number, or `auto`: `probe()` (agentx/replay/speed.py) picks it and its
+    line says which and why."""
+    if text.strip().lower() == "auto":
+        choice = probe()
+        console.print(choice.line(), highlight=False)
+        return choice.speed
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise typer.BadParameter(f"want a positive number or auto, got {text!r}", param_hint="--speed")
+    return value
 
 
 def compare_cmd(

@@ -69,14 +69,7 @@ def summary_rows(result: dict) -> dict:
          f"$/GPU-h ({tp.get('cost_basis', '-')}) / (per-GPU output tok/s * 3600 / 1e6)."),
         ("output tok/s per MW", _fmt(tp.get("output_tok_s_per_mw"), "{:,.0f}"), "Per-GPU output tok/s * 1000 / kW per GPU."),
         *power_rows,
-        ("theoretical prefix hit", pct(cache.get("theoretical_hit_rate")), "Prompt tokens an infinite prefix cache "
-         "would hold (sent before in the same tree) / planned prompt tokens."),
-        ("measured prefix hit (usage)", pct(cache.get("measured_hit_rate")),
-         "Σ usage.prompt_tokens_details.cached_tokens / Σ prompt tokens, over requests reporting it."),
-        ("server prefix hit", pct(sm.get("prefix_hit_rate")), "Δ prefix-cache hits / Δ queries of the engine's "
-         "/metrics over the profiling window (GPU tier)."),
-        ("server CPU-tier hit", pct(sm.get("external_hit_rate")), "Δ external hits / Δ external queries (CPU / "
-         "offload tier)."),
+        *_cache_rows(cache, sm),
         *_tier_rows(sm),
         ("KV usage mean / max", f"{pct(sm.get('kv_usage_mean'))} / {pct(sm.get('kv_usage_max'))}",
          "The engine's KV-cache usage gauge over the profiling scrapes."),
@@ -95,6 +88,25 @@ def _outcome(rule: dict) -> str:
     if not rule["ok"]:
         return "FAIL: " + rule["reason"]
     return rule["reason"] if rule.get("figure") is None and rule.get("reason") else "pass"
+
+
+def _cache_rows(cache: dict, sm: dict) -> list[tuple[str, str, str]]:
+    """The prefix-cache figures: theoretical, the answers' (usage) and the server's (SPEC §3)."""
+    pct = lambda v: _fmt(v, "{:.1f}%", 100)  # noqa: E731
+    return [
+        ("theoretical prefix hit", pct(cache.get("theoretical_hit_rate")), "Prompt tokens an infinite prefix cache "
+         "would hold (sent before in the same tree) / planned prompt tokens."),
+        ("measured prefix hit (usage)", pct(cache.get("measured_hit_rate")),
+         "Σ usage.prompt_tokens_details.cached_tokens / Σ prompt tokens, over requests reporting it."),
+        ("server prefix hit", pct(sm.get("prefix_hit_rate")), "Δ prefix-cache hits / Δ queries of the engine's "
+         "/metrics over the profiling window (GPU tier): every admission, a preempted request's resume included "
+         f"({_fmt((sm.get('counters') or {}).get('preemptions'), '{:,.0f}')} preemptions), which finds its own "
+         "blocks again: above the usage figure, which counts each request's first admission."),
+        ("server hit, first admissions", pct(sm.get("first_admission_hit_rate")), "Δ prompt tokens by source: "
+         "local cache hit / all sources, over the window: each request's first admission, as usage counts it."),
+        ("server CPU-tier hit", pct(sm.get("external_hit_rate")), "Δ external hits / Δ external queries (CPU / "
+         "offload tier)."),
+    ]
 
 
 def _tier_rows(sm: dict) -> list[tuple[str, str, str]]:
