@@ -161,9 +161,9 @@ def power_line(p: dict | None) -> str | None:
             f"{p['window_s']:,.0f} s, average {p['avg_w']:,.0f} W, peak {_f(p.get('peak_w'), fmt='{:,.0f}')} W; "
             f"{_f(p.get('joules_per_output_token'), fmt='{:,.3f}')} J per output token, "
             f"{_f(p.get('joules_per_total_token'), fmt='{:,.4f}')} J per token; "
-            f"{_f(p.get('output_tok_s_per_mw'), fmt='{:,.0f}')} output tok/s per MW, "
+            f"{_f(p.get('output_tok_s_per_mw'), fmt='{:,.0f}')} output and "
             f"{_f(p.get('total_tok_s_per_mw'), fmt='{:,.0f}')} total tok/s per MW (measured: the GPUs' own draw, "
-            "power.total_tok_s_per_mw)")
+            "power.output_tok_s_per_mw / total_tok_s_per_mw)")
     if not p["valid"]:
         line += " -- NOT VALID: " + "; ".join(p["reasons"])
     return line
