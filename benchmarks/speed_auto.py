@@ -32,7 +32,7 @@ def main() -> None:
     if args.cores:
         cmd = ["taskset", "-c", args.cores] + cmd
     load = os.getloadavg()
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    res = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "COLUMNS": "400"})  # a line a line
     after = os.getloadavg()
     picked = next((line for line in res.stdout.splitlines() if line.startswith("speed auto:")), "(no speed line)")
     print(f"host: {os.cpu_count()} CPUs{f', pinned to {args.cores}' if args.cores else ''}; load average "
