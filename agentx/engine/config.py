@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from agentx.engine.faults import FaultConfig
-from agentx.engine.presets import ENGINES
+from agentx.engine.profiles import DEFAULT, EngineName
 from agentx.errors import AgentxError
 from agentx.engine.eviction import EvictionName
 from agentx.engine.hybrid import Retention
@@ -24,8 +24,8 @@ class EngineConfig:
     gpus: int = option(8, "GPUs of one model instance (its TP / TEP / DEP group).", min=1)
     precision: str = option("bf16", "bf16, fp8, nvfp4 or mxfp4 (weights and matmuls; FP4 runs with an FP8 KV "
                             "cache; nvfp4 needs FP4 tensor cores).", choices=PRECISIONS)
-    engine: str = option("vllm", "Engine whose calibrated timing profile is used: vllm, sglang, trtllm or atom "
-                         "(`agentx sim presets`).", choices=ENGINES)
+    engine: str = option(DEFAULT.name, "Engine modeled: its scheduler's admission and its calibrated timing "
+                         "constants (engine/profiles/, `agentx sim presets`).", choices=EngineName)
     parallelism: str = option("tp", "How --gpus split a model instance: tp, tep (TP attention + EP experts) or "
                               "dep (attention data-parallel + EP experts, e.g. DEP8).", choices=PARALLELISMS)
     kv_cache_dtype: str = option("auto", "KV cache precision: auto (BF16 beside bf16 weights, FP8 beside fp8 and FP4 "
@@ -47,8 +47,8 @@ class EngineConfig:
                             "(`agentx sim presets`).")
     store_rules: bool = option(True, "The KV store path's rules (vLLM's AgentX work): only each turn's new blocks "
                                "written, one copy per block per tier, no write repeated while in flight (SPEC 6).")
-    max_num_seqs: int = option(256, "Most sequences in a batch.", min=1)
-    max_num_batched_tokens: int = option(8192, "Most tokens in one iteration.", min=1)
+    max_num_seqs: int = option(DEFAULT.max_num_seqs, "Most sequences in a batch.", min=1)
+    max_num_batched_tokens: int = option(DEFAULT.max_num_batched_tokens, "Most tokens in one iteration.", min=1)
     max_model_len: int = option(0, "0: the model's maximum context.", min=0)
     num_gpu_blocks_override: int = option(0, "This many KV blocks instead of the memory arithmetic.", min=0)
     # timing model (see agentx/engine/timing.py); 0 / None: the engine profile's (presets.toml [timing])

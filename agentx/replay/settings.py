@@ -14,6 +14,7 @@ from agentx.engine.presets import COST_BASES
 from agentx.errors import AgentxError
 from agentx.options import check_bounds, option
 from agentx.power.sources import check_spec
+from agentx.replay.corpus import Corpus
 from agentx.replay.hints import HintLevel
 from agentx.replay.plan import PlanConfig
 from agentx.replay.session_ids import PresetName
@@ -140,3 +141,29 @@ def _check_known(options: dict) -> None:
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown bench settings: {', '.join(sorted(unknown))}")
+
+
+# offline scenarios: every request is profiled, however long the makespan; each session once
+OFFLINE_WINDOW_S = 1e7
+
+
+def offline_levels(corpus: Corpus, options: dict) -> list[int] | None:
+    """With --offline N: the one level (N lanes) and the plan options it implies, set in `options`."""
+    sc = corpus.parsed()
+    if not sc or not sc.offline:
+        return None
+    options.update(warmup=False, reuse_sessions=False, duration=max(options.get("duration", 0), OFFLINE_WINDOW_S))
+    return [sc.offline]
+
+
+def open_loop(options: dict, levels: list[int]) -> bool:
+    """Whether the plan is an open loop (schedule mode, or --request-rate, which implies it), set
+    in `options`; an open loop has no lanes, so a --concurrency list is refused."""
+    rate = options.get("request_rate") is not None
+    if rate:
+        options["mode"] = "schedule"
+    schedule = options["mode"] == "schedule"
+    if schedule and len(levels) > 1:
+        raise AgentxError("an open loop at a request rate has no lanes to sweep" if rate else
+                          "schedule mode replays at the recorded start times: it has no lanes to sweep", "concurrency")
+    return schedule

@@ -117,29 +117,39 @@ class VirtualRun(RunSkeleton):
         self.on_tick, self.next_tick = None, 0.0  # progress: called with snapshot() every TICK_S of wall time
         self.power = None  # power.jsonl: the modeled GPUs' DCGM readings (none without power figures)
         self.window_open, self.last_profile_end = False, None
+        self.t0 = self.cpu0 = 0.0  # the run's wall and CPU clocks at open()
 
     # ------------------------------------------------------------------ the loop
 
     def execute(self) -> None:
+        """Run the plan: open, loop, close (the real run's shape, replay/driver.py)."""
         # the traces, graphs and plan live for the whole run: out of the cyclic collector's sight
         gc.collect()
         gc.freeze()
         try:
-            self._execute()
+            self.open()
+            self.loop()
+            self.close()
         finally:
             gc.unfreeze()
 
-    def _execute(self) -> None:
+    def open(self) -> None:
+        """Everything before the first request: the run's CPU and wall clocks, the records, trees,
+        server-metrics and power files, the plan's start at modeled time 0."""
         folder = self.folder.path
-        t0, cpu0 = time.perf_counter(), time.process_time()
+        self.t0, self.cpu0 = time.perf_counter(), time.process_time()
         self.records = RecordWriter(folder)
         self.folder.open_trees()
         self.series = open(folder / "server_metrics.jsonl", "ab", buffering=0)
         if self.replicas.cores[0].power.known:
             self.power = open(folder / "power.jsonl", "ab", buffering=0)
             self.folder.info["power_source"] = POWER_SOURCE
+        self.plan.start(0.0)
+
+    def loop(self) -> None:
+        """The events in modeled time, the earliest first (requests due, finishes, KV handoffs,
+        samples, the window's end) between the busy cores' advances, until nothing is left."""
         plan, tick = self.plan, 0.0
-        plan.start(0.0)
         while True:
             for d in plan.due(self.time):
                 self._submit(d)
@@ -169,6 +179,11 @@ class VirtualRun(RunSkeleton):
                         self.on_tick(self.snapshot())
                 continue
             self._advance(first, min([events] + [self._bound(c) for c in busy if c is not first]))
+
+    def close(self) -> None:
+        """Everything after the loop: what is in flight drained or cancelled, the window's closing
+        power read, the files closed, the folder finished with the run's costs."""
+        plan = self.plan
         # drained: what is in flight was sent after the window (or outlived the request timeout): cancelled now
         self._drain(self.time if plan.cfg.drain else plan.profile_end + self.s.target.grace)
         if self.last_profile_end is not None:
@@ -177,7 +192,7 @@ class VirtualRun(RunSkeleton):
         self.series.close()
         if self.power:
             self.power.close()
-        self.folder.finish({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - cpu0,
+        self.folder.finish({"wall_s": time.perf_counter() - self.t0, "cpu_s": time.process_time() - self.cpu0,
                             "peak_rss_mb": peak_rss_mb(),
                             "modeled_s": self.time, "advance_turns": self.turns,
                             "decode_iterations": sum(c.spec_steps for c in self.replicas.cores)})
