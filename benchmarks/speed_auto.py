@@ -1,6 +1,7 @@
-"""`--speed auto` against the demo's point (issue #43): `agentx demo --speed auto` at one
-concurrency (default the demo's heaviest, c24, 120 modeled s), as a user runs it: the line saying
-which speed it picked and why, then the point's validity at that speed, rule by rule. The host's
+"""`--speed auto` against the demo's point (issue #43): `agentx demo --speed auto` with one
+candidate for its point over HTTP (default c24, 120 modeled s), as a user runs it: the line saying
+which speed it picked and why, the demo's verdict line of that point (not run where the probe
+found no speed can be valid), and the point's validity at that speed, rule by rule. The host's
 load average before and after is printed: the pick is only as good as the host stays as quiet as
 it was while probed.
 
@@ -32,18 +33,23 @@ def main() -> None:
     if args.cores:
         cmd = ["taskset", "-c", args.cores] + cmd
     load = os.getloadavg()
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    res = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "COLUMNS": "400"})  # a line a line
     after = os.getloadavg()
-    picked = next((line for line in res.stdout.splitlines() if line.startswith("speed auto:")), "(no speed line)")
+    lines = res.stdout.splitlines()
+    picked = next((line for line in lines if line.startswith("speed auto:")), "(no speed line)")
+    verdict = next((line for line in lines if line.startswith("c") and (" over HTTP: valid" in line or
+                                                                       " over HTTP: NOT VALID" in line)),
+                   "(no verdict line)")
     print(f"host: {os.cpu_count()} CPUs{f', pinned to {args.cores}' if args.cores else ''}; load average "
           f"{load[0]:.1f} before, {after[0]:.1f} after")
     print(picked)
-    folders = sorted(out.glob("c*")) or [out]
+    print(verdict)
+    folders = sorted((out / "http").glob("c*"))
     print(f"{'point':<8} {'valid':<6} {'TTFT p50 ms':>11}  failing rules")
     for folder in folders:
         path = folder / "result.json"
         if not path.exists():
-            print(f"{folder.name:<8} (no result: exit {res.returncode}) {res.stderr[-300:]}")
+            print(f"{folder.name:<8} (no result: exit {res.returncode})")
             continue
         r = json.loads(path.read_text())
         v, ttft = r["validity"], (r["request_metrics"].get("ttft_s") or {}).get("p50")
