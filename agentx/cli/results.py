@@ -230,7 +230,7 @@ def frontier_cmd(
         console.print("no stored points match")
         return
     for curve in curves:
-        title = "all deployments" if overall else " / ".join(_stored(curve.key[k]) for k in CURVE if k != "workload")
+        title = "all deployments" if overall else " / ".join(_stored(curve.key[k]) for k in CURVE if k != "workload" and curve.key[k])
         t = Table(title=f"{title}: {y} against {x}, workload {_stored(curve.key['workload'] or 'unnamed')}",
                   title_justify="left", show_edge=False)
         for col in ("point", "lanes", x, y, "parallelism", "spec decoding", "KV offload", "valid"):
