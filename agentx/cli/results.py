@@ -219,12 +219,13 @@ def frontier_cmd(
 
     from agentx.results.frontier import CURVE, at_x, frontier, load_points
     from agentx.results.query import Filters
+    from agentx.userfiles import shown
 
     skipped = []
     rows = load_points(_engine(db), Filters(model=model, hardware=hardware, engine=engine, dataset=dataset), x, y,
                        skipped)
     for bad in skipped:
-        _say_plain(f"skipped point {bad['id']}: its stored row is corrupt ({bad['reason']})")
+        _say_plain(f"skipped point {bad['id']}: its stored row is corrupt ({shown(bad['reason'])})")
     curves = frontier(rows, x, y, per_curve=not overall, spread_limit=spread_limit)
     if not curves:
         console.print("no stored points match")
