@@ -47,17 +47,18 @@ const AX = (() => {
     return out;
   }
 
-  // A legend under the plot moved below the x axis' title where the two meet (plotly places it at a
-  // fraction of the plot's height, the title at a fixed offset under the ticks); a few steps, as the
-  // move grows the margin and so shrinks the plot.
+  // A legend under the plot placed 6 px below the x axis' title: plotly places it at a fraction of the
+  // plot's height, the title at a fixed offset under the ticks, so on a short chart the two meet and
+  // under a tall one (the request timeline) a blank band parts them; a few steps, as the move
+  // changes the margin and so the plot's height.
   async function clearLegend(gd) {
     for (let step = 0; step < 3; step++) {
       const legend = gd.querySelector(".legend"), title = gd.querySelector(".xtitle");
       const fl = gd._fullLayout;
       if (!legend || !title || !fl.legend || fl.legend.y >= 0) return gd;
-      const a = legend.getBoundingClientRect(), b = title.getBoundingClientRect();
-      if (!b.height || a.top >= b.bottom + 2 || a.bottom <= b.top) return gd;
-      await Plotly.relayout(gd, {"legend.y": fl.legend.y - (b.bottom - a.top + 6) / fl._size.h});
+      const a = legend.getBoundingClientRect(), b = title.getBoundingClientRect(), gap = a.top - b.bottom;
+      if (!b.height || a.bottom <= b.top || (gap >= 2 && gap <= 14)) return gd;
+      await Plotly.relayout(gd, {"legend.y": fl.legend.y + (gap - 6) / fl._size.h});
     }
     return gd;
   }
