@@ -150,7 +150,7 @@ def token_histogram(histograms: dict, which: str) -> dict:
     bars, axis = log_bars(h["edges"], h["counts"], "requests", ",.0f", " tokens")
     fit = _lognormal_counts(h["n"], h["lognormal"]["mu"], h["lognormal"]["sigma"], h["edges"])
     data = [bars, {"type": "scatter", "mode": "lines", "x": bars["x"], "y": fit, "name": "log-normal fit",
-                   "line": {"color": "#333", "width": 2}, "hovertemplate": "fit: %{y:.1f}<extra></extra>"}]
+                   "line": {"color": "#000000", "width": 2}, "hovertemplate": "fit: %{y:.1f}<extra></extra>"}]
     median = math.exp(h["lognormal"]["mu"])
     return figure(data, f"{title}: n {h['n']:,}, geometric mean {median:,.0f}", "tokens (log scale)", "requests",
                   xaxis=axis, bargap=0.05)
