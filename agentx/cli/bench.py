@@ -288,19 +288,16 @@ def report_cmd(
     _exit_if_invalid([result], allow_invalid)
 
 
-def parse_speed(text: str, probe) -> float:
-    """--speed: a positive number, or `auto`: `probe()` (agentx/replay/speed.py) picks it and its
-    line says which and why."""
+def parse_speed(text: str) -> float | None:
+    """--speed: a positive number, or None for `auto` (a bad value: one line, exit status 2)."""
     if text.strip().lower() == "auto":
-        choice = probe()
-        console.print(choice.line(), highlight=False)
-        return choice.speed
+        return None
     try:
         value = float(text)
     except ValueError:
         value = 0.0
-    if not value > 0 or value == float("inf"):
-        raise typer.BadParameter(f"want a positive number or auto, got {text!r}", param_hint="--speed")
+    if not 0 < value < float("inf"):
+        raise AgentxError(f"--speed: want a positive number or auto, got {text!r}")
     return value
 
 

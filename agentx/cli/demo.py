@@ -13,8 +13,8 @@ from typing import Optional
 
 import typer
 
-from agentx.cli.bench import (ALLOW_INVALID_HELP, EXIT_STATUS, _bench_with_twin, _concurrencies, _default_out,
-                              _exit_if_invalid, _progress)
+from agentx.cli.bench import (ALLOW_INVALID_HELP, _bench_with_twin, _concurrencies, _default_out,
+                              _exit_if_invalid, _progress, parse_speed)
 from agentx.cli.common import _corpus, _warn, console
 
 # The demo's plan (SPEC section 10, "The demo"). The frontier: these lanes for this many modeled
@@ -226,21 +226,6 @@ def pick_point(sessions: list, candidates: list[int], duration: float, speed: fl
            + f" -> c{best.lanes} (about {best.last_end_s / speed:,.0f} wall s over HTTP)"
            + ("" if best.worst <= 0.025 else "; even it moved past 2.5%: a quiet host's run may come NOT VALID"))
     return best.lanes
-
-
-def parse_speed(text: str) -> float | None:
-    """--speed: a positive number, or None for `auto` (a bad value: one line, exit status 2)."""
-    from agentx.errors import AgentxError
-
-    if text.strip().lower() == "auto":
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value < float("inf"):
-        raise AgentxError(f"--speed: want a positive number or auto, got {text!r}")
-    return value
 
 
 def probe_speed(sessions: list, n: int, dataset: str) -> float | None:

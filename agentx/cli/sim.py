@@ -54,12 +54,14 @@ def _speed(text: str, lanes: int) -> float:
     """--speed: a positive number, or `auto` (agentx/replay/speed.py: probed, then printed)."""
     import sys
 
-    def probe():
-        from agentx.replay.speed import auto_speed, serve_flags
+    value = parse_speed(text)
+    if value is not None:
+        return value
+    from agentx.replay.speed import auto_speed, serve_flags
 
-        return auto_speed(_corpus([]).sessions(lanes), lanes, serve_flags(sys.argv[3:]))
-
-    return parse_speed(text, probe)
+    choice = auto_speed(_corpus([]).sessions(lanes), lanes, serve_flags(sys.argv[3:]))
+    console.print(choice.line(), highlight=False)
+    return choice.speed
 
 
 @sim_app.command("bench")
