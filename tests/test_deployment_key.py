@@ -32,9 +32,10 @@ from agentx.results.points import deployment_key, deployment_labels
 from agentx.virtual.runner import simulated_labels
 from tests.test_layering import MODULES
 
-# config classes that declare settings but make no point, with why (none today: a new one is
-# walked or listed here)
-NOT_A_POINT: dict[str, str] = {}
+# config classes that declare settings but make no point, with why (a new one is walked or listed here)
+NOT_A_POINT: dict[str, str] = {
+    "Corpus": "which sessions are replayed (traces, scenario, offline): the workload, not the deployment; a result "
+              "names it through Labels (dataset, variant, scenario), which is walked"}
 WALKED = {c.__name__: c for c in (EngineConfig, Deployment, FaultConfig, ServeConfig, TargetConfig, PlanConfig,
                                   ContentConfig, Labels)}
 
