@@ -101,22 +101,29 @@ def sim_bench_cmd(
 
 
 @sim_app.command("plan")
+@config_options(*SIM_BENCH, skip=SIM_BENCH_SKIPS + ("concurrency",),
+                help={"seed": SEED_HELP[:-1] + ", and of the engine."})
 def sim_plan_cmd(
+    ctx: typer.Context,
     plan_file: Path = typer.Argument(..., help="PLAN.yaml: traces, SLO and grid (see agentx/virtual/capacity.py)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Folder of the points' runs (default runs/plan-TIMESTAMP)."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Run the points on this Ray cluster (e.g. auto or HOST:PORT)."),
     workers: int = typer.Option(0, "--workers", min=0, help="Local processes (0: one per core)."),
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    settings: SimBenchSettings = None,
 ):
     """Capacity plan: a grid of virtual runs; per configuration the largest concurrency meeting the SLO.
-    Every point is stored in the results database (a sweep per configuration), like `agentx sweep`'s."""
+    Every point is stored in the results database (a sweep per configuration), like `agentx sweep`'s.
+    A setting flag given here wins over the plan's top key of that name (not over a grid axis)."""
     from agentx.report.html import write_report
     from agentx.results.db import connect
     from agentx.virtual.capacity import load_plan, run_plan
     from agentx.virtual.answer_table import plan_table
     from agentx.virtual.plan_points import store_plan
+    from agentx.virtual.settings import settings_given
 
-    plan = load_plan(plan_file)
+    named = given(ctx, settings.__struct_fields__)  # the declared defaults, then PLAN.yaml, then the flags given
+    plan = load_plan(plan_file, {k: v for k, v in settings_given(settings).items() if k in named})
     database = connect(db, lambda m: typer.echo(m, err=True))  # a bad URL fails before any run
     folder = out or _default_out("plan")
     answers = run_plan(plan, folder, ray, workers or None)
