@@ -191,9 +191,10 @@ def bench_cmd(
     levels = offline_levels(corpus, changes) or _concurrencies(concurrency)  # (an offline scenario's plan)
     schedule = open_loop(changes, levels)
     metrics = None if target.server_metrics == "none" else target.server_metrics
+    warmup = changes.pop("warmup", plan.warmup) and not schedule
     settings = BenchSettings(target, plan, content, labels).replace(
         **changes, concurrency=levels[0], token_range=parse_token_range(token_range), server_metrics=metrics,
-        warmup=changes.get("warmup", plan.warmup) and not schedule, url=base_url(target.url),
+        warmup=warmup, url=base_url(target.url),
         headers=auth_headers(api_key, header), slo=parse_slo(slo), **corpus.labels)
     sessions = corpus.sessions(max(levels), warn=_warn, per_arrival=plan.request_rate is not None)
     out = out or _default_out("bench")
