@@ -47,6 +47,19 @@ def pick(cfg_type, options: dict) -> dict:
     return {k: v for k, v in options.items() if k in names}
 
 
+def build_config(cfg_type, values: dict, parts=()):
+    """A config of `cfg_type` from flat settings by name (`values`; the rest take their declared
+    defaults): a field whose type is another config of `parts` is that config, built likewise
+    (a Deployment's `engine`: the EngineConfig). A msgspec Struct (a file's settings, see
+    `settings_struct`) takes the values it names, unchecked (the flags were checked already)."""
+    if isinstance(cfg_type, type) and issubclass(cfg_type, msgspec.Struct):
+        return cfg_type(**{k: v for k, v in values.items() if k in cfg_type.__struct_fields__})
+    hints = typing.get_type_hints(cfg_type)
+    nested = {f.name: build_config(hints[f.name], values, parts) for f in fields(cfg_type)
+              if "option" not in f.metadata and hints[f.name] in parts}
+    return cfg_type(**{f.name: values[f.name] for f in declared(cfg_type) if f.name in values}, **nested)
+
+
 def check_bounds(cfg) -> None:
     """Every declared bound and choice of `cfg`'s fields (an error names the setting)."""
     for f in declared(cfg):

@@ -68,6 +68,42 @@ def test_a_command_takes_one_flag_per_declared_field_with_its_default_help_and_b
     assert isinstance(bad.exception, AgentxError) and bad.exception.setting == "rate"
 
 
+@dataclass(frozen=True)
+class Outer:
+    first: First = First()
+    label: str = option("l", "A label.")
+
+    def __post_init__(self):
+        check_bounds(self)
+
+
+def test_a_command_receives_the_typed_configs_it_declares():
+    """A parameter typed as one of the configs gets it built from the flags, a config inside a
+    config too; a settings Struct gets the flags it names; errors are the configs' own."""
+    from agentx.options import settings_struct
+
+    Settings = settings_struct("settings", (First, Second))
+    seen: list = []
+    app = typer.Typer(rich_markup_mode=None)
+
+    @app.command()
+    @config_options(First, (Second, ("seed", "limit")), Outer)
+    def run(name: str = typer.Option("n", "--name"), outer: Outer = None, second: Second = None,
+            settings: Settings = None):
+        seen.append((name, outer, second, settings))
+
+    runner = CliRunner()
+    res = runner.invoke(app, ["--size", "9", "--color", "blue", "--seed", "3", "--stop-at", "2.5", "--label", "x"])
+    assert res.exit_code == 0, res.output
+    name, outer, second, settings = seen[-1]
+    assert outer == Outer(First(size=9, color="blue", seed=3), label="x") and type(outer.first.color) is str
+    assert second == Second(seed=3, limit=2.5)
+    assert (settings.size, settings.color, settings.limit, settings.seed) == (9, "blue", 2.5, 3)
+    assert "--outer" not in runner.invoke(app, ["--help"], terminal_width=200).output
+    bad = runner.invoke(app, ["--rate", "0"])  # gt: checked by the config built
+    assert isinstance(bad.exception, AgentxError) and bad.exception.setting == "rate"
+
+
 def test_configs_check_their_declared_bounds_and_name_the_setting():
     cases = [(dict(size=0), "size", "must be >= 1"), (dict(rate=0.0), "rate", "must be > 0"),
              (dict(rate=1.5), "rate", "must be <= 1"), (dict(color="green"), "color", "want one of red, blue")]

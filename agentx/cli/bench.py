@@ -175,7 +175,10 @@ def bench_cmd(
     out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/bench-TIMESTAMP)."),
     html: bool = typer.Option(False, "--html", help="Also write report.html in the run (or sweep) folder."),
     allow_invalid: bool = typer.Option(False, "--allow-invalid", help=ALLOW_INVALID_HELP),
-    options: dict = None,
+    target: TargetConfig = None,
+    plan: PlanConfig = None,
+    content: ContentConfig = None,
+    labels: Labels = None,
 ):
     """Replay agentic traces (or a fixed scenario) against a server and summarize the run."""
     from agentx.content.tokens import parse_token_range
@@ -184,14 +187,16 @@ def bench_cmd(
     from agentx.replay.settings import BenchSettings
 
     corpus = _corpus(traces, more_traces, fmt, max_context, scenario, provider, range_ratio, offline)
-    levels = offline_levels(corpus, options) or _concurrencies(concurrency)
-    schedule = open_loop(options, levels)
-    settings = BenchSettings.build(**{**options, "concurrency": levels[0], "token_range": parse_token_range(token_range),
-                                      "server_metrics": None if options["server_metrics"] == "none" else options["server_metrics"],
-                                      "warmup": options["warmup"] and not schedule, "url": base_url(options["url"]),
-                                      "headers": auth_headers(api_key, header), "slo": parse_slo(slo)},
-                                   **corpus.labels)
-    sessions = corpus.sessions(max(levels), warn=_warn, per_arrival=options.get("request_rate") is not None)
+    changes = {"duration": plan.duration, "request_rate": plan.request_rate, "mode": plan.mode}
+    levels = offline_levels(corpus, changes) or _concurrencies(concurrency)  # (an offline scenario's plan)
+    schedule = open_loop(changes, levels)
+    metrics = None if target.server_metrics == "none" else target.server_metrics
+    warmup = changes.pop("warmup", plan.warmup) and not schedule
+    settings = BenchSettings(target, plan, content, labels).replace(
+        **changes, concurrency=levels[0], token_range=parse_token_range(token_range), server_metrics=metrics,
+        warmup=warmup, url=base_url(target.url),
+        headers=auth_headers(api_key, header), slo=parse_slo(slo), **corpus.labels)
+    sessions = corpus.sessions(max(levels), warn=_warn, per_arrival=plan.request_rate is not None)
     out = out or _default_out("bench")
     results = _sweep(settings, sessions, levels, out, "bench")
     if html:

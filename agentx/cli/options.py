@@ -1,12 +1,15 @@
 """CLI flags derived from the config dataclasses' declarations (`agentx/options.py`): a command
 decorated `@config_options(EngineConfig, PlanConfig, ...)` gains one flag per declared field
-(its default, help, bounds and choices as declared) and receives them all as one dict, `options`,
-keyed by field name; a field several configs declare (`seed`) is one flag.
+(its default, help, bounds and choices as declared) and receives, for each of its parameters typed
+as one of those configs, that config built from the flags (`build_config`: a field typed as
+another of them is that one, built likewise); a parameter typed as a settings Struct (a file's
+settings, `settings_struct`) receives the flags it names. A field several configs declare
+(`seed`) is one flag.
 
     @sim_app.command("serve")
-    @config_options(EngineConfig, skip=("overhead_s",), help={"gpus": "GPUs in the TP group."})
-    def sim_serve_cmd(host: str = typer.Option(...), options: dict = None):
-        engine = EngineConfig(**pick(EngineConfig, options))
+    @config_options(EngineConfig, Deployment, ServeConfig, FaultConfig, skip=("overhead_s",))
+    def sim_serve_cmd(host: str = typer.Option(...), config: ServeConfig = None):
+        ...  # config.deployment.engine: the EngineConfig of the flags
 
 Adding a setting to a command is adding a field to its config."""
 
@@ -21,7 +24,9 @@ from typing import Optional
 
 import typer
 
-from agentx.options import declared, pick  # noqa: F401  (pick: the commands')
+import msgspec
+
+from agentx.options import build_config, declared, pick  # noqa: F401  (pick: the tests')
 
 
 def _choices_enum(name: str, choices) -> type[Enum]:
@@ -52,38 +57,52 @@ def config_options(*configs, skip: tuple[str, ...] = (), help: dict[str, str] | 
                    defaults: dict | None = None):
     """Add the declared fields of `configs` as flags to a command: of a config type all its fields,
     of a pair (type, names) those fields only; less `skip`. `help` and `defaults` override a
-    field's help or default for this command. The command's `options` parameter receives
-    {field name: value} (choices as their plain string values); the first config declaring a
-    name gives its flag."""
+    field's help or default for this command. Each parameter of the command typed as one of the
+    configs (or as a settings Struct) receives it, built from the flags' values (choices as their
+    plain string values); a parameter `options` receives those values as {name: value}. The first
+    config declaring a name gives its flag."""
     help, defaults = help or {}, defaults or {}
+    types = tuple(item[0] if isinstance(item, tuple) else item for item in configs)
 
     def wrap(command):
         sig = inspect.signature(command, eval_str=True)
-        own = [p for p in sig.parameters.values() if p.name != "options"]
-        taken = {p.name for p in own}
-        added: list[inspect.Parameter] = []
-        for item in configs:
-            cfg_type, only = item if isinstance(item, tuple) else (item, None)
-            hints = typing.get_type_hints(cfg_type)
-            for f in declared(cfg_type):
-                if f.name in taken or f.name in skip or (only is not None and f.name not in only):
-                    continue
-                if not f.metadata["option"]["cli"]:
-                    continue
-                default = defaults.get(f.name, f.default if f.default is not MISSING else ...)
-                added.append(_parameter(cfg_type, f, hints, default, help.get(f.name)))
-                taken.add(f.name)
+        built = {p.name: p.annotation for p in sig.parameters.values() if _is_config(p.annotation, types)}
+        flat = "options" in sig.parameters  # (the flat {name: value} form, still taken)
+        own = [p for p in sig.parameters.values() if p.name not in built and p.name != "options"]
+        added = _flags(configs, {p.name for p in own}, skip, help, defaults)
         names = [p.name for p in added]
 
         @functools.wraps(command)
         def run(**kwargs):
-            options = {name: _plain(kwargs.pop(name)) for name in names}
-            return command(**kwargs, options=options)
+            values = {name: _plain(kwargs.pop(name)) for name in names}
+            typed = {name: build_config(kind, values, types) for name, kind in built.items()}
+            return command(**kwargs, **typed, **({"options": values} if flat else {}))
 
         run.__signature__ = sig.replace(parameters=own + added)
         return run
 
     return wrap
+
+
+def _is_config(kind, types) -> bool:
+    return kind in types or (isinstance(kind, type) and issubclass(kind, msgspec.Struct))
+
+
+def _flags(configs, taken: set[str], skip, help: dict, defaults: dict) -> list[inspect.Parameter]:
+    """The flags of the configs' declared fields not `taken` by the command's own parameters."""
+    added: list[inspect.Parameter] = []
+    for item in configs:
+        cfg_type, only = item if isinstance(item, tuple) else (item, None)
+        hints = typing.get_type_hints(cfg_type)
+        for f in declared(cfg_type):
+            if f.name in taken or f.name in skip or (only is not None and f.name not in only):
+                continue
+            if not f.metadata["option"]["cli"]:
+                continue
+            default = defaults.get(f.name, f.default if f.default is not MISSING else ...)
+            added.append(_parameter(cfg_type, f, hints, default, help.get(f.name)))
+            taken.add(f.name)
+    return added
 
 
 def _plain(value):

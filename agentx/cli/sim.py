@@ -11,19 +11,14 @@ from agentx.cli.common import (OPT_CONCURRENCY, OPT_FMT, OPT_MAX_CONTEXT, OPT_MO
                                OPT_RANGE_RATIO, OPT_SCENARIO, OPT_SLO, OPT_TRACES, PLAIN, SEED_HELP, Format, _corpus,
                                _value, _warn, console)
 from agentx.cli.bench import _concurrencies, _default_out, _sweep, parse_speed
-from agentx.cli.options import config_options, given, pick
+from agentx.cli.options import config_options, given
 from agentx.cli.results import DB_HELP
 from agentx.engine.config import Deployment, EngineConfig, ServeConfig
 from agentx.engine.faults import KINDS, FaultConfig
 from agentx.errors import AgentxError
-from agentx.virtual.settings import SIM_BENCH, SIM_BENCH_SKIPS, sim_bench_config
+from agentx.virtual.settings import SIM_BENCH, SIM_BENCH_SKIPS, SimBenchSettings, sim_bench_config
 
 sim_app = typer.Typer(help="The simulated inference engine.", **PLAIN)
-
-def _deployment(options: dict) -> dict:
-    """Deployment's options (its `engine` is the EngineConfig, not the --engine profile name)."""
-    return {k: v for k, v in pick(Deployment, options).items() if k != "engine"}
-
 
 
 @sim_app.command("serve")
@@ -39,15 +34,17 @@ def sim_serve_cmd(
                                                 "(default: the engine profile's)."),
     fault_kinds: str = typer.Option(",".join(KINDS), "--fault-kinds",
                                     help="Drawn uniformly; 'corrupt' (silent KV corruption of cache hits) only when named."),
-    options: dict = None,
+    config: ServeConfig = None,
 ):
     """Serve a simulated deployment over the OpenAI API (default: 8 x H200, Qwen3-235B-A22B)."""
+    from dataclasses import replace
+
     from agentx.engine.serve.app import serve
 
-    engine = EngineConfig(**pick(EngineConfig, options), overhead_s=None if overhead_ms is None else overhead_ms / 1000)
-    faults = FaultConfig(**pick(FaultConfig, options), kinds=tuple(k.strip() for k in fault_kinds.split(",") if k.strip()))
-    serve(ServeConfig(**{**pick(ServeConfig, options), "deployment": Deployment(engine, **_deployment(options)),
-                         "faults": faults, "speed": _speed(speed, auto_lanes)}))
+    engine = replace(config.deployment.engine, overhead_s=None if overhead_ms is None else overhead_ms / 1000)
+    faults = replace(config.faults, kinds=tuple(k.strip() for k in fault_kinds.split(",") if k.strip()))
+    serve(replace(config, deployment=replace(config.deployment, engine=engine), faults=faults,
+                  speed=_speed(speed, auto_lanes)))
 
 
 def _speed(text: str, lanes: int) -> float:
@@ -84,19 +81,21 @@ def sim_bench_cmd(
                                                  "name (duration: 600, engine: trtllm, scenario: 8k1k, ...; a "
                                                  "`sim plan` file's top keys): over the defaults, under the flags "
                                                  "given beside it."),
-    options: dict = None,
+    settings: SimBenchSettings = None,
 ):
     """Replay traces on the simulated engine in modeled time: no HTTP, no waiting (bench's run folder)."""
+    from msgspec.structs import replace
+
     from agentx.metrics.goodput import parse_slo
     from agentx.virtual.runner import sim_bench
-    from agentx.virtual.settings import read_settings_file
+    from agentx.virtual.settings import read_settings_file, settings_given
 
-    flags = {**options, "format": _value(fmt), "max_context": max_context, "scenario": scenario,
-             "range_ratio": range_ratio, "offline": offline}
+    settings = replace(settings, format=_value(fmt), max_context=max_context, scenario=scenario,
+                       range_ratio=range_ratio, offline=offline)
     if settings_file:  # the declared defaults, then the file, then the flags given
-        named = given(ctx, flags)
-        flags.update({k: v for k, v in read_settings_file(settings_file).items() if k not in named})
-    run = sim_bench_config(flags, _concurrencies(concurrency), (*(traces or []), *(more_traces or [])),
+        named = given(ctx, settings.__struct_fields__) | ({"format"} if given(ctx, ["fmt"]) else set())
+        settings = replace(settings, **{k: v for k, v in read_settings_file(settings_file).items() if k not in named})
+    run = sim_bench_config(settings_given(settings), _concurrencies(concurrency), (*(traces or []), *(more_traces or [])),
                            parse_slo(slo), warn=_warn)
     sessions = run.corpus.sessions(max(run.levels), warn=_warn, per_arrival=run.settings.plan.request_rate is not None)
     _sweep(run.settings, sessions, list(run.levels), out or _default_out("sim-bench"), "sim bench (virtual time)",
@@ -104,22 +103,29 @@ def sim_bench_cmd(
 
 
 @sim_app.command("plan")
+@config_options(*SIM_BENCH, skip=SIM_BENCH_SKIPS + ("concurrency",),
+                help={"seed": SEED_HELP[:-1] + ", and of the engine."})
 def sim_plan_cmd(
+    ctx: typer.Context,
     plan_file: Path = typer.Argument(..., help="PLAN.yaml: traces, SLO and grid (see agentx/virtual/capacity.py)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Folder of the points' runs (default runs/plan-TIMESTAMP)."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Run the points on this Ray cluster (e.g. auto or HOST:PORT)."),
     workers: int = typer.Option(0, "--workers", min=0, help="Local processes (0: one per core)."),
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    settings: SimBenchSettings = None,
 ):
     """Capacity plan: a grid of virtual runs; per configuration the largest concurrency meeting the SLO.
-    Every point is stored in the results database (a sweep per configuration), like `agentx sweep`'s."""
+    Every point is stored in the results database (a sweep per configuration), like `agentx sweep`'s.
+    A setting flag given here wins over the plan's top key of that name (not over a grid axis)."""
     from agentx.report.html import write_report
     from agentx.results.db import connect
     from agentx.virtual.capacity import load_plan, run_plan
     from agentx.virtual.answer_table import plan_table
     from agentx.virtual.plan_points import store_plan
+    from agentx.virtual.settings import settings_given
 
-    plan = load_plan(plan_file)
+    named = given(ctx, settings.__struct_fields__)  # the declared defaults, then PLAN.yaml, then the flags given
+    plan = load_plan(plan_file, {k: v for k, v in settings_given(settings).items() if k in named})
     database = connect(db, lambda m: typer.echo(m, err=True))  # a bad URL fails before any run
     folder = out or _default_out("plan")
     answers = run_plan(plan, folder, ray, workers or None)

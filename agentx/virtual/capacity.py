@@ -100,9 +100,10 @@ class Plan:
     slo: dict = field(default_factory=lambda: {"p90_e2e_normalized_interactivity": 20.0, "p90_ttft_s": 5.0})
 
 
-def load_plan(path: Path) -> Plan:
+def load_plan(path: Path, flags: dict | None = None) -> Plan:
     """PLAN.yaml, read through the `sim bench` settings' declarations (virtual/settings.py): an
-    error is one line naming the file and the key."""
+    error is one line naming the file and the key. `flags`: settings given on the command line,
+    over the plan's top keys (the declared defaults, then the file, then the flags)."""
     import yaml
 
     try:
@@ -112,6 +113,9 @@ def load_plan(path: Path) -> Plan:
     if not isinstance(data, dict) or not isinstance(data.get("grid"), dict):
         raise AgentxError(f"{path}: a plan is a mapping with a `grid` mapping")
     top = read_settings(yaml_off({k: v for k, v in data.items() if k not in PLAN_KEYS}), sim_bench_struct(), str(path))
+    for key in set(flags or {}) & set(data["grid"]) - {"concurrency"}:
+        raise AgentxError(f"--{key.replace('_', '-')}: {path}'s grid varies {key}: give it in one place")
+    top.update(flags or {})
     levels, axes = _axes(path, data["grid"], top)
     configs = tuple(_disaggregation_apart(dict(zip(axes, combo))) for combo in itertools.product(*axes.values()))
     configs = tuple({repr(c): c for c in configs}.values())  # (decode axes collapse where prefill is 0)

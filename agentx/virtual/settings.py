@@ -4,9 +4,12 @@ plan's keys and grid (`agentx sim plan`), whose every point is a `sim bench` run
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+import msgspec
 
 from agentx.content.tokens import ContentConfig
 from agentx.engine.config import Deployment, EngineConfig
@@ -26,10 +29,20 @@ SIM_BENCH = (EngineConfig, Deployment, PlanConfig, ContentConfig, (TargetConfig,
              (Labels, ("cost_basis", "agreement")), (Corpus, CORPUS_SETTINGS))
 
 
+@functools.cache
 def sim_bench_struct(listed: bool = False):
     """The Struct a file's `sim bench` settings decode into (`listed`: a plan's grid, lists of them)."""
     return settings_struct("grid" if listed else "settings", SIM_BENCH, skip=SIM_BENCH_SKIPS + ("concurrency",),
                            listed=listed)
+
+
+# `sim bench`'s settings, typed: what its flags give the command, its --settings file and a plan's point
+SimBenchSettings = sim_bench_struct()
+
+
+def settings_given(settings: msgspec.Struct) -> dict:
+    """The settings a Struct of them holds, by name (unset ones left out)."""
+    return {k: v for k, v in msgspec.structs.asdict(settings).items() if v is not msgspec.UNSET}
 
 
 MAX_SETTINGS_FILE = 1 << 20

@@ -85,3 +85,31 @@ def test_a_plan_point_is_the_run_sim_bench_builds_from_the_same_flags(tmp_path):
     from_flags = sim_bench_config(flags, [3])
     assert from_plan.deployment == from_flags.deployment and from_plan.corpus == from_flags.corpus
     assert from_plan.settings.flat() == from_flags.settings.flat()
+
+
+def test_flags_given_to_sim_plan_win_over_the_plans_top_keys_not_over_its_grid(tmp_path, monkeypatch):
+    """Three layers, as `sim bench --settings`: the declared defaults, then PLAN.yaml, then the
+    flags given on the command line (a flag left at its default does not override the file)."""
+    from typer.testing import CliRunner
+
+    import agentx.virtual.capacity as capacity
+    from agentx.cli import app
+
+    path = tmp_path / "p.yaml"
+    path.write_text("duration: 30\nengine: trtllm\nmax_num_seqs: 64\ngrid:\n  concurrency: [2]\n  gpus: [4, 8]\n")
+    plan = load_plan(path, {"duration": 50.0, "max_num_seqs": 32})
+    run = point(plan, plan.configs[0], 2)
+    assert run.settings.plan.duration == 50.0 and run.deployment.engine.engine == "trtllm"  # (the file's)
+    assert run.deployment.engine.max_num_seqs == 32
+    assert sorted(c["gpus"] for c in plan.configs) == [4, 8]
+    with pytest.raises(AgentxError, match="^--gpus: .*grid varies gpus: give it in one place"):
+        load_plan(path, {"gpus": 2})  # a grid axis is the grid's
+    seen = []
+
+    def stop(plan_file, flags=None):
+        seen.append(flags)
+        raise AgentxError("stopped here")
+
+    monkeypatch.setattr(capacity, "load_plan", stop)
+    CliRunner().invoke(app, ["sim", "plan", str(path), "--duration", "45", "--engine", "sglang"])
+    assert seen == [{"duration": 45.0, "engine": "sglang"}]  # (max_num_seqs, seed, ...: at their defaults, not given)

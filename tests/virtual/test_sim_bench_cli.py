@@ -54,3 +54,14 @@ def test_a_settings_file_sits_over_the_defaults_and_under_the_flags_given(tmp_pa
     bad = agentx("sim", "bench", "--settings", settings, "--out", tmp_path / "x")
     assert bad.returncode == 2 and f"{settings}: grid: unknown key" in " ".join(bad.stderr.split())
     assert not (tmp_path / "x").exists()
+
+
+def test_a_format_flag_given_wins_over_the_settings_file(tmp_path):
+    """`--format` is the parameter `fmt`: given, it still sits over the file's `format`."""
+    settings = tmp_path / "s.yaml"
+    settings.write_text("format: mooncake\nduration: 10\n")  # the bundled traces are WEKA: the file would fail
+    res = agentx("sim", "bench", "--settings", settings, "--format", "weka", "--concurrency", "1", "--out", tmp_path / "r")
+    assert res.returncode == 0, res.stderr
+    assert json.loads((tmp_path / "r" / "run.json").read_text())["settings"]["duration"] == 10.0
+    clash = agentx("sim", "bench", "--settings", settings, "--concurrency", "1", "--out", tmp_path / "m")
+    assert clash.returncode == 2  # the file's format, as no flag named it
