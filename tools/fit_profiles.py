@@ -2,7 +2,10 @@
 [timing] section, after the leave-one-out check that `agentx sim calibrate` also runs (each row
 predicted from constants fitted without it). Closed form (agentx/engine/steady.py).
 
-    PYTHONPATH=. python tools/fit_profiles.py [--write]
+    PYTHONPATH=. python tools/fit_profiles.py [--check] [--write]
+
+It fits on the modeled rows outside the held-out third (calibration.HELD_OUT_RULE) only.
+--check first prints the leave-one-out and leave-one-group-out steady-state ratios.
 
 --write replaces presets.toml's [timing] entries (from `[timing.mfu]` to the end) with them.
 """
@@ -48,10 +51,11 @@ def check(rows, table, group: bool) -> None:
 
 
 def main() -> None:
-    rows = [r for r in load_table().row if r.modeled]
+    rows = [r for r in load_table().row if r.modeled and not r.held_out]  # never the held-out third
     table = term_table(rows)
-    check(rows, table, group=False)
-    check(rows, table, group=True)
+    if "--check" in sys.argv:
+        check(rows, table, group=False)
+        check(rows, table, group=True)
     values = fit(rows, table)
     section = timing_section(rows, table, values)
     print(section)
@@ -69,7 +73,7 @@ def timing_section(rows, table, values) -> str:
             users = [r.id for r in rows if key_of(name, r) == key]
             how = ("no routed experts: unused" if name == "moe_efficiency" and
                    all(not table[u].experts for u in users) else
-                   f"fitted on all {len(rows)} modeled rows" if len(users) == len(rows) else f"fitted on {', '.join(users)}")
+                   f"fitted on all {len(rows)} fit rows" if len(users) == len(rows) else f"fitted on {', '.join(users)}")
             out.append(f'"{key}" = {{ value = {value:g}, source = "{how}" }}')
         if name == "mbu":
             for gpu, sibling in SIBLINGS.items():
