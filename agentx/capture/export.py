@@ -32,6 +32,7 @@ from agentx.traces.weka import write_weka
 
 HEAD_TOKEN = 0xFFFFFF00  # placeholder token ids of an unlogged prompt head: outside any vocabulary
 GAP_TOKEN = 0xFFFFF000  # placeholder token ids of prompt text a log redacted but counted (SPEC §7)
+_CLOSING = 4  # tokens the canonical closing `]}` may take (re-merged when the next turn appends)
 DROP_REASONS = ("failed", "duplicate", "classifier", "over_max_input", "over_max_context")
 
 
@@ -216,10 +217,13 @@ class _Exporter:
         reasoning, elided tool output) filled up with placeholder tokens to the count. A prompt
         that extends its stream's previous logged text extends the previous sized prompt, so
         the placeholders of earlier turns stay where they were and the prefix reuse the
-        recorded counts imply survives (SPEC §7)."""
+        recorded counts imply survives (SPEC §7). The previous text ends with the canonical
+        closing `]}`, which the next turn's text continues instead (`,{...}]}`): it extends the
+        previous one when they differ in no more than its last _CLOSING tokens."""
         prev = self._sized_last.get(item.stream)
-        if prev is not None and len(logged) >= len(prev[0]) and shared_prefix(prev[0], logged) == len(prev[0]):
-            body = np.concatenate([prev[1], logged[len(prev[0]):]])
+        shared = shared_prefix(prev[0], logged) if prev is not None else 0
+        if prev is not None and len(logged) >= len(prev[0]) and shared >= len(prev[0]) - _CLOSING:
+            body = np.concatenate([prev[1], logged[shared:]])
         else:
             body = np.concatenate([self._head(item), logged])
         missing = item.recorded_isl - len(body)

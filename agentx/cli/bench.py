@@ -13,13 +13,13 @@ from rich.markup import escape
 
 from agentx.cli.common import (OPT_CONCURRENCY, OPT_FMT, OPT_MAX_CONTEXT, OPT_MORE_TRACES, OPT_OFFLINE,
                                OPT_RANGE_RATIO, OPT_SCENARIO, OPT_SLO, OPT_TRACES, PLAIN, SEED_HELP, Format, _corpus,
-                               _load, _offline, _open_loop, _warn, console, err_console)
+                               _load, _warn, console, err_console)
 from agentx.cli.options import config_options
 from agentx.metrics.confidence import ANSWER_SPREAD_LIMIT
 from agentx.content.tokens import DEFAULT_TOKEN_RANGE, ContentConfig
 from agentx.errors import AgentxError
 from agentx.replay.plan import PlanConfig
-from agentx.replay.settings import Labels, TargetConfig
+from agentx.replay.settings import Labels, TargetConfig, offline_levels, open_loop
 
 OPT_TOKEN_RANGE = typer.Option("{}:{}".format(*DEFAULT_TOKEN_RANGE), "--token-range",
                                help="Token ids to draw content from, LO:HI.")
@@ -185,8 +185,8 @@ def bench_cmd(
     from agentx.replay.settings import BenchSettings
 
     corpus = _corpus(traces, more_traces, fmt, max_context, scenario, provider, range_ratio, offline)
-    levels = _offline(corpus, options) or _concurrencies(concurrency)
-    schedule = _open_loop(options, levels)
+    levels = offline_levels(corpus, options) or _concurrencies(concurrency)
+    schedule = open_loop(options, levels)
     settings = BenchSettings.build(**{**options, "concurrency": levels[0], "token_range": parse_token_range(token_range),
                                       "server_metrics": None if options["server_metrics"] == "none" else options["server_metrics"],
                                       "warmup": options["warmup"] and not schedule, "url": base_url(options["url"]),

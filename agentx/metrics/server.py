@@ -121,6 +121,8 @@ def summarize_server(series: list[dict]) -> dict:
                 sources[src] = sources.get(src, 0.0) + sign * value
     if sources:
         out["prompt_tokens_by_source"] = sources
+        if sum(sources.values()) > 0:  # by source counts each request's first admission only (SPEC §3)
+            out["first_admission_hit_rate"] = sources.get("local_cache_hit", 0.0) / sum(sources.values())
     else:
         missing.append("prompt_tokens_by_source")
     out.update(tier_summary(first, last, span, deltas.get("prefix_queries")))

@@ -107,6 +107,16 @@ def identity_line(ident: dict) -> str:
     return ", ".join(parts) + (f" ({said})" if said else " (nothing published, nothing given)")
 
 
+def accuracy_line(acc: dict) -> str:
+    """`bench --eval`'s figure in one line (SPEC section 3, "Accuracy")."""
+    lo, hi = acc["interval"]
+    ref = (f"; reference {acc['reference']:.0%} ({acc['reference_source']})" if acc.get("reference") is not None
+           else "; no reference (--eval-reference)")
+    failed = f", {acc['errors']} failed" if acc.get("errors") else ""
+    return (f"accuracy: {acc['eval']} {acc['correct']}/{acc['n']} = {acc['accuracy']:.1%} (95 % interval "
+            f"{lo:.0%}-{hi:.0%}{failed}){ref}")
+
+
 def probe_line(result: dict) -> str:
     """The cache probe's result in one line (`agentx/replay/probe.py`)."""
     line = f"cache probe: {result['mismatches']} mismatches in {result['probes'] - result['errors']} probes"
@@ -197,7 +207,18 @@ def _cache_line(cache: dict, sm: dict) -> str:
         line += f", ceiling {cache['engine_ceiling_hit_rate']:.1%} at {cache['engine_block_size']}-token blocks"
     return line + (f", measured {_f(cache.get('measured_hit_rate'), 100, '{:.1f}%')} (usage), "
                    f"server {_f(hit, 100, '{:.1f}%')} ({sm.get('engine')})"
-                   + (f", CPU tier {_f(cpu, 100, '{:.1f}%')}" if cpu is not None else ""))
+                   + (f", CPU tier {_f(cpu, 100, '{:.1f}%')}" if cpu is not None else "") + _resumes(sm))
+
+
+def _resumes(sm: dict) -> str:
+    """Why the server's rate can exceed the answers' (SPEC §3): it counts every admission, and a
+    request preempted and resumed looks its blocks up again (and finds its own)."""
+    n = (sm.get("counters") or {}).get("preemptions")
+    if not n:
+        return ""
+    first = sm.get("first_admission_hit_rate")
+    return (f"; the server counts {n:,.0f} resumes after a preemption as lookups too (each finds its own blocks)"
+            + (f", its first admissions hit {first:.1%}" if first is not None else ""))
 
 
 def _tiers_line(sm: dict) -> str:
@@ -240,6 +261,8 @@ def _client_line(health: dict) -> str:
 def trust_lines(result: dict) -> list[str]:
     """The cache probes, the host error, low sample, and the verdict with its reasons."""
     lines = [f"{probe_line(probe)} ({when} the run)" for when, probe in (result.get("cache_probe") or {}).items()]
+    if result.get("accuracy"):
+        lines.append(accuracy_line(result["accuracy"]))
     if result.get("host_error"):
         lines.append(host_error_line(result["host_error"]))
     if result.get("twin"):

@@ -74,7 +74,11 @@ def summary_rows(result: dict) -> dict:
         ("measured prefix hit (usage)", pct(cache.get("measured_hit_rate")),
          "Σ usage.prompt_tokens_details.cached_tokens / Σ prompt tokens, over requests reporting it."),
         ("server prefix hit", pct(sm.get("prefix_hit_rate")), "Δ prefix-cache hits / Δ queries of the engine's "
-         "/metrics over the profiling window (GPU tier)."),
+         "/metrics over the profiling window (GPU tier): every admission, a preempted request's resume included "
+         f"({_fmt((sm.get('counters') or {}).get('preemptions'), '{:,.0f}')} preemptions), which finds its own "
+         "blocks again: above the usage figure, which counts each request's first admission."),
+        ("server hit, first admissions", pct(sm.get("first_admission_hit_rate")), "Δ prompt tokens by source: "
+         "local cache hit / all sources, over the window: each request's first admission, as usage counts it."),
         ("server CPU-tier hit", pct(sm.get("external_hit_rate")), "Δ external hits / Δ external queries (CPU / "
          "offload tier)."),
         *_tier_rows(sm),

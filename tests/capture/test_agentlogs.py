@@ -1,6 +1,7 @@
 """`agentx capture import` on synthetic Claude Code and Codex stores: request counts, token counts,
 subagents and timing as the files say, and nothing private in the export."""
 
+import gzip
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from agentx.capture.export import ExportConfig
 from agentx.errors import TraceError
 from agentx.traces.load import load_sessions
 from tests.capture.agentlogs_files import PRIVATE, claude_store, codex_store
+from tests.conftest import DATA
 
 
 def _export(tmp_path, tokenizer_path, claude=(), codex=()):
@@ -156,3 +158,51 @@ def test_what_the_search_of_a_store_passes_by_is_listed_and_exits_2(tmp_path, to
                         "export_report.json as skipped_files)"), res.stderr
     report = json.loads((tmp_path / "o" / "export_report.json").read_text())
     assert report["exported"] == 6 and len(report["skipped_files"]) == 3
+
+
+CODEX_LOG = DATA / "codex" / "rollout-2026-05-11T11-26-55-019e1625-789d-76c0-80ab-3724b5ddb799.jsonl.gz"
+
+
+def _redacted(value):
+    """Every string of an item's text redacted; its kinds, roles, names and ids kept."""
+    if isinstance(value, dict):
+        return {k: v if k in ("type", "role", "name", "id", "call_id") else _redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return "[redacted]" if isinstance(value, str) else value
+
+
+def test_a_real_codex_log_with_its_text_redacted_keeps_its_recorded_reuse(tmp_path, tokenizer_path):
+    """A real public Codex rollout (tests/data/codex: 66 calls, its reasoning encrypted as Codex
+    writes it), its messages, tool calls, tool output and reasoning summaries redacted as a shared
+    log is: the counts size every prompt, and each prompt extends the previous sized one (issue #47:
+    the previous text matched the new one but for its closing token, the extension never fired,
+    the placeholders moved to the end of every prompt: a hit rate of 0.284 here). On the calls
+    where OpenAI's server reported a cache hit, the export's infinite-cache hits are within 2
+    points of the recorded cached tokens; over all calls they are no fewer (17 calls after the first,
+    where the server's cache missed, cannot miss in an infinite cache)."""
+    lines = [json.loads(line) for line in gzip.decompress(CODEX_LOG.read_bytes()).decode().splitlines()]
+    for rec in lines:
+        if rec["type"] == "response_item":
+            rec["payload"] = {k: _redacted(v) if k in ("content", "output", "arguments", "input", "summary", "action")
+                              else v for k, v in rec["payload"].items()}
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / CODEX_LOG.stem).write_text("".join(json.dumps(r) + "\n" for r in lines))
+    usage = [r["payload"]["info"]["last_token_usage"] for r in lines
+             if r["type"] == "event_msg" and r["payload"]["type"] == "token_count" and r["payload"]["info"]]
+    report, _, (session,) = _export(tmp_path, tokenizer_path, codex=[tmp_path / "sessions"])
+    assert report.exported == len(usage) == 66
+    calls = sorted(session.requests(), key=lambda r: r.t)
+    assert [r.isl for r in calls] == [u["input_tokens"] for u in usage]
+    seen, hits = set(), []
+    for r in calls:  # the leading blocks seen in an earlier call: an infinite prefix cache's hit
+        ids = r.hash_ids.tolist()
+        n = next((i for i, h in enumerate(ids) if h not in seen), len(ids))
+        hits.append(min(n * 64, r.isl))
+        seen.update(ids)
+    served = [(h, r.isl, u["cached_input_tokens"]) for h, r, u in zip(hits, calls, usage) if u["cached_input_tokens"]]
+    isl = sum(i for _, i, _ in served)
+    assert len(served) == 48
+    assert abs(sum(h for h, _, _ in served) / isl - sum(c for _, _, c in served) / isl) <= 0.02
+    recorded = sum(u["cached_input_tokens"] for u in usage) / sum(r.isl for r in calls)
+    assert sum(hits) / sum(r.isl for r in calls) >= recorded
