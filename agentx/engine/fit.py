@@ -6,10 +6,11 @@ only one number, its iteration time, so per-row constants would fit anything and
 - MFU per precision class (fp8; fp4 on FP4 tensor cores; fp4 weight-only elsewhere): GEMM
   efficiency is a property of the kernels of a number format;
 - MBU per GPU kind: how much of the datasheet HBM bandwidth streams in practice;
-- the per-iteration overhead per engine (scheduler, launches, sampling, collective latency), and
-  apart for an engine release whose rows show it (vLLM 0.10);
-- the MoE efficiency per model (routed-expert grouped GEMMs, of few tokens per expert, stream
-  their weights and run their FLOPs below the dense GEMMs' rates);
+- the per-iteration overhead per engine and GPU vendor (scheduler, launches, sampling, collective
+  latency; the ROCm builds apart), and apart for an engine release whose rows show it (vLLM 0.10);
+- the MoE efficiency per GPU vendor and precision class (routed-expert grouped GEMMs, of few
+  tokens per expert, stream their weights and run their FLOPs below the dense GEMMs' rates: a
+  property of the vendor's kernel library for the format, so a model without rows takes it);
 - the KV efficiency per attention kind (gqa, mla: how well the attention kernels stream the
   paged KV cache, relative to MBU), TensorRT-LLM's kernels apart from the others'.
 
@@ -35,7 +36,7 @@ from agentx.engine.steady import Steady, steady_mix, steady_state
 from agentx.engine.timing import Roofline, overlap
 
 GRIDS = {"mfu": np.arange(0.05, 0.951, 0.05), "mbu": np.arange(0.30, 1.001, 0.05),
-         "overhead_ms": np.array([0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40], dtype=float),
+         "overhead_ms": np.array([0.5, 1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40], dtype=float),
          "moe_efficiency": np.arange(0.20, 1.001, 0.05), "kv_efficiency": np.arange(0.10, 1.001, 0.05),
          "roofline_norm": np.array([1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 6.0, 10.0])}
 SWEEPS = 6
@@ -149,7 +150,7 @@ def terms(row: Row) -> Terms:
 def fit(rows: list[Row], table: dict[str, Terms]) -> dict[str, dict[str, float]]:
     """{constant: {key: value}} over the rows' keys."""
     values = {n: {key_of(n, r): START[n] for r in rows} for n in GRIDS}
-    dense_models = {r.model for r in rows if not table[r.id].experts}
+    dense_models = {key_of("moe_efficiency", r) for r in rows if not table[r.id].experts}
     for model in dense_models:
         values["moe_efficiency"][model] = 1.0  # no experts: the constant is unused
     for _ in range(SWEEPS):

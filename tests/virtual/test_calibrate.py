@@ -81,7 +81,7 @@ def test_rows_take_their_engine_releases_overhead_and_trtllms_kv_entry():
     rows = {r.id: r for r in load_table().row}
     old, new, trt = rows["l70-1k1k-h100-fp8-vllm"], rows["gptoss-1k1k-h100-fp4-vllm"], rows["l70-1k1k-h200-fp8-trt"]
     assert old.engine_release == "0.10" and new.engine_release == ""
-    assert key_of("overhead_ms", old) == "vllm-0.10" and key_of("overhead_ms", new) == "vllm"
+    assert key_of("overhead_ms", old) == "vllm-0.10-nvidia" and key_of("overhead_ms", new) == "vllm-nvidia"
     assert key_of("kv_efficiency", trt) == "trtllm-gqa" and key_of("kv_efficiency", new) == "gqa"
     release = presets.profile("vllm", "H100", "fp8", "llama-3.1-70b", "0.10")
     current = presets.profile("vllm", "H100", "fp8", "llama-3.1-70b")
