@@ -158,13 +158,10 @@ def row_engine(row: Row, **timing) -> EngineConfig:
     unset) unless the recipe sets a cap (`max_num_seqs`), and the recipe's token budget, KV precision and memory split."""
     from agentx.engine.timing import Roofline
 
-    if row.engine_release and "overhead_s" not in timing:  # the shipped overhead of the row's release
-        timing["overhead_s"] = presets.profile(row.engine, row.hardware, row.precision, row.model,
-                                               row.engine_release).overhead_ms / 1000
     problems = []
     for tp in tp_choice(row):
         cfg = EngineConfig(hardware=row.hardware, model=row.model, gpus=tp, precision=row.precision,
-                           engine=row.engine, parallelism=parallelism(row, tp),
+                           engine=row.engine, engine_version=row.engine_release, parallelism=parallelism(row, tp),
                            max_num_seqs=row.max_num_seqs or max(256, row.concurrency),
                            max_num_batched_tokens=row.max_num_batched_tokens, kv_cache_dtype=row.kv_cache_dtype,
                            gpu_memory_utilization=1.0 if row.kv_free_fraction else row.gpu_memory_utilization,

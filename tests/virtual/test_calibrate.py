@@ -85,7 +85,8 @@ def test_rows_take_their_engine_releases_overhead_and_trtllms_kv_entry():
     assert key_of("kv_efficiency", trt) == "trtllm-gqa" and key_of("kv_efficiency", new) == "gqa"
     release = presets.profile("vllm", "H100", "fp8", "llama-3.1-70b", "0.10")
     current = presets.profile("vllm", "H100", "fp8", "llama-3.1-70b")
-    assert row_engine(old).overhead_s == pytest.approx(release.overhead_ms / 1000) != current.overhead_ms / 1000
+    assert row_engine(old).engine_version == "0.10" and row_engine(new).engine_version == ""
+    assert Roofline(row_engine(old)).overhead_s == pytest.approx(release.overhead_ms / 1000) != current.overhead_ms / 1000
     assert row_engine(new).overhead_s is None  # the engine's profile: current.overhead_ms
     trt_mla = presets.profile("trtllm", "H200", "fp8", "deepseek-r1")
     assert trt_mla.kv_efficiency == presets.profile("sglang", "H200", "fp8", "deepseek-r1").kv_efficiency
@@ -147,6 +148,23 @@ def test_scenarios_parse_as_published_runs_name_them():
     assert len(blocks) == len(set(blocks))  # never shared
     offline = scenario_sessions(parse_scenario("5000:500", offline=40), lanes=1)
     assert len(offline) == 40 and all(len(s.streams[0].requests) == 1 for s in offline)
+
+
+def test_fp4_is_the_published_name_and_an_engine_version_selects_its_overhead():
+    """--precision fp4 (InferenceX's tables) resolves per GPU; --engine-version picks the release's
+    fitted overhead; a release the engine's profile does not list is refused."""
+    from agentx.engine import presets
+
+    assert EngineConfig(hardware="B200", gpus=1, model="llama-3.1-70b", precision="fp4").precision == "nvfp4"
+    assert EngineConfig(hardware="MI355X", gpus=1, model="llama-3.1-70b", precision="fp4").precision == "mxfp4"
+    assert EngineConfig(hardware="H100", gpus=2, model="gpt-oss-120b", precision="fp4").precision == "mxfp4"
+    table = presets._table()["timing"]["overhead_ms"]
+    base = dict(hardware="H100", gpus=2, model="llama-3.1-70b", precision="fp8", engine="vllm")
+    old, new = Roofline(EngineConfig(**base, engine_version="0.10")), Roofline(EngineConfig(**base))
+    assert old.overhead_s == pytest.approx(table["vllm-0.10-nvidia"]["value"] / 1000)
+    assert new.overhead_s == pytest.approx(table["vllm-nvidia"]["value"] / 1000) != old.overhead_s
+    with pytest.raises(AgentxError, match="no release fitted apart"):
+        EngineConfig(engine="sglang", engine_version="0.10")
 
 
 def test_fp4_and_attention_dp_arithmetic():

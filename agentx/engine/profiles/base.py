@@ -34,6 +34,9 @@ class EngineProfile:
     # say otherwise (every engine the same today: vLLM's 256 sequences and 8,192 tokens)
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
+    # releases whose per-iteration overhead was fitted apart (`--engine-version`, presets.toml
+    # [timing.overhead_ms] `name-release-vendor`), from calibration rows that ran their images
+    releases: tuple[str, ...] = ()
 
     @property
     def no_evict(self) -> bool:
