@@ -209,7 +209,7 @@ def preset_tables() -> list:
                        f"{m.experts_per_token} of {m.experts}" if m.experts else "-",
                        f"{m.params_total / 1e9:.1f}B / {m.params_active / 1e9:.1f}B", f"{m.max_context:,}", f"{m.vocab:,}")
     profiles = Table("constant", "key", "value", "source", title="Timing constants (a deployment takes MFU by "
-                     "precision class, MBU by GPU, overhead by engine, MoE efficiency by model, KV "
+                     "precision class, MBU by GPU, overhead by engine x vendor, MoE efficiency by vendor x precision, KV "
                      "efficiency by attention kind, TensorRT-LLM's apart)")
     for name, key, value, source in timing_entries():
         profiles.add_row(name, key, f"{value:g}", source)
