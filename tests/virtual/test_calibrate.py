@@ -62,7 +62,7 @@ def test_leave_one_out_never_fits_a_row_on_itself():
 
 
 def test_leave_one_group_out_never_fits_a_row_on_its_hardware_and_engine():
-    rows = [r for r in load_table().row if r.modeled]
+    rows = [r for r in load_table().row if r.modeled and not r.held_out][:16]  # a few groups: quick
     by_id = {r.id: r for r in rows}
     held = held_out(rows, group=True)
     assert set(held) == {r.id for r in rows}
