@@ -16,6 +16,7 @@ host's cores and load average; listed likewise).
     python -m benchmarks.docs                 regenerate every table (slow and wall-clock ones too)
     python -m benchmarks.docs --only NAME ... regenerate these
     python -m benchmarks.docs --quick         regenerate the quick ones
+    python -m benchmarks.docs --no-wall       every deterministic one (after a merge on a busy machine)
     python -m benchmarks.docs --check         re-run the quick ones; exit 1 when a document differs
                                               from what the code prints; list the others by age
     python -m benchmarks.docs --list          the registry
@@ -165,6 +166,8 @@ def differences(docs: dict[Path, str], outputs: dict[str, str]) -> list[str]:
 
 
 def age(b: Block) -> str:
+    if not b.body:
+        return "not generated yet"
     m = re.search(r"commit (\w+)", b.header)
     sha = m[1] if m else ""
     count = git("rev-list", "--count", f"{sha}..HEAD") if sha and sha != "unknown" else ""
@@ -209,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", nargs="+", default=None, metavar="NAME", choices=list(BY_NAME))
     ap.add_argument("--quick", action="store_true", help="Only the quick deterministic tables.")
+    ap.add_argument("--no-wall", action="store_true", help="Every table but the wall-clock ones.")
     ap.add_argument("--check", action="store_true", help="Re-run the quick tables and compare; write nothing.")
     ap.add_argument("--list", action="store_true", help="Print the registry.")
     ap.add_argument("--jobs", type=int, default=1, help="Tables run at once (wall-clock ones always alone).")
@@ -223,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     missing = [t.name for t in TABLES if t.name not in found]
     if missing:
         print(f"no generated block for: {', '.join(missing)}", file=sys.stderr)
-    names = args.only or [t.name for t in TABLES if t.kind == "quick" or not (args.quick or args.check)]
+    names = args.only or [t.name for t in TABLES if t.kind == "quick" or not (args.quick or args.check)
+                          and not (args.no_wall and t.kind == "wall")]
     if args.check:
         printed = generate(names, args.jobs)
         diffs = differences(docs, printed) + [f"{n}: its command failed (above)" for n in names if n not in printed]

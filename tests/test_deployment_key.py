@@ -26,6 +26,7 @@ from agentx.engine.serve.admin import deployment_settings
 from agentx.metrics.deployment_key import NOT_IN_KEY
 from agentx.metrics.summary import identity
 from agentx.options import declared
+from agentx.replay.corpus import Corpus
 from agentx.replay.plan import PlanConfig
 from agentx.replay.settings import BenchSettings, Labels, TargetConfig
 from agentx.results.points import deployment_key, deployment_labels
@@ -35,6 +36,10 @@ from tests.test_layering import MODULES
 # config classes that declare settings but make no point, with why (none today: a new one is
 # walked or listed here)
 NOT_A_POINT: dict[str, str] = {}
+# config classes whose settings choose the workload (which requests are replayed): they reach a
+# point only as its workload labels (dataset, variant, scenario: Labels, walked below), never its
+# deployment's; each of their settings is in NOT_IN_KEY
+WORKLOAD = {"Corpus": Corpus}
 WALKED = {c.__name__: c for c in (EngineConfig, Deployment, FaultConfig, ServeConfig, TargetConfig, PlanConfig,
                                   ContentConfig, Labels)}
 
@@ -126,11 +131,16 @@ def base_keys(cls: str, f) -> tuple:
 
 
 def test_every_class_that_declares_settings_is_walked_or_makes_no_point():
-    assert config_classes() == set(WALKED) | set(NOT_A_POINT)
+    assert config_classes() == set(WALKED) | set(NOT_A_POINT) | set(WORKLOAD)
+
+
+def test_the_workloads_settings_are_listed_as_the_workload():
+    for name, cls in WORKLOAD.items():
+        assert all(f"{name}.{f.name}" in NOT_IN_KEY for f in declared(cls))
 
 
 def test_the_justified_list_names_declared_settings_with_a_reason():
-    names = {f"{c}.{f.name}" for c, cls in WALKED.items() for f in declared(cls)}
+    names = {f"{c}.{f.name}" for c, cls in {**WALKED, **WORKLOAD}.items() for f in declared(cls)}
     assert set(NOT_IN_KEY) <= names, set(NOT_IN_KEY) - names
     assert all(len(why) > 10 for why in NOT_IN_KEY.values())
 

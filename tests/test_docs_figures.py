@@ -20,6 +20,8 @@ def test_every_table_has_one_block_and_a_known_command():
     found = gen.all_blocks(gen.documents(ROOT))  # a block twice, or unregistered, raises
     assert set(found) == set(gen.BY_NAME), "a registered table with no block in README.md or docs/"
     for name, block in found.items():
+        if not block.body and gen.BY_NAME[name].kind != "quick":
+            continue  # a slow table not generated yet: `--check` lists it so
         assert re.search(r"\| commit \w+", block.header), f"{name}: its marker names no commit"
         if gen.BY_NAME[name].kind == "wall":
             assert "| host " in block.header, f"{name}: a wall-clock table's marker names its host"

@@ -88,3 +88,9 @@ def config_options(*configs, skip: tuple[str, ...] = (), help: dict[str, str] | 
 
 def _plain(value):
     return value.value if isinstance(value, Enum) else value
+
+
+def given(ctx, names) -> set[str]:
+    """Which of these parameters the command line gave (`ctx`: the command's typer.Context), not
+    their defaults: a flag given wins over a settings file, a default does not."""
+    return {n for n in names if getattr(ctx.get_parameter_source(n), "name", "DEFAULT") not in ("DEFAULT", "DEFAULT_MAP")}

@@ -10,8 +10,8 @@ import typer
 from agentx.cli.common import (OPT_CONCURRENCY, OPT_FMT, OPT_MAX_CONTEXT, OPT_MORE_TRACES, OPT_OFFLINE,
                                OPT_RANGE_RATIO, OPT_SCENARIO, OPT_SLO, OPT_TRACES, PLAIN, SEED_HELP, Format, _corpus,
                                _value, _warn, console)
-from agentx.cli.bench import _concurrencies, _default_out, _sweep
-from agentx.cli.options import config_options, pick
+from agentx.cli.bench import _concurrencies, _default_out, _sweep, parse_speed
+from agentx.cli.options import config_options, given, pick
 from agentx.cli.results import DB_HELP
 from agentx.engine.config import Deployment, EngineConfig, ServeConfig
 from agentx.engine.faults import KINDS, FaultConfig
@@ -54,19 +54,12 @@ def _speed(text: str, lanes: int) -> float:
     """--speed: a positive number, or `auto` (agentx/replay/speed.py: probed, then printed)."""
     import sys
 
-    if text.strip().lower() == "auto":
+    def probe():
         from agentx.replay.speed import auto_speed, serve_flags
 
-        choice = auto_speed(_corpus([]).sessions(lanes), lanes, serve_flags(sys.argv[3:]))
-        console.print(choice.line(), highlight=False)
-        return choice.speed
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0 or value == float("inf"):
-        raise typer.BadParameter(f"want a positive number or auto, got {text!r}", param_hint="--speed")
-    return value
+        return auto_speed(_corpus([]).sessions(lanes), lanes, serve_flags(sys.argv[3:]))
+
+    return parse_speed(text, probe)
 
 
 @sim_app.command("bench")
@@ -74,6 +67,7 @@ def _speed(text: str, lanes: int) -> float:
                 help={"duration": "Profiling window in (modeled) seconds.",
                       "seed": SEED_HELP[:-1] + ", and of the engine."})
 def sim_bench_cmd(
+    ctx: typer.Context,
     traces: list[Path] = OPT_TRACES,
     more_traces: list[Path] = OPT_MORE_TRACES,
     fmt: Optional[Format] = OPT_FMT,
@@ -84,14 +78,22 @@ def sim_bench_cmd(
     concurrency: str = OPT_CONCURRENCY,
     slo: list[str] = OPT_SLO,
     out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/sim-bench-TIMESTAMP)."),
+    settings_file: Optional[Path] = typer.Option(None, "--settings", help="A YAML mapping of these settings by "
+                                                 "name (duration: 600, engine: trtllm, scenario: 8k1k, ...; a "
+                                                 "`sim plan` file's top keys): over the defaults, under the flags "
+                                                 "given beside it."),
     options: dict = None,
 ):
     """Replay traces on the simulated engine in modeled time: no HTTP, no waiting (bench's run folder)."""
     from agentx.metrics.goodput import parse_slo
     from agentx.virtual.runner import sim_bench
+    from agentx.virtual.settings import read_settings_file
 
     flags = {**options, "format": _value(fmt), "max_context": max_context, "scenario": scenario,
              "range_ratio": range_ratio, "offline": offline}
+    if settings_file:  # the declared defaults, then the file, then the flags given
+        named = given(ctx, flags)
+        flags.update({k: v for k, v in read_settings_file(settings_file).items() if k not in named})
     run = sim_bench_config(flags, _concurrencies(concurrency), (*(traces or []), *(more_traces or [])),
                            parse_slo(slo), warn=_warn)
     sessions = run.corpus.sessions(max(run.levels), warn=_warn, per_arrival=run.settings.plan.request_rate is not None)

@@ -125,8 +125,8 @@ class EngineCore:
             )
         self.vocab = self.roofline.model.vocab
         self.waiting: deque[Sequence] = deque()
-        # the fewest tokens any waiting sequence has left (constant while it waits; None: to count)
-        self._waiting_left: int | None = 0
+        # the fewest tokens any waiting sequence has left (constant while it waits; None: to count), and
+        self._waiting_left, self._waiting_fewest = 0, 0  # how many have that few (recounted after the last)
         self.running: list[Sequence] = []
         self.now = 0.0
         self.sources = PromptSources()
@@ -287,7 +287,9 @@ class EngineCore:
         least the fixed overhead and emits at most ceil(AL) tokens per sequence."""
         per_step = math.ceil(self.accept_len)
         if self._waiting_left is None:
-            self._waiting_left = min((s.stop_len - len(s.output) for s in self.waiting), default=0)
+            lefts = [s.stop_len - len(s.output) for s in self.waiting]
+            self._waiting_left = min(lefts, default=0)
+            self._waiting_fewest = lefts.count(self._waiting_left)
         left = min((s.stop_len - len(s.output) for s in self.running), default=0)
         if self.waiting:
             left = min(left, self._waiting_left) if self.running else self._waiting_left
@@ -373,7 +375,9 @@ class EngineCore:
                 work.loaded_tokens += math.ceil(wait / self.roofline.transfer_s(1)) if wait else 0
             self.waiting.popleft()
             if seq.stop_len - len(seq.output) == self._waiting_left:
-                self._waiting_left = None  # (it may have been the fewest)
+                self._waiting_fewest -= 1
+                if not self._waiting_fewest:
+                    self._waiting_left = None  # (it was the last with the fewest)
             self.running.append(seq)
             seq.computed = hit
             if seq.cached_tokens < 0:  # first admission (not a resume after preemption)
@@ -438,7 +442,7 @@ class EngineCore:
     def _waited(self, seq: Sequence) -> None:
         """`seq` joined the waiting queue: the fewest tokens left there, kept up to date."""
         left = seq.stop_len - len(seq.output)
-        if len(self.waiting) == 1:
-            self._waiting_left = left
-        elif self._waiting_left is not None:
-            self._waiting_left = min(self._waiting_left, left)
+        if len(self.waiting) == 1 or (self._waiting_left is not None and left < self._waiting_left):
+            self._waiting_left, self._waiting_fewest = left, 1
+        elif left == self._waiting_left:
+            self._waiting_fewest += 1

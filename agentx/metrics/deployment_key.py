@@ -48,6 +48,9 @@ NOT_IN_KEY = {
     "PlanConfig.reuse_sessions": _WORKLOAD + "; stored in the point's settings",
     "ContentConfig.seed": _WINDOW, "ContentConfig.token_range": _WORKLOAD + "; stored in the point's settings",
     "ContentConfig.token_scale": _WORKLOAD + " (token_scale in its identity)",
+    "Corpus.format": _WORKLOAD, "Corpus.max_context": _WORKLOAD + " (its variant)",
+    "Corpus.scenario": _WORKLOAD + " (its scenario)", "Corpus.range_ratio": _WORKLOAD + " (the scenario's lengths)",
+    "Corpus.offline": _WORKLOAD + " (an offline scenario; its lanes are the point's x)",
     "EngineConfig.seed": "the draw (answer lengths, faults), not the deployment: other seeds are its other "
                          "samples (the spread, SPEC 3)",
     "ServeConfig.host": _PLACE, "ServeConfig.port": _PLACE, "ServeConfig.speed": "as TargetConfig.clock_scale",

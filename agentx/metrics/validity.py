@@ -140,8 +140,7 @@ def _twin_rules(rules: list, tw: dict | None) -> None:
                     f"in virtual time ({tw[key] * 1000:,.1f} ms; {limit})")
         _rule(rules, name, share, TWIN_LIMIT, share > TWIN_LIMIT,
               f"virtual twin: {what}: the host moved the sim's modeled schedule, so another run could differ by "
-              f"more than {2 * TWIN_LIMIT:.0%}"
-              + (f" ({paired_text(paired)})" if paired else ""))
+              f"more than {2 * TWIN_LIMIT:.0%}")  # (request by request: the summary's twin line, printed once)
     if paired:
         alone = paired.get("unpaired_run", 0) + paired.get("unpaired_twin", 0)
         union = paired["n"] + alone

@@ -8,7 +8,6 @@ its hash, cached by the browser for good."""
 from __future__ import annotations
 
 import gzip
-import json
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Annotated
@@ -23,22 +22,20 @@ from sqlalchemy.engine import Engine
 
 from agentx.errors import AgentxError
 from agentx.metrics.confidence import ANSWER_SPREAD_LIMIT
-from agentx.report.dataset import conversation_flamegraph, dataset_charts, digest_charts
+from agentx.report.dataset_pages import dataset_routes
 from agentx.report.flame import flamegraph
 from agentx.report.html import LAZY_PARTS, frontier_extras, point_part, point_view, render
 from agentx.report.rundata import RunData, read_run
 from agentx.report.toolkit import (BUNDLES, FAVICON_SVG, bundle_for, fmt_number, page_assets, plotly_digest, plotly_js,
-                                   script_json, static_bytes, templates, trace_types)
+                                   plotly_url, script_json, static_bytes, stored_json, templates, trace_types)
 from agentx.report.compare import figure_rows, overlay_charts, settings_rows
 from agentx.report.frontier_chart import X_LABELS, Y_LABELS, Palette, deployment_label, frontier_chart
 from agentx.results import frontier as fr
 from agentx.results.api import MAX_ID, ItemId
 from agentx.results.query import KINDS, LABEL_FILTERS, Filters, filtered, unsound
 from agentx.serving import log_line
-from agentx.results.schema import conversations, datasets, deployments, point_blobs, points
+from agentx.results.schema import datasets, deployments, point_blobs, points
 from agentx.results.points import unpack
-from agentx.traces.digest import digest_stats
-from agentx.traces.stats_tables import STATS_COLUMNS, stats_rows
 from agentx.userfiles import is_regular
 
 TABLE_PAGE = 100  # rows of the frontier page's table
@@ -48,11 +45,6 @@ TABLE_METRICS = ("tput_per_gpu", "output_tput_per_gpu", "p90_ttft", "p50_intvty"
 LABELS = {**X_LABELS, **Y_LABELS}
 FLAME_MAX_RECORDS = 512 << 20  # a run folder's records this server reads to draw a flamegraph
 TreeId = Annotated[int, PathParam(ge=0, le=MAX_ID)]
-
-
-def plotly_url(bundle: str) -> str:
-    """Where a plotly.js bundle is served: its hash in the URL, so a new build gets a new one."""
-    return f"/static/plotly-{plotly_digest(bundle)}.min.js"
 
 
 @cache
@@ -78,7 +70,7 @@ def add_pages(app: FastAPI, engine: Engine) -> None:
     _plotly_route(app, by_digest)
     _frontier_route(app, db)
     _point_routes(app, db)
-    _dataset_routes(app, db)
+    dataset_routes(app, db)
     _compare_route(app, db)
     _docs_routes(app)
     _error_pages(app)
@@ -158,14 +150,6 @@ class _Pages:
         if {k for k, v in found.items() if v is not None} != kinds:  # missing, or a corrupt blob
             raise HTTPException(404, f"point {point_id} has no chart data (import it again)")
         return found
-
-
-def stored_json(text: str | None):
-    """A stored JSON text decoded; None when there is none or the row is corrupt (not JSON)."""
-    try:
-        return json.loads(text) if text else None
-    except (ValueError, TypeError, RecursionError):
-        return None
 
 
 def _unpacked(data: bytes):
@@ -349,79 +333,3 @@ def _docs_routes(app: FastAPI) -> None:
     @app.get("/favicon.ico", include_in_schema=False)
     def favicon() -> Response:
         return Response(FAVICON_SVG, media_type="image/svg+xml", headers={"Cache-Control": "public, max-age=86400"})
-
-
-def charts_page(title: str, figures: dict, nav: list, table: dict | None = None, table_title: str = "",
-                stats: dict | None = None) -> str:
-    return templates().get_template("charts.html.j2").render(
-        title=title, nav=nav, figure_ids=list(figures), table=table, table_title=table_title, stats=stats,
-        plotly_src=plotly_url(bundle_for(trace_types(figures))), data_json=script_json({"figures": figures}),
-        served=True, **page_assets())
-
-
-PAGE_ROWS = 1000  # conversations per dataset page (a dataset holds up to millions)
-MAX_CHARTED = 20_000  # conversations charted on a dataset page without a digest
-
-
-def _conversation_table(convs: list, whole: dict) -> dict:
-    columns = ["session", "requests replayed", "subagent groups", "input tokens", "cached tokens", "output tokens",
-               "theoretical hit"]
-    replayed = lambda c: (f"{c['turns']:,} of {len(whole[c['session']]['nodes']):,}"  # noqa: E731
-                          if isinstance(whole.get(c["session"]), dict) and "nodes" in whole[c["session"]]
-                          else f"{c['turns']:,}")
-    return {"columns": columns, "rows": [
-        (f"/conversations/{c['id']}", [c["session"], replayed(c), c["subagent_groups"], f"{c['input_tokens']:,}",
-                                       f"{c['cached_tokens']:,}", f"{c['output_tokens']:,}",
-                                       f"{c['cached_tokens'] / c['input_tokens']:.1%}" if c["input_tokens"] else "-"])
-        for c in convs]}
-
-
-def _dataset_routes(app: FastAPI, db: _Pages) -> None:
-    @app.get("/datasets/{dataset_id}", response_class=HTMLResponse, include_in_schema=False)
-    def dataset_page(dataset_id: ItemId, offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0) -> str:
-        """The dataset's charts and a page of its conversations (PAGE_ROWS from `offset`)."""
-        found = db.rows(select(datasets.c.name, datasets.c.variant, datasets.c.conversations)
-                        .where(datasets.c.id == dataset_id))
-        if not found:
-            raise HTTPException(404, f"dataset {dataset_id} not found")
-        digest = db.digest(dataset_id)
-        cols = [c for c in conversations.c if c.name != "tree"]
-        shown = db.rows(select(*cols).where(conversations.c.dataset_id == dataset_id).order_by(conversations.c.id)
-                        .limit(PAGE_ROWS).offset(offset))
-        table = _conversation_table([r._mapping for r in shown], (digest or {}).get("conversations") or {})
-        name = found[0].name + (f" ({found[0].variant})" if found[0].variant else "")
-        stats = None
-        if digest is not None:
-            rows_, caption = stats_rows(digest_stats(digest))
-            stats = {"title": "Trace statistics (as `agentx trace stats` prints them)", "columns": STATS_COLUMNS,
-                     "rows": rows_, "caption": caption}
-            charts = digest_charts(digest)
-        else:  # no digest: charts over the replayed conversations (those whose stored tree reads)
-            trees = db.rows(select(conversations).where(conversations.c.dataset_id == dataset_id)
-                            .order_by(conversations.c.id).limit(MAX_CHARTED))
-            charts = dataset_charts([{**r._mapping, "tree": t} for r in trees
-                                     if isinstance(t := stored_json(r.tree), dict)])
-        note = "" if digest else " (no trace stats stored: charts over the replayed conversations)"
-        total = found[0].conversations or 0
-        nav = [("frontier", "/")]
-        if offset > 0:
-            nav.append(("previous conversations", f"/datasets/{dataset_id}?offset={max(0, offset - PAGE_ROWS)}"))
-        if offset + PAGE_ROWS < total:
-            nav.append(("next conversations", f"/datasets/{dataset_id}?offset={offset + PAGE_ROWS}"))
-        return charts_page(f"agentx dataset: {name}, {total:,} conversations{note}", charts, nav, table,
-                           f"Conversations {offset + 1:,}-{offset + len(shown):,} of {total:,} (as replayed in the "
-                           f"first run imported, of the requests the trace has)", stats=stats)
-
-    @app.get("/conversations/{conversation_id}", response_class=HTMLResponse, include_in_schema=False)
-    def conversation_page(conversation_id: ItemId) -> str:
-        found = db.rows(select(conversations).where(conversations.c.id == conversation_id))
-        if not found:
-            raise HTTPException(404, f"conversation {conversation_id} not found")
-        tree = stored_json(found[0].tree)
-        if not isinstance(tree, dict):
-            raise HTTPException(422, f"conversation {conversation_id}: its stored row is corrupt (tree: not a JSON "
-                                     f"object)")
-        conv = {**found[0]._mapping, "tree": tree}
-        whole = (db.digest(conv["dataset_id"]) or {}).get("conversations", {}).get(conv["session"])
-        return charts_page(f"agentx conversation: {conv['session']}", {"flame": conversation_flamegraph(conv, whole)},
-                           [("frontier", "/"), ("dataset", f"/datasets/{conv['dataset_id']}")])

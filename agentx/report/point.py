@@ -41,20 +41,6 @@ def summary_rows(result: dict) -> dict:
     tp, cache = rm.get("throughput", {}), rm.get("cache", {})
     late = health.get("dispatch_lateness_ms") or {}
     pct = lambda v: _fmt(v, "{:.1f}%", 100)  # noqa: E731
-    p = result.get("power") or {}
-    measured = p.get("valid") and p.get("avg_w") is not None
-    why = "-" if measured else ("not measured" if not p.get("source") else "not valid: " + "; ".join(p.get("reasons") or []))
-    power_rows = [
-        ("GPU power average / peak W", f"{_fmt(p.get('avg_w'), '{:,.0f}')} / {_fmt(p.get('peak_w'), '{:,.0f}')}"
-         if measured else why, f"Measured by {p.get('source') or 'bench --power'}: energy over the profiling window "
-         "(the GPUs' energy counters, else integrated power) / its duration; peak: the highest read of all GPUs."),
-        ("energy per output token (measured) J", _fmt(p.get("joules_per_output_token"), "{:,.3f}") if measured else why,
-         "Average measured W / output tok/s."),
-        ("energy per token (measured) J", _fmt(p.get("joules_per_total_token"), "{:,.4f}") if measured else why,
-         "Average measured W / total tok/s."),
-        ("total tok/s per MW (measured)", _fmt(p.get("total_tok_s_per_mw"), "{:,.0f}") if measured else why,
-         "Total tok/s * 1e6 / average measured W."),
-    ]
     figures = [
         ("requests", f"{req['succeeded']:,} ok of {req['profiled']:,} profiled (+{req['warmup']:,} warmup)",
          "Profiling-window requests; warmup requests are excluded from every figure."),
@@ -68,19 +54,8 @@ def summary_rows(result: dict) -> dict:
         ("$ per M output tokens", _fmt(tp.get("usd_per_m_output_tokens"), "{:,.2f}"),
          f"$/GPU-h ({tp.get('cost_basis', '-')}) / (per-GPU output tok/s * 3600 / 1e6)."),
         ("output tok/s per MW", _fmt(tp.get("output_tok_s_per_mw"), "{:,.0f}"), "Per-GPU output tok/s * 1000 / kW per GPU."),
-        *power_rows,
-        ("theoretical prefix hit", pct(cache.get("theoretical_hit_rate")), "Prompt tokens an infinite prefix cache "
-         "would hold (sent before in the same tree) / planned prompt tokens."),
-        ("measured prefix hit (usage)", pct(cache.get("measured_hit_rate")),
-         "Σ usage.prompt_tokens_details.cached_tokens / Σ prompt tokens, over requests reporting it."),
-        ("server prefix hit", pct(sm.get("prefix_hit_rate")), "Δ prefix-cache hits / Δ queries of the engine's "
-         "/metrics over the profiling window (GPU tier): every admission, a preempted request's resume included "
-         f"({_fmt((sm.get('counters') or {}).get('preemptions'), '{:,.0f}')} preemptions), which finds its own "
-         "blocks again: above the usage figure, which counts each request's first admission."),
-        ("server hit, first admissions", pct(sm.get("first_admission_hit_rate")), "Δ prompt tokens by source: "
-         "local cache hit / all sources, over the window: each request's first admission, as usage counts it."),
-        ("server CPU-tier hit", pct(sm.get("external_hit_rate")), "Δ external hits / Δ external queries (CPU / "
-         "offload tier)."),
+        *_power_rows(result),
+        *_cache_rows(cache, sm),
         *_tier_rows(sm),
         ("KV usage mean / max", f"{pct(sm.get('kv_usage_mean'))} / {pct(sm.get('kv_usage_max'))}",
          "The engine's KV-cache usage gauge over the profiling scrapes."),
@@ -94,11 +69,48 @@ def summary_rows(result: dict) -> dict:
             "rules": [(r["rule"], _rule_figure(r), _outcome(r)) for r in (result["validity"].get("rules") or [])]}
 
 
+def _power_rows(result: dict) -> list[tuple[str, str, str]]:
+    """The measured power figures (or why there are none)."""
+    p = result.get("power") or {}
+    measured = p.get("valid") and p.get("avg_w") is not None
+    why = "-" if measured else ("not measured" if not p.get("source") else "not valid: " + "; ".join(p.get("reasons") or []))
+    return [
+        ("GPU power average / peak W", f"{_fmt(p.get('avg_w'), '{:,.0f}')} / {_fmt(p.get('peak_w'), '{:,.0f}')}"
+         if measured else why, f"Measured by {p.get('source') or 'bench --power'}: energy over the profiling window "
+         "(the GPUs' energy counters, else integrated power) / its duration; peak: the highest read of all GPUs."),
+        ("energy per output token (measured) J", _fmt(p.get("joules_per_output_token"), "{:,.3f}") if measured else why,
+         "Average measured W / output tok/s."),
+        ("energy per token (measured) J", _fmt(p.get("joules_per_total_token"), "{:,.4f}") if measured else why,
+         "Average measured W / total tok/s."),
+        ("total tok/s per MW (measured)", _fmt(p.get("total_tok_s_per_mw"), "{:,.0f}") if measured else why,
+         "Total tok/s * 1e6 / average measured W."),
+    ]
+
+
 def _outcome(rule: dict) -> str:
     """pass, FAIL: reason, or (a rule with no figure) not checked: reason."""
     if not rule["ok"]:
         return "FAIL: " + rule["reason"]
     return rule["reason"] if rule.get("figure") is None and rule.get("reason") else "pass"
+
+
+def _cache_rows(cache: dict, sm: dict) -> list[tuple[str, str, str]]:
+    """The prefix-cache figures: theoretical, the answers' (usage) and the server's (SPEC §3)."""
+    pct = lambda v: _fmt(v, "{:.1f}%", 100)  # noqa: E731
+    return [
+        ("theoretical prefix hit", pct(cache.get("theoretical_hit_rate")), "Prompt tokens an infinite prefix cache "
+         "would hold (sent before in the same tree) / planned prompt tokens."),
+        ("measured prefix hit (usage)", pct(cache.get("measured_hit_rate")),
+         "Σ usage.prompt_tokens_details.cached_tokens / Σ prompt tokens, over requests reporting it."),
+        ("server prefix hit", pct(sm.get("prefix_hit_rate")), "Δ prefix-cache hits / Δ queries of the engine's "
+         "/metrics over the profiling window (GPU tier): every admission, a preempted request's resume included "
+         f"({_fmt((sm.get('counters') or {}).get('preemptions'), '{:,.0f}')} preemptions), which finds its own "
+         "blocks again: above the usage figure, which counts each request's first admission."),
+        ("server hit, first admissions", pct(sm.get("first_admission_hit_rate")), "Δ prompt tokens by source: "
+         "local cache hit / all sources, over the window: each request's first admission, as usage counts it."),
+        ("server CPU-tier hit", pct(sm.get("external_hit_rate")), "Δ external hits / Δ external queries (CPU / "
+         "offload tier)."),
+    ]
 
 
 def _tier_rows(sm: dict) -> list[tuple[str, str, str]]:
@@ -138,7 +150,7 @@ def token_histogram(histograms: dict, which: str) -> dict:
     bars, axis = log_bars(h["edges"], h["counts"], "requests", ",.0f", " tokens")
     fit = _lognormal_counts(h["n"], h["lognormal"]["mu"], h["lognormal"]["sigma"], h["edges"])
     data = [bars, {"type": "scatter", "mode": "lines", "x": bars["x"], "y": fit, "name": "log-normal fit",
-                   "line": {"color": "#333", "width": 2}, "hovertemplate": "fit: %{y:.1f}<extra></extra>"}]
+                   "line": {"color": "#000000", "width": 2}, "hovertemplate": "fit: %{y:.1f}<extra></extra>"}]
     median = math.exp(h["lognormal"]["mu"])
     return figure(data, f"{title}: n {h['n']:,}, geometric mean {median:,.0f}", "tokens (log scale)", "requests",
                   xaxis=axis, bargap=0.05)

@@ -107,3 +107,26 @@ def fmt_number(value, unit: str = "") -> str:
     if a >= 100 or a == 0:
         return f"{value:,.0f}"
     return f"{value:.1f}" if a >= 10 else f"{value:.2f}" if a >= 1 else f"{value:.3g}"
+
+
+def plotly_url(bundle: str) -> str:
+    """Where a plotly.js bundle is served: its hash in the URL, so a new build gets a new one."""
+    return f"/static/plotly-{plotly_digest(bundle)}.min.js"
+
+
+def charts_page(title: str, figures: dict, nav: list, table: dict | None = None, table_title: str = "",
+                stats: dict | None = None, runs: dict | None = None) -> str:
+    """A page of charts, with a table of links (`table`: columns, rows of (url, cells)), a trace
+    stats table and a table of runs (`runs`: title, columns, rows of (url, cells))."""
+    return templates().get_template("charts.html.j2").render(
+        title=title, nav=nav, figure_ids=list(figures), table=table, table_title=table_title, stats=stats, runs=runs,
+        plotly_src=plotly_url(bundle_for(trace_types(figures))), data_json=script_json({"figures": figures}),
+        served=True, **page_assets())
+
+
+def stored_json(text: str | None):
+    """A stored JSON text decoded; None when there is none or the row is corrupt (not JSON)."""
+    try:
+        return json.loads(text) if text else None
+    except (ValueError, TypeError, RecursionError):
+        return None

@@ -24,7 +24,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 from agentx.errors import AgentxError
 from agentx.results import schema
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 LOCK_TIMEOUT_S = 30.0  # how long a SQLite statement waits on another program's lock
 
 
@@ -57,8 +57,14 @@ def _v3(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE points ADD COLUMN power_valid BOOLEAN")
 
 
+def _v4(conn: Connection) -> None:
+    """conversations.runs: how many imported runs replayed the conversation (SPEC §8)."""
+    if "runs" not in {c["name"] for c in inspect(conn).get_columns("conversations")}:
+        conn.exec_driver_sql("ALTER TABLE conversations ADD COLUMN runs INTEGER NOT NULL DEFAULT 1")
+
+
 # version -> migration; a later schema change appends one (e.g. an ALTER TABLE) and bumps SCHEMA_VERSION
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2, 3: _v3}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2, 3: _v3, 4: _v4}
 
 
 def now() -> str:

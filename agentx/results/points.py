@@ -67,10 +67,21 @@ def check_conversations(source, convs: list[dict]) -> None:
 
 
 def add_conversations(conn: Connection, dataset: int, convs: list[dict]) -> None:
-    """Store the conversations the dataset does not hold yet (first import of a session wins)."""
-    have = set(conn.execute(select(conversations.c.session).where(conversations.c.dataset_id == dataset)).scalars())
-    rows = [{**{k: v for k, v in conv.items() if k != "tree"}, "tree": json.dumps(conv["tree"]), "dataset_id": dataset}
-            for conv in convs if conv["session"] not in have]
+    """Store the run's conversations: a new session as it is; one the dataset holds counts one run
+    more, and its replay is replaced when this run replayed more of it (every run imported counts,
+    the most complete replay is kept; ties keep the first)."""
+    have = {r.session: r for r in conn.execute(select(conversations.c.id, conversations.c.session,
+                                                      conversations.c.turns, conversations.c.runs)
+                                               .where(conversations.c.dataset_id == dataset))}
+    rows = []
+    for conv in convs:
+        row = {**{k: v for k, v in conv.items() if k != "tree"}, "tree": json.dumps(conv["tree"]), "dataset_id": dataset}
+        held = have.get(conv["session"])
+        if held is None:
+            rows.append({**row, "runs": 1})
+        else:
+            update = {"runs": held.runs + 1, **(row if conv["turns"] > held.turns else {})}
+            conn.execute(conversations.update().where(conversations.c.id == held.id).values(**update))
     if rows:
         conn.execute(conversations.insert(), rows)
         conn.execute(datasets.update().where(datasets.c.id == dataset)

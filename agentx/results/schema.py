@@ -58,6 +58,7 @@ conversations = Table(
     Column("cached_tokens", Integer, nullable=False),
     Column("output_tokens", Integer, nullable=False),
     Column("tree", Text, nullable=False),  # JSON: the flamegraph structure (SPEC §8)
+    Column("runs", Integer, nullable=False, default=1),  # runs imported that replayed it (migration 4)
     UniqueConstraint("dataset_id", "session"),
 )
 

@@ -66,7 +66,7 @@ from agentx.errors import AgentxError
 from agentx.metrics.confidence import ANSWER_SPREAD_LIMIT, confidence, interval_widths
 from agentx.options import read_settings
 from agentx.replay.plan import PlanConfig
-from agentx.virtual.settings import SimBench, sim_bench_config, sim_bench_struct
+from agentx.virtual.settings import SimBench, sim_bench_config, sim_bench_struct, yaml_off
 
 # the grid's axes a configuration always has (a grid key left out takes the engine's declared
 # default; `kv_memory` is gpu_memory_utilization, `spec_decode` none or {method, draft_tokens,
@@ -111,7 +111,7 @@ def load_plan(path: Path) -> Plan:
         raise AgentxError(f"{path}: cannot read the plan ({e})") from None
     if not isinstance(data, dict) or not isinstance(data.get("grid"), dict):
         raise AgentxError(f"{path}: a plan is a mapping with a `grid` mapping")
-    top = read_settings(_off({k: v for k, v in data.items() if k not in PLAN_KEYS}), sim_bench_struct(), str(path))
+    top = read_settings(yaml_off({k: v for k, v in data.items() if k not in PLAN_KEYS}), sim_bench_struct(), str(path))
     levels, axes = _axes(path, data["grid"], top)
     configs = tuple(_disaggregation_apart(dict(zip(axes, combo))) for combo in itertools.product(*axes.values()))
     configs = tuple({repr(c): c for c in configs}.values())  # (decode axes collapse where prefill is 0)
@@ -142,7 +142,7 @@ def _axes(path: Path, grid: dict, top: dict) -> tuple[list[int], dict[str, list]
     for key, values in own.items():
         if not isinstance(values, list) or not values:
             raise AgentxError(f"{path}: grid.{key} must be a non-empty list")
-    typed = read_settings(_off({k: v for k, v in grid.items() if k not in ("concurrency", *own)}),
+    typed = read_settings(yaml_off({k: v for k, v in grid.items() if k not in ("concurrency", *own)}),
                           sim_bench_struct(listed=True), str(path), "grid.")
     if "gpu_memory_utilization" in typed:  # (the grid's own name for it: kv_memory)
         if "kv_memory" in own:
@@ -156,15 +156,6 @@ def _axes(path: Path, grid: dict, top: dict) -> tuple[list[int], dict[str, list]
             raise AgentxError(f"{path}: grid.{key}: also set at the plan's top: give it in one place")
     axes = {k: given.get(k, [top[k]] if k in top else DEFAULTS[k]) for k in GRID_KEYS}
     return levels, {**axes, **{k: v for k, v in given.items() if k not in axes}}
-
-
-def _off(settings: dict) -> dict:
-    """YAML reads a bare `off` as false: window_retention's `off`."""
-    value = settings.get("window_retention")
-    if value is False or (isinstance(value, list) and False in value):
-        fix = (lambda v: "off" if v is False else v)
-        settings = {**settings, "window_retention": [fix(v) for v in value] if isinstance(value, list) else "off"}
-    return settings
 
 
 def plan_settings(plan: Plan) -> dict:

@@ -10,7 +10,8 @@ from typing import Callable
 
 from agentx.content.tokens import ContentConfig
 from agentx.engine.config import Deployment, EngineConfig
-from agentx.options import pick, settings_struct
+from agentx.errors import AgentxError
+from agentx.options import pick, read_settings, settings_struct
 from agentx.replay.corpus import Corpus
 from agentx.replay.plan import PlanConfig
 from agentx.replay.settings import BenchSettings, Labels, TargetConfig, offline_levels, open_loop
@@ -29,6 +30,34 @@ def sim_bench_struct(listed: bool = False):
     """The Struct a file's `sim bench` settings decode into (`listed`: a plan's grid, lists of them)."""
     return settings_struct("grid" if listed else "settings", SIM_BENCH, skip=SIM_BENCH_SKIPS + ("concurrency",),
                            listed=listed)
+
+
+MAX_SETTINGS_FILE = 1 << 20
+
+
+def read_settings_file(path: Path) -> dict:
+    """A YAML mapping of `sim bench` settings by name (`sim bench --settings`; a plan's top keys),
+    typed as declared; bad input is one line naming the file and the key."""
+    import yaml
+
+    from agentx.userfiles import read_bounded
+
+    try:
+        data = yaml.safe_load(read_bounded(Path(path), MAX_SETTINGS_FILE).decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError) as e:
+        raise AgentxError(f"{path}: not a YAML mapping ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise AgentxError(f"{path}: want a YAML mapping of settings by name (duration: 600, engine: trtllm, ...)")
+    return read_settings(yaml_off(data), sim_bench_struct(), str(path))
+
+
+def yaml_off(settings: dict) -> dict:
+    """YAML reads a bare `off` as false: window_retention's `off` (alone or in a grid's list)."""
+    value = settings.get("window_retention")
+    if value is False or (isinstance(value, list) and False in value):
+        fix = (lambda v: "off" if v is False else v)  # noqa: E731
+        settings = {**settings, "window_retention": [fix(v) for v in value] if isinstance(value, list) else "off"}
+    return settings
 
 
 @dataclass(frozen=True)

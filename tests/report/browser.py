@@ -187,7 +187,8 @@ def chromium_page(width: int = 1400, height: int = 900, allow: str | None = None
 
 # What a reader would see wrong on a page (each a string naming the element): a visible control whose
 # text has a WCAG contrast under 4.5:1 against its background (HTML controls and plotly's chart buttons),
-# a chart's title, legend, buttons and axis titles overprinting one another, a legend cut off by its chart,
+# a chart's title, legend, buttons and axis titles overprinting one another, a legend or title cut off by its chart,
+# a legend far under its x axis' title (a blank band),
 # frontier point labels overlapping one another, and the page wider than its window
 LOOKS = """() => {
     const rgb = s => { const m = (s || '').match(/rgba?\\(([^)]+)\\)/); if (m) { const v = m[1].split(',').map(Number);
@@ -219,8 +220,13 @@ LOOKS = """() => {
         for (let i = 0; i < parts.length; i++) for (let j = i + 1; j < parts.length; j++)
             if (over(box(parts[i]), box(parts[j]))) out.push(`overprint ${gd.id}: ${parts[i].getAttribute('class')} / ${parts[j].getAttribute('class')}`);
         const g = box(gd), legend = gd.querySelector('.legend');
+        for (const t of gd.querySelectorAll('.gtitle, .xtitle, .ytitle'))  // a title wider than its chart is cut
+            if (box(t).width && (box(t).right > g.right + 1 || box(t).left < g.left - 1)) out.push(`title cut ${gd.id}: ${t.textContent}`);
         if (legend && (box(legend).right > g.right + 1 || box(legend).left < g.left - 1 || box(legend).bottom > g.bottom + 1))
             out.push(`legend cut ${gd.id}`);
+        const xtitle = gd.querySelector('.xtitle');  // a legend under the x title: right under it, no blank band
+        if (legend && xtitle && box(xtitle).height && box(legend).top - box(xtitle).bottom > 24)
+            out.push(`legend ${Math.round(box(legend).top - box(xtitle).bottom)} px under the x title ${gd.id}`);
         const right = gd._fullLayout.yaxis2, ticks = right && (right._vals || []).map(t => t.x);
         const step = ticks && ticks.length > 1 ? ticks[1] - ticks[0] : 0;
         if (right && right.visible !== false && step > 0) {  // round right-axis ticks: 1, 2, 2.5 or 5 x 10^k apart

@@ -277,3 +277,17 @@ def test_point_page_draws_the_measured_power(sweep):
     assert drawn and set(drawn) == set(reads) and all(drawn[i] == pytest.approx(reads[i], abs=0.1) for i in drawn)
     assert all(8 * 77.71 - 1 <= w <= 8 * 700 + 1 for w in drawn.values())  # 8 H200s between idle and TDP
     assert run.result["power"]["valid"] and "dcgm" in fig["layout"]["title"]["text"]  # virtual time: the modeled DCGM series
+
+
+def test_short_legend_names_drop_asides_then_cut_at_a_word():
+    """A legend name holds the labels that differ between curves, at most LEGEND_CHARS long: an
+    aside in parentheses goes first (issue #47: 'B200, agentx-sim vllm profile (…'), then the name
+    is cut at a word."""
+    from agentx.report.frontier_chart import LEGEND_CHARS, short_names
+
+    sim = [("m", hw, f"agentx-sim {engine} profile (virtual time)", "w") for hw, engine in (("B200", "vllm"),
+                                                                                             ("H200", "sglang"))]
+    assert short_names(sim) == ["B200, agentx-sim vllm profile", "H200, agentx-sim sglang profile"]
+    long = [("m", "GB200 NVL72", "a very long engine name without any aside", "w"), ("m", "H200", "vllm", "w")]
+    names = short_names(long)
+    assert names == ["GB200 NVL72, a very long engine…", "H200, vllm"] and all(len(n) <= LEGEND_CHARS for n in names)

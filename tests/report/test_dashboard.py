@@ -151,10 +151,13 @@ def test_every_filter_and_axis(served, tmp_path):
     assert set(fr.X_METRICS) == set(X_LABELS)
 
 
-@pytest.mark.parametrize("dark, width", [(True, 1440), (False, 390)], ids=["dark", "390px"])
-def test_pages_dark_and_at_390_px(served, tmp_path, dark, width):
-    """Every page in the dark scheme and at a phone's width: no console error, nothing wider than the
-    window (wide tables scroll in their box), the charts in the page's colours; /docs offline."""
+@pytest.mark.parametrize("dark, width", [(False, 1440), (True, 1440), (False, 390), (True, 390)],
+                         ids=["light", "dark", "390px", "dark-390px"])
+def test_pages_light_dark_at_1440_and_390_px(served, tmp_path, dark, width):
+    """Every page light and dark, at 1,440 px and at a phone's width: no console error, nothing wider
+    than the window (wide tables scroll in their box), the charts in the page's colours, no
+    low-contrast control, overprint, cut legend or title (LOOKS); /docs offline. tools/screenshots.py
+    writes these pages' screenshots (docs/screenshots/issue-47)."""
     point, other = (p["id"] for p in api(served, "/points", status="ok")[:2])
     pages = {"frontier": "/", "point": f"/points/{point}", "compare": f"/compare?points={point},{other}",
              "dataset": "/datasets/1", "conversation": "/conversations/1", "docs": "/docs", "error": "/points/999"}

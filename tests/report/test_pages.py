@@ -129,6 +129,13 @@ def test_dataset_explorer_to_conversation_flamegraph(dashboard, tmp_path):
         assert_stats_equal_the_cli(page.page)
         rows = page.page.locator("#rows tr").count() - 1
         assert rows >= 5  # the conversations the two runs replayed
+        runs = [r.split("\t") for r in page.page.locator("#runs tr").all_inner_texts()[1:]]  # every run over it
+        points = json.loads(urllib.request.urlopen(dashboard + "/api/v1/points", timeout=10).read())
+        assert sorted(r[0] for r in runs) == sorted(f"point {p['id']}" for p in points)
+        assert sorted(int(r[2]) for r in runs) == [2, 6]
+        header = page.page.locator("#rows tr").first.inner_text().split("\t")
+        counts = [int(c) for c in page.page.locator(f"#rows td:nth-child({header.index('runs') + 1})").all_inner_texts()]
+        assert set(counts) <= {1, 2} and 2 in counts  # how many of the two runs replayed each conversation
         page.page.screenshot(path=tmp_path / "dataset.png", full_page=True)
         session = page.page.inner_text("#rows tr:nth-child(2) td:first-child")
         # whole conversations: the requests replayed of those the trace has (the stored digest's)

@@ -16,6 +16,7 @@ from agentx.errors import AgentxError
 from agentx.results.db import SCHEMA_VERSION, connect, tables
 from agentx.results.importer import import_paths, import_run
 from agentx.results.runfolder import read_columns
+from agentx.results.timeline import build_conversations
 from agentx.results.points import deployment_key, unpack
 from agentx.results.schema import (DEPLOYMENT_LABELS, POWER_COLUMNS, conversations, datasets, deployments,
                                    point_blobs, points)
@@ -44,7 +45,7 @@ def test_a_version_1_database_gets_engine_settings(db_url):
         conn.execute(text("DELETE FROM agentx_schema WHERE version >= 2"))
     engine = connect(db_url)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version FROM agentx_schema ORDER BY version")).scalars().all() == [1, 2, 3]
+        assert conn.execute(text("SELECT version FROM agentx_schema ORDER BY version")).scalars().all() == [1, 2, 3, 4]
         assert conn.execute(select(deployments.c.engine_settings)).all() == []
 
 
@@ -53,11 +54,23 @@ def test_a_version_2_database_gets_the_power_columns(db_url):
     with engine.begin() as conn:  # back to version 2's points table
         for name in (*POWER_COLUMNS, "power_valid"):
             conn.execute(text(f"ALTER TABLE points DROP COLUMN {name}"))
-        conn.execute(text("DELETE FROM agentx_schema WHERE version = 3"))
+        conn.execute(text("DELETE FROM agentx_schema WHERE version >= 3"))
     engine = connect(db_url)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version FROM agentx_schema ORDER BY version")).scalars().all() == [1, 2, 3]
+        assert conn.execute(text("SELECT version FROM agentx_schema ORDER BY version")).scalars().all() == [1, 2, 3, 4]
         assert conn.execute(select(points.c.power_valid, *[points.c[n] for n in POWER_COLUMNS])).all() == []
+
+
+def test_a_version_3_database_gets_conversation_runs(db_url, sweep_dir):
+    engine = connect(db_url)
+    import_paths(engine, [sweep_dir / "c2"])
+    with engine.begin() as conn:  # back to version 3's conversations table
+        conn.execute(text("ALTER TABLE conversations DROP COLUMN runs"))
+        conn.execute(text("DELETE FROM agentx_schema WHERE version = 4"))
+    engine = connect(db_url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT version FROM agentx_schema ORDER BY version")).scalars().all() == [1, 2, 3, 4]
+        assert set(conn.execute(select(conversations.c.runs)).scalars()) == {1}  # each stored by one run
 
 
 def test_deployment_keys_of_version_1_are_kept():
@@ -106,6 +119,33 @@ def test_import_sweep_folder(db_url, sweep_dir):
     turns = [t for s in tree["streams"] for t in s["turns"]]
     assert convs[0].turns == len(turns) and convs[0].input_tokens == sum(t[1] for t in turns)
     assert all(t[1] == t[2] + t[3] for t in turns)  # input = cached + uncached
+    # over every run (issue #47): each session as the run that replayed most of it has it, and how many replayed it
+    per_run = [{c["session"]: c for c in build_conversations(read_columns(sweep_dir / f"c{n}"))} for n in (2, 6)]
+    for conv in convs:
+        replays = [run[conv.session] for run in per_run if conv.session in run]
+        assert conv.runs == len(replays) and conv.turns == max(c["turns"] for c in replays)
+        best = next(c for c in replays if c["turns"] == conv.turns)  # the first of the most complete
+        assert json.loads(conv.tree) == best["tree"]
+    assert {c.runs for c in convs} == {1, 2}
+
+
+def test_conversations_keep_the_most_complete_replay_of_every_run(db_url, sweep_dir):
+    """Imported c6 first, then c2 (which replays more of some sessions): those are replaced by
+    c2's replay, the others keep c6's (issue #47: the first run imported won)."""
+    engine = connect(db_url)
+    import_paths(engine, [sweep_dir / "c6"])
+    import_paths(engine, [sweep_dir / "c2"])
+    six, two = ({c["session"]: c for c in build_conversations(read_columns(sweep_dir / n))} for n in ("c6", "c2"))
+    with engine.connect() as conn:
+        convs = {c.session: c for c in conn.execute(select(conversations))}
+    assert set(convs) == set(six) | set(two)
+    replaced = [s for s in six if s in two and two[s]["turns"] > six[s]["turns"]]
+    assert replaced
+    for session, conv in convs.items():
+        best = six[session] if session in six and (session not in two or six[session]["turns"] >= two[session]["turns"]) \
+            else two[session]
+        assert (conv.turns, json.loads(conv.tree), conv.runs) == (best["turns"], best["tree"],
+                                                                  (session in six) + (session in two))
 
 
 def test_precomputed_series_and_timeline_agree_with_the_records(db_url, sweep_dir):

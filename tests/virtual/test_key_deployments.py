@@ -1,6 +1,6 @@
 """Issue #43's break: an LRU run and a retain run (`sim bench --kv-policy`, `--hints`) were stored as
 one deployment and drawn as one curve. Now each is its own deployment in the results database,
-its settings in its label (SPEC section 8, "The deployment key")."""
+its settings in its label (SPEC section 8, "The deployment key"), and its own curve (SPEC section 5)."""
 
 from sqlalchemy import select
 
@@ -8,7 +8,8 @@ from agentx.data import sample_traces
 from agentx.engine.config import Deployment, EngineConfig
 from agentx.replay.settings import BenchSettings
 from agentx.results.db import connect
-from agentx.results.frontier import configuration
+from agentx.results.frontier import CANONICAL, configuration, frontier, load_points
+from agentx.results.query import Filters
 from agentx.results.importer import import_run
 from agentx.results.schema import deployments, points
 from agentx.traces.load import load_sessions
@@ -31,3 +32,6 @@ def test_lru_and_retain_runs_are_two_deployments(tmp_path):
     retain = next(label for label in labels if "retain" in label)
     assert "kv_policy=retain" in retain and "client: hints=harness" in retain
     assert not any("kv_policy" in label or "hints" in label for label in labels - {retain})
+    curves = frontier(load_points(db.engine, Filters(), *CANONICAL), *CANONICAL, spread_limit=0)
+    assert len(curves) == 2 and sorted(len(c.rows) for c in curves) == [1, 2]  # one curve per deployment
+    assert {c.key["engine_settings"] for c in curves} == {r.engine_settings for r in rows}

@@ -12,12 +12,12 @@ import time
 
 from aiohttp import web
 
+from agentx.data.evals import known_answer
 from agentx.engine import api
 from agentx.engine.api import AnthropicShape, BadRequest, OpenAIShape
 from agentx.engine.config import ServeConfig
 from agentx.engine.core import Sequence
 from agentx.engine.disagg import answer_len, workers
-from agentx.data.evals import known_answer
 from agentx.engine.metrics import ServerStats
 from agentx.engine.output import CORRUPTION, EvalAnswer
 from agentx.engine.serve.admin import Admin
