@@ -3,7 +3,7 @@ simulated deployment each row maps to."""
 
 from __future__ import annotations
 
-import math
+import hashlib
 from dataclasses import replace
 import tomllib
 from functools import cache
@@ -12,7 +12,7 @@ from typing import Annotated
 
 import msgspec
 
-from agentx.engine.config import PARALLELISMS, PRECISIONS, EngineConfig
+from agentx.engine.config import PRECISIONS, EngineConfig
 from agentx.engine import presets
 from agentx.engine.profiles import ENGINES
 from agentx.errors import AgentxError
@@ -44,9 +44,15 @@ class Row(msgspec.Struct, forbid_unknown_fields=True):
     date: Short
     tp_candidates: list[Count]
     parallelism_source: Short
+    # the candidates of tp_candidates that run with expert parallelism (EP = TP), as the recipe's
+    # search space lists them (`ep` below: every candidate)
+    ep_tps: list[Count] = []
+    # the recipe's batch cap (vLLM --max-num-seqs, SGLang --max-running-requests); None: the script
+    # leaves it unset and the engine's own limit does not bind at the row's concurrency
     ttft_ms_p50: Positive | None = None
     tpot_ms_p50: Positive | None = None
     range_ratio: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.8
+    max_num_seqs: Count | None = None
     ep: int = 0
     attention_dp: bool = False
     modeled: bool = True
@@ -73,6 +79,23 @@ class Row(msgspec.Struct, forbid_unknown_fields=True):
     @property
     def scenario(self) -> str:
         return f"{self.isl}:{self.osl}"
+
+    @property
+    def moe(self) -> bool:
+        return bool(presets.model(self.model).experts)
+
+    @property
+    def held_out(self) -> bool:
+        """In the held-out third (HELD_OUT_RULE): never fitted on, scored with the shipped constants."""
+        return held_out_id(self.id)
+
+
+# The held-out third, chosen by the row id alone before any fitting (calibration.toml's header):
+HELD_OUT_RULE = "sha256(row id) as a hexadecimal integer, modulo 3, is 0"
+
+
+def held_out_id(row_id: str) -> bool:
+    return int(hashlib.sha256(row_id.encode()).hexdigest(), 16) % 3 == 0
 
 
 class Table(msgspec.Struct):
@@ -104,8 +127,8 @@ def load_table() -> Table:
     return table
 
 
-def parallelism(row: Row) -> str:
-    return "dep" if row.attention_dp else ("tep" if row.ep > 1 else "tp")
+def parallelism(row: Row, tp: int) -> str:
+    return "dep" if row.attention_dp else ("tep" if row.ep > 1 or tp in row.ep_tps else "tp")
 
 
 def implied_gpus(row: Row) -> float | None:
@@ -122,33 +145,24 @@ def implied_gpus(row: Row) -> float | None:
 
 
 def tp_choice(row: Row) -> list[int]:
-    """TP candidates in the order tried: the one nearest the implied GPU count first (the page does
-    not say which of the swept TPs won; the implied count is within 8 % of an integer for every
-    row), then the rest from the smallest."""
-    implied = implied_gpus(row)
-    ordered = sorted(row.tp_candidates)
-    if implied:
-        best = min(ordered, key=lambda tp: abs(math.log(tp / implied)))
-        ordered.remove(best)
-        ordered.insert(0, best)
-    return ordered
+    """TP candidates in the order tried: from the smallest (the recipe's sweep; the page publishes the
+    configuration of highest throughput per GPU, which at a fixed concurrency is the fewest GPUs
+    whose weights and batch fit). Never chosen from the row's published figures."""
+    return sorted(row.tp_candidates)
 
 
 def row_engine(row: Row, **timing) -> EngineConfig:
     """The deployment a row runs on: the TP of `tp_choice` (the first whose weights fit), the
     engine's batch limits not binding (every recipe allows at least the concurrency: vLLM's
     --max-num-seqs is the concurrency or 1024, TensorRT-LLM's max_batch_size 512 to 2048, SGLang's
-    unset), and the recipe's token budget, KV precision and memory split."""
+    unset) unless the recipe sets a cap (`max_num_seqs`), and the recipe's token budget, KV precision and memory split."""
     from agentx.engine.timing import Roofline
 
-    assert parallelism(row) in PARALLELISMS
-    if row.engine_release and "overhead_s" not in timing:  # the shipped overhead of the row's release
-        timing["overhead_s"] = presets.profile(row.engine, row.hardware, row.precision, row.model,
-                                               row.engine_release).overhead_ms / 1000
     problems = []
     for tp in tp_choice(row):
         cfg = EngineConfig(hardware=row.hardware, model=row.model, gpus=tp, precision=row.precision,
-                           engine=row.engine, parallelism=parallelism(row), max_num_seqs=max(256, row.concurrency),
+                           engine=row.engine, engine_version=row.engine_release, parallelism=parallelism(row, tp),
+                           max_num_seqs=row.max_num_seqs or max(256, row.concurrency),
                            max_num_batched_tokens=row.max_num_batched_tokens, kv_cache_dtype=row.kv_cache_dtype,
                            gpu_memory_utilization=1.0 if row.kv_free_fraction else row.gpu_memory_utilization,
                            **timing)

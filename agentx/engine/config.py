@@ -6,15 +6,24 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from agentx.engine.faults import FaultConfig
-from agentx.engine.profiles import DEFAULT, EngineName
+from agentx.engine.profiles import DEFAULT, EngineName, engine_profile
 from agentx.errors import AgentxError
 from agentx.engine.eviction import EvictionName
 from agentx.engine.hybrid import Retention
 from agentx.options import check_bounds, option
 
-PRECISIONS = ("bf16", "fp8", "nvfp4", "mxfp4")
+PRECISIONS = ("bf16", "fp8", "nvfp4", "mxfp4", "fp4")
 PARALLELISMS = ("tp", "tep", "dep")
 KV_DTYPES = ("auto", "bf16", "fp8")
+
+
+def fp4_format(hardware_key: str) -> str:
+    """What `--precision fp4` (InferenceX's name) means on a GPU: NVFP4 on NVIDIA FP4 tensor cores,
+    MXFP4 on AMD (MI355X's FP4) and as weight-only FP4 on GPUs without FP4 tensor cores."""
+    from agentx.engine import presets
+
+    hw = presets.hardware(hardware_key)
+    return "nvfp4" if hw.vendor == "nvidia" and hw.fp4_flops else "mxfp4"
 
 
 @dataclass(frozen=True)
@@ -23,9 +32,13 @@ class EngineConfig:
     model: str = option("qwen3-235b-a22b", "Model preset (see `agentx sim presets`).")
     gpus: int = option(8, "GPUs of one model instance (its TP / TEP / DEP group).", min=1)
     precision: str = option("bf16", "bf16, fp8, nvfp4 or mxfp4 (weights and matmuls; FP4 runs with an FP8 KV "
-                            "cache; nvfp4 needs FP4 tensor cores).", choices=PRECISIONS)
+                            "cache; nvfp4 needs FP4 tensor cores); fp4, the name published tables use, is nvfp4 on "
+                            "an NVIDIA GPU with FP4 tensor cores (Blackwell), mxfp4 elsewhere.", choices=PRECISIONS)
     engine: str = option(DEFAULT.name, "Engine modeled: its scheduler's admission and its calibrated timing "
                          "constants (engine/profiles/, `agentx sim presets`).", choices=EngineName)
+    engine_version: str = option("", "An engine release whose per-iteration overhead was fitted apart (its "
+                                 "profile's releases: vllm 0.10, the 0.10.1 / 0.10.2 images); empty: the engine's "
+                                 "current entry.")
     parallelism: str = option("tp", "How --gpus split a model instance: tp, tep (TP attention + EP experts) or "
                               "dep (attention data-parallel + EP experts, e.g. DEP8).", choices=PARALLELISMS)
     kv_cache_dtype: str = option("auto", "KV cache precision: auto (BF16 beside bf16 weights, FP8 beside fp8 and FP4 "
@@ -74,6 +87,13 @@ class EngineConfig:
 
     def __post_init__(self):
         check_bounds(self)
+        if self.precision == "fp4":  # the published name: the FP4 format this GPU runs
+            object.__setattr__(self, "precision", fp4_format(self.hardware))
+        releases = engine_profile(self.engine).releases
+        if self.engine_version and self.engine_version not in releases:
+            raise AgentxError(f"--engine-version {self.engine_version!r}: {self.engine} has "
+                              + (f"releases fitted apart: {', '.join(releases)}" if releases else "no release fitted apart"),
+                              "engine_version")
         checks = [  # what ties fields together (the bounds of each are declared above)
             (not self.spec_decode or self.draft_tokens >= 1, "spec_decode needs draft_tokens >= 1"),
             (self.acceptance_length == 0 or 1 <= self.acceptance_length <= self.draft_tokens + 1,

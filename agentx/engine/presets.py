@@ -31,6 +31,12 @@ class Hardware:
     tdp_w: float = 0.0  # board power limit; 0: unknown (the sim then publishes no power)
     idle_w: float = 0.0  # draw of an idle GPU with a model loaded
 
+    @property
+    def vendor(self) -> str:
+        """amd or nvidia (the preset's name says): whose kernel libraries (CUTLASS / TensorRT-LLM or
+        AITER / hipBLASLt) and graph launch path a deployment on it runs."""
+        return "amd" if self.name.startswith("AMD") else "nvidia"
+
 
 @dataclass(frozen=True)
 class Model:
@@ -128,7 +134,11 @@ def precision_class(precision: str, hardware_key: str) -> str:
 
 
 def timing_key(name: str, engine: str, hardware_key: str, precision: str, model_key: str, release: str = "") -> str:
-    """The entry of constant `name` a deployment takes. `release`: an engine release whose
+    """The entry of constant `name` a deployment takes: MFU by precision class, MBU by GPU, the
+    overhead by engine (release) and GPU vendor (each engine ships a ROCm build of its own), the MoE
+    efficiency by GPU vendor and precision class (a kernel library's grouped GEMMs, not a model's:
+    a model without rows takes its vendor's and format's), KV efficiency by attention kind.
+    `release`: an engine release whose
     per-iteration overhead was fitted apart (vLLM 0.10, in calibration rows that ran it); TensorRT-LLM's
     own attention kernels stream the KV cache apart from the other engines' (trtllm-gqa: its
     profile's `kv_kernels`)."""
@@ -137,10 +147,13 @@ def timing_key(name: str, engine: str, hardware_key: str, precision: str, model_
     if name == "kv_efficiency":
         return engine_profile(engine).kv_efficiency_key(model(model_key).attention)  # gqa or mla
     if name == "overhead_ms":
-        return engine_profile(engine).overhead_key(release)
+        return engine_profile(engine).overhead_key(release, hardware(hardware_key).vendor)
     if name == "roofline_norm":
         return "all"  # one shape of the roofline's ridge for every deployment
-    return {"mbu": hardware_key, "moe_efficiency": model_key}[name]
+    if name == "moe_efficiency":  # the vendor's grouped-GEMM kernels for the number format
+        m = model(model_key)
+        return f"{hardware(hardware_key).vendor}-{precision_class(precision, hardware_key)}" if m.experts else "dense"
+    return hardware_key  # mbu
 
 
 def profile(engine: str, hardware_key: str, precision: str, model_key: str, release: str = "") -> Profile:
@@ -196,7 +209,7 @@ def preset_tables() -> list:
                        f"{m.experts_per_token} of {m.experts}" if m.experts else "-",
                        f"{m.params_total / 1e9:.1f}B / {m.params_active / 1e9:.1f}B", f"{m.max_context:,}", f"{m.vocab:,}")
     profiles = Table("constant", "key", "value", "source", title="Timing constants (a deployment takes MFU by "
-                     "precision class, MBU by GPU, overhead by engine, MoE efficiency by model, KV "
+                     "precision class, MBU by GPU, overhead by engine x vendor, MoE efficiency by vendor x precision, KV "
                      "efficiency by attention kind, TensorRT-LLM's apart)")
     for name, key, value, source in timing_entries():
         profiles.add_row(name, key, f"{value:g}", source)

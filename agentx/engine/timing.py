@@ -90,7 +90,7 @@ class Roofline:
     def __init__(self, cfg: EngineConfig):
         hw, m = presets.hardware(cfg.hardware), presets.model(cfg.model)
         self.cfg, self.hw, self.model = cfg, hw, m
-        self.profile = presets.profile(cfg.engine, hw.key, cfg.precision, m.key)
+        self.profile = presets.profile(cfg.engine, hw.key, cfg.precision, m.key, cfg.engine_version)
         self.mfu = cfg.mfu or self.profile.mfu
         self.mbu = cfg.mbu or self.profile.mbu
         self.overhead_s = cfg.overhead_s if cfg.overhead_s is not None else self.profile.overhead_ms / 1000

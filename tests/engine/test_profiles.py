@@ -32,12 +32,16 @@ def test_the_profiles_carry_admission_and_the_keys_of_their_constants():
     assert [e for e in ENGINES if engine_profile(e).no_evict] == ["trtllm"]
     assert trt.kv_efficiency_key("gqa") == "trtllm-gqa" and engine_profile("vllm").kv_efficiency_key("gqa") == "gqa"
     assert engine_profile("vllm").overhead_key("0.10") == "vllm-0.10"
-    # each engine's fitted overhead is the entry its profile names (an engine not fitted: `default`)
+    assert engine_profile("vllm").overhead_key("0.10", "amd") == "vllm-0.10-amd"
+    # each engine's fitted overhead is the entry its profile names for the GPU's vendor (the default
+    # entry where that build has no calibration row: TensorRT-LLM on AMD)
     table = presets._table()["timing"]["overhead_ms"]
-    assert {"vllm", "sglang", "trtllm", "atom"} <= set(table)
+    assert "vllm-nvidia" in table and "vllm-amd" in table and "trtllm-amd" not in table
     for name in ENGINES:
-        entry = table.get(name, table["default"])
-        assert presets.profile(name, "H200", "fp8", "llama-3.1-70b").overhead_ms == entry["value"]
+        for gpu in ("H200", "MI300X"):
+            key = engine_profile(name).overhead_key("", presets.hardware(gpu).vendor)
+            want = (table.get(key) or table["default"])["value"]
+            assert presets.profile(name, gpu, "fp8", "llama-3.1-70b").overhead_ms == want
 
 
 def _engine_name_compares(path: Path) -> list[str]:

@@ -34,14 +34,18 @@ class EngineProfile:
     # say otherwise (every engine the same today: vLLM's 256 sequences and 8,192 tokens)
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
+    # releases whose per-iteration overhead was fitted apart (`--engine-version`, presets.toml
+    # [timing.overhead_ms] `name-release-vendor`), from calibration rows that ran their images
+    releases: tuple[str, ...] = ()
 
     @property
     def no_evict(self) -> bool:
         return self.admission is Admission.NO_EVICT
 
-    def overhead_key(self, release: str = "") -> str:
-        """Its entry of presets.toml [timing.overhead_ms]: a release fitted apart is `name-release`."""
-        return f"{self.name}-{release}" if release else self.name
+    def overhead_key(self, release: str = "", vendor: str = "") -> str:
+        """Its entry of presets.toml [timing.overhead_ms]: `name[-release]-vendor` (a release fitted
+        apart; the GPU vendor's build of the engine: ROCm images are builds of their own)."""
+        return "-".join(p for p in (self.name, release, vendor) if p)
 
     def kv_efficiency_key(self, attention: str) -> str:
         """Its entry of presets.toml [timing.kv_efficiency] for an attention kind (gqa, mla)."""

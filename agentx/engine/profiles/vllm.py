@@ -2,4 +2,5 @@
 
 from agentx.engine.profiles.base import Admission, EngineProfile
 
-PROFILE = EngineProfile(name="vllm", title="vLLM", admission=Admission.PREEMPT)
+PROFILE = EngineProfile(name="vllm", title="vLLM", admission=Admission.PREEMPT,
+                        releases=("0.10",))  # the 0.10.1 / 0.10.2 images of InferenceX's Llama 70B rows
