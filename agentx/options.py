@@ -1,7 +1,9 @@
 """Settings declared once: a config dataclass's field carries its default, its bounds and its help
 (`option(...)`, dataclass field metadata). The config checks the bounds in `__post_init__`
-(`check_bounds`), and the CLI derives its flags from the same fields (`agentx/cli/options.py`), as
-recipes and plans read the same names; a new setting is a new field.
+(`check_bounds`), the CLI derives its flags from the same fields (`agentx/cli/options.py`), and a
+file (a sweep recipe's `bench:`, a capacity plan) reads the same names through `settings_struct`
+and `read_settings`, with one error format naming the file and the key; a new setting is a new
+field. Layers: the declared defaults, then the file, then the flags.
 
     @dataclass(frozen=True)
     class PlanConfig:
@@ -13,7 +15,12 @@ recipes and plans read the same names; a new setting is a new field.
 
 from __future__ import annotations
 
+import types
+import typing
 from dataclasses import MISSING, Field, field, fields
+from typing import Annotated, Literal, Union
+
+import msgspec
 
 from agentx.errors import AgentxError
 
@@ -34,6 +41,12 @@ def declared(cfg_type) -> list[Field]:
     return [f for f in fields(cfg_type) if "option" in f.metadata]
 
 
+def pick(cfg_type, options: dict) -> dict:
+    """The options that are fields of `cfg_type`."""
+    names = {f.name for f in fields(cfg_type)}
+    return {k: v for k, v in options.items() if k in names}
+
+
 def check_bounds(cfg) -> None:
     """Every declared bound and choice of `cfg`'s fields (an error names the setting)."""
     for f in declared(cfg):
@@ -50,3 +63,73 @@ def check_bounds(cfg) -> None:
             raise AgentxError(f"must be >= {meta['min']:g}, got {value:g}", name)
         if meta["max"] is not None and value > meta["max"]:
             raise AgentxError(f"must be <= {meta['max']:g}, got {value:g}", name)
+
+
+def settings_struct(name: str, parts, skip=(), listed: bool = False) -> type[msgspec.Struct]:
+    """The Struct a file's mapping of settings decodes into: the declared fields of `parts` (config
+    types, or (type, names) pairs; the first to declare a name gives it) less `skip`, each optional
+    (unset: not given), typed as declared: choices as their values, numbers finite and bounded,
+    text bounded. `listed`: each a list of such values (a plan's grid)."""
+    found: dict[str, object] = {}
+    for item in parts:
+        cfg_type, only = item if isinstance(item, tuple) else (item, None)
+        hints = typing.get_type_hints(cfg_type)
+        for f in declared(cfg_type):
+            if f.name in found or f.name in skip or (only is not None and f.name not in only):
+                continue
+            choices = f.metadata["option"]["choices"]
+            kind = Literal[tuple(str(c) for c in choices)] if choices is not None else bounded(hints[f.name])
+            found[f.name] = list[kind] if listed else kind
+    return msgspec.defstruct(name, [(k, Union[v, msgspec.UnsetType], msgspec.UNSET) for k, v in found.items()],
+                             forbid_unknown_fields=True)
+
+
+def read_settings(data, struct: type[msgspec.Struct], where: str, prefix: str = "") -> dict:
+    """The settings given in `data` (a file's mapping), typed by `struct`; bad input is one line:
+    `where: prefix.key: problem`."""
+    try:
+        typed = msgspec.convert(data, struct)
+    except msgspec.ValidationError as e:
+        line = error_key(e, prefix)
+        name = line.removeprefix(prefix).split(":")[0].split("[")[0]
+        if "Invalid enum value" in line and name in struct.__struct_fields__:  # the choices, listed
+            line += f" (want one of {', '.join(_choices_of(typing.get_type_hints(struct)[name]))})"
+        raise AgentxError(f"{where}: {line}") from None
+    return {k: v for k, v in msgspec.structs.asdict(typed).items() if v is not msgspec.UNSET}
+
+
+def _choices_of(hint) -> list[str]:
+    """The values of the Literal inside a field's type."""
+    if typing.get_origin(hint) is Literal:
+        return [str(a) for a in typing.get_args(hint)]
+    return [c for a in typing.get_args(hint) for c in _choices_of(a)]
+
+
+def bounded(hint):
+    """A setting's type as a file's bounded one: finite numbers within [0, 10^7], text of at most
+    4096 characters."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        return Union[tuple(bounded(a) for a in args)]
+    if origin is tuple:
+        return tuple[tuple(bounded(a) for a in args)]
+    if hint is float:
+        return Annotated[float, msgspec.Meta(ge=0, le=1e7)]
+    if hint is int:
+        return Annotated[int, msgspec.Meta(ge=0, le=10**7)]
+    if hint is str:
+        return Annotated[str, msgspec.Meta(max_length=4096, pattern=r"^[^\x00]*$")]
+    return hint
+
+
+def error_key(e: msgspec.ValidationError, prefix: str = "") -> str:
+    """`key.path: problem` from msgspec's `problem - at `$.key.path``, in the file's words."""
+    message, _, at = str(e).rpartition(" - at `")
+    if not message:
+        message, at = str(e), "$"
+    key = (prefix.rstrip(".") + at.rstrip("`").removeprefix("$")).removeprefix(".")
+    if message.startswith("Object missing required field `"):
+        return f"{key + '.' if key else ''}{message.split('`')[1]}: missing"
+    if message.startswith("Object contains unknown field `"):
+        return f"{key + '.' if key else ''}{message.split('`')[1]}: unknown key"
+    return f"{key}: {message}" if key else message

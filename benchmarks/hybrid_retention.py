@@ -14,7 +14,7 @@ runs. Each row is
     agentx sim bench --traces LONG14/ --concurrency 14 --hardware H200 --gpus G --model gpt-oss-120b \\
         --precision mxfp4 --max-model-len 1048576 --window-retention R [--checkpoint-blocks K] --duration D
 
-    python benchmarks/hybrid_retention.py [--gpus 4 2] [--duration 1800]
+    python benchmarks/hybrid_retention.py [--gpus 4 2] [--duration 1800] [--markdown]
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from agentx.replay.settings import BenchSettings  # noqa: E402
 from agentx.traces.load import load_sessions  # noqa: E402
 from agentx.traces.synth import write_corpus  # noqa: E402
 from agentx.virtual.runner import sim_bench  # noqa: E402
+from mdtable import markdown  # noqa: E402
 
 LONG = 900_000  # a session is a 1M-token one when its context passes this
 POINTS = (("off", 64), ("none", 64), ("sparse", 16), ("sparse", 64), ("sparse", 256))
@@ -72,20 +73,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, nargs="+", default=[4, 2])
     parser.add_argument("--duration", type=float, default=1800.0)
+    parser.add_argument("--markdown", action="store_true", help="A Markdown table (the docs').")
     args = parser.parse_args()
-    print(f"14 lanes of the 14 synthetic sessions past {LONG:,} tokens; gpt-oss-120b MXFP4 on H200, "
-          f"max model length 1,048,576; {args.duration:g} s profiling (virtual time)")
-    print(f"{'GPUs':>4}  {'retention':<10}{'K':>4}{'full KV tokens':>16}{'checkpoints':>12}{'hit':>8}{'theory':>8}"
-          f"{'TTFT p50':>10}{'TTFT p90':>10}{'tok/s/GPU':>11}{'requests':>9}")
+    caption = (f"14 lanes of the 14 synthetic sessions past {LONG:,} tokens; gpt-oss-120b MXFP4 on H200, "
+               f"max model length 1,048,576; {args.duration:g} s profiling (virtual time)")
+    heads = ["GPUs", "retention", "K", "full KV tokens", "checkpoints", "hit", "theory", "TTFT p50 s", "TTFT p90 s",
+             "tok/s per GPU", "requests"]
+    if not args.markdown:
+        print(caption)
+        print(f"{'GPUs':>4}  {'retention':<10}{'K':>4}{'full KV tokens':>16}{'checkpoints':>12}{'hit':>8}{'theory':>8}"
+              f"{'TTFT p50':>10}{'TTFT p90':>10}{'tok/s/GPU':>11}{'requests':>9}")
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Corpus((str(long_sessions(Path(tmp))),))
         for gpus in args.gpus:
             for retention, every in POINTS:
                 r = point(corpus, gpus, retention, every, args, Path(tmp) / f"{gpus}-{retention}-{every}")
                 k = str(every) if retention == "sparse" else "-"
-                print(f"{gpus:>4}  {retention:<10}{k:>4}{r['kv_tokens']:>16,}{r['checkpoints']:>12,}{r['hit']:>8.1%}"
-                      f"{r['theory']:>8.1%}{r['ttft_p50']:>9.2f}s{r['ttft_p90']:>9.2f}s{r['tok_gpu']:>11,.0f}"
-                      f"{r['ok']:>9}")
+                rows.append([str(gpus), retention, k, f"{r['kv_tokens']:,}", f"{r['checkpoints']:,}", f"{r['hit']:.1%}",
+                             f"{r['theory']:.1%}", f"{r['ttft_p50']:.2f}", f"{r['ttft_p90']:.2f}",
+                             f"{r['tok_gpu']:,.0f}", str(r["ok"])])
+                if not args.markdown:
+                    print(f"{gpus:>4}  {retention:<10}{k:>4}{r['kv_tokens']:>16,}{r['checkpoints']:>12,}"
+                          f"{r['hit']:>8.1%}{r['theory']:>8.1%}{r['ttft_p50']:>9.2f}s{r['ttft_p90']:>9.2f}s"
+                          f"{r['tok_gpu']:>11,.0f}{r['ok']:>9}", flush=True)
+    if args.markdown:
+        print(f"{caption}\n\n{markdown(heads, rows, left=0)}")
 
 
 if __name__ == "__main__":

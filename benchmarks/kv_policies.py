@@ -12,9 +12,13 @@ the server's hit rate by tier (HBM, DRAM, SSD), TTFT p90, total tok/s per GPU, t
 tokens per GPU at the SLO (`--slo`, default TTFT 5 s and 50 ms per output token, the plan's
 default SLO) and the bytes written to DRAM and the SSD. The runs are deterministic (virtual time).
 
-    python benchmarks/kv_policies.py [--traces DIR --max-context 256k] [--concurrency 8 16]
+    python benchmarks/kv_policies.py [--traces DIR | --synthetic] [--max-context 256k] [--concurrency 8 16]
         [--duration 1800] [--mem 0.55] [--cpu-offload-gb 0] [--ssd-drives 0 8] [--store-rules on off]
-        [--points lru:none retain:harness ...]
+        [--points lru:none retain:harness ...] [--markdown]
+
+`--synthetic` writes the synthetic 393-session corpus (`agentx trace synth --sessions 393 --seed 1`)
+to a temporary folder and replays it; `--markdown` prints the table as Markdown (the docs' tables,
+benchmarks/docs.py) and the run's cost on stderr.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from corpora import synthetic_393  # noqa: E402
+from mdtable import markdown  # noqa: E402
 
 from agentx.engine.config import Deployment, EngineConfig  # noqa: E402
 from agentx.metrics.goodput import parse_slo  # noqa: E402
@@ -57,9 +64,28 @@ def _pct(v) -> str:
     return "-" if v is None else f"{v:.1%}"
 
 
+HEADERS = ["lanes", "SSD drives", "store rules", "policy", "hints", "hit", "HBM hit", "DRAM hit", "SSD hit",
+           "TTFT p90 s", "tok/s per GPU", "goodput per GPU", "DRAM GB written", "SSD GB written"]
+
+
+def cells(c: int, ssd: int, rules: str, policy: str, hints: str, r: dict) -> list[str]:
+    t = r["tiers"]
+    return [str(c), str(ssd), rules, policy, hints, _pct(r["hit"]), _pct(t.get("HBM")), _pct(t.get("DRAM")),
+            _pct(t.get("SSD")), f"{r['ttft_p90']:.2f}", f"{r['tok_gpu']:,.0f}", f"{r['good_gpu']:,.0f}",
+            f"{r['dram_gb']:,.0f}", f"{r['ssd_gb']:,.0f}"]
+
+
+def line(row: list[str]) -> str:
+    c, ssd, rules, policy, hints, hit, hbm, dram, ssd_hit, ttft, tok, good, dram_gb, ssd_gb = row
+    return (f"{c:>3} {ssd:>3} {rules:<6}{policy:<9}{hints:<8}{hit:>7}{hbm:>7}{dram:>7}{ssd_hit:>7}{ttft:>9}s"
+            f"{tok:>10}{good:>10}{dram_gb:>9}{ssd_gb:>8}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", nargs="*", default=[], help="Trace files or folders (default: the bundled traces).")
+    parser.add_argument("--synthetic", action="store_true", help="The synthetic 393-session corpus.")
+    parser.add_argument("--markdown", action="store_true", help="A Markdown table; the cost on stderr.")
     parser.add_argument("--max-context", default=None, help="The traces' variant (e.g. 256k).")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 16])
     parser.add_argument("--duration", type=float, default=1800.0)
@@ -70,32 +96,41 @@ def main() -> None:
     parser.add_argument("--points", nargs="+", default=list(POINTS), help="policy:hints pairs.")
     parser.add_argument("--slo", nargs="+", default=["ttft:5000", "tpot:50"])
     args = parser.parse_args()
-    corpus = Corpus(tuple(args.traces), max_context=args.max_context)
-    name = f"{', '.join(args.traces)} ({args.max_context or 'all'})" if args.traces else "bundled traces"
-    print(f"{name}, 8 x H200, qwen3-235b-a22b, gpu memory {args.mem}, DRAM {args.cpu_offload_gb:g} GB, "
-          f"{args.duration:g} s profiling (virtual time), goodput SLO {' '.join(args.slo)}")
-    print(f"{'c':>3} {'ssd':>3} {'rules':<6}{'policy':<9}{'hints':<8}{'hit':>7}{'HBM':>7}{'DRAM':>7}{'SSD':>7}"
-          f"{'TTFT p90':>10}{'tok/s/GPU':>10}{'good/GPU':>10}{'DRAM GB':>9}{'SSD GB':>8}")
-    started, cpu0 = time.time(), time.process_time()
     with tempfile.TemporaryDirectory() as tmp:
-        for c in args.concurrency:
-            sessions = corpus.sessions(c)
-            for ssd in args.ssd_drives:
-                for rules in args.store_rules:
-                    for spec in args.points:
-                        policy, hints = spec.split(":")
-                        out = Path(tmp) / f"{c}-{ssd}-{rules}-{policy}-{hints}"
-                        r = point(sessions, corpus.labels, policy, hints, c, ssd, rules == "on", args, out)
-                        t = r["tiers"]
-                        print(f"{c:>3} {ssd:>3} {rules:<6}{policy:<9}{hints:<8}{_pct(r['hit']):>7}{_pct(t.get('HBM')):>7}"
-                              f"{_pct(t.get('DRAM')):>7}{_pct(t.get('SSD')):>7}{r['ttft_p90']:>9.2f}s"
-                              f"{r['tok_gpu']:>10,.0f}{r['good_gpu']:>10,.0f}{r['dram_gb']:>9,.0f}{r['ssd_gb']:>8,.0f}",
-                              flush=True)
+        traces = (str(synthetic_393(Path(tmp))),) if args.synthetic else tuple(args.traces)
+        run(args, Corpus(traces, max_context=args.max_context), Path(tmp))
+
+
+def run(args, corpus: Corpus, tmp: Path) -> None:
+    name = "synthetic 393" if args.synthetic else ", ".join(args.traces) or "bundled traces"
+    if args.synthetic or args.traces:
+        name += f" ({args.max_context or 'all'})"
+    caption = (f"{name}, 8 x H200, qwen3-235b-a22b, gpu memory {args.mem}, DRAM {args.cpu_offload_gb:g} GB, "
+               f"{args.duration:g} s profiling (virtual time), goodput SLO {' '.join(args.slo)}")
+    rows = []
+    if not args.markdown:
+        print(caption)
+        print(f"{'c':>3} {'ssd':>3} {'rules':<6}{'policy':<9}{'hints':<8}{'hit':>7}{'HBM':>7}{'DRAM':>7}{'SSD':>7}"
+              f"{'TTFT p90':>10}{'tok/s/GPU':>10}{'good/GPU':>10}{'DRAM GB':>9}{'SSD GB':>8}")
+    started, cpu0 = time.time(), time.process_time()
+    for c in args.concurrency:
+        sessions = corpus.sessions(c)
+        for ssd in args.ssd_drives:
+            for rules in args.store_rules:
+                for spec in args.points:
+                    policy, hints = spec.split(":")
+                    out = tmp / f"{c}-{ssd}-{rules}-{policy}-{hints}"
+                    r = point(sessions, corpus.labels, policy, hints, c, ssd, rules == "on", args, out)
+                    rows.append(cells(c, ssd, rules, policy, hints, r))
+                    if not args.markdown:
+                        print(line(rows[-1]), flush=True)
+    if args.markdown:
+        print(f"{caption}\n\n{markdown(HEADERS, rows, left=5)}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     with open("/proc/loadavg") as f:
         load = " ".join(f.read().split()[:3])
     print(f"{time.time() - started:,.0f} s wall, {time.process_time() - cpu0:,.0f} CPU s, peak RSS {peak:,.0f} MB, "
-          f"load average {load}")
+          f"load average {load}", file=sys.stderr if args.markdown else sys.stdout)
 
 
 if __name__ == "__main__":

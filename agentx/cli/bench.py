@@ -1,4 +1,4 @@
-"""`agentx bench`, `report`, `demo` and `probe cache`: replay against a server and summarize,
+"""`agentx bench`, `report`, `compare` and `probe cache`: replay against a server and summarize,
 and the sweep and exit-status helpers `sim bench` shares."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from rich.markup import escape
 
 from agentx.cli.common import (OPT_CONCURRENCY, OPT_FMT, OPT_MAX_CONTEXT, OPT_MORE_TRACES, OPT_OFFLINE,
                                OPT_RANGE_RATIO, OPT_SCENARIO, OPT_SLO, OPT_TRACES, PLAIN, SEED_HELP, Format, _corpus,
-                               _load, _offline, _open_loop, _warn, console, err_console)
+                               _load, _warn, console, err_console)
 from agentx.cli.options import config_options
 from agentx.metrics.confidence import ANSWER_SPREAD_LIMIT
 from agentx.content.tokens import DEFAULT_TOKEN_RANGE, ContentConfig
 from agentx.errors import AgentxError
 from agentx.replay.plan import PlanConfig
-from agentx.replay.settings import Labels, TargetConfig
+from agentx.replay.settings import Labels, TargetConfig, offline_levels, open_loop
 
 OPT_TOKEN_RANGE = typer.Option("{}:{}".format(*DEFAULT_TOKEN_RANGE), "--token-range",
                                help="Token ids to draw content from, LO:HI.")
@@ -80,16 +80,15 @@ def _sweep(settings, sessions, concurrencies: list[int], out: Path, label: str, 
 
 
 def _print_sweep_table(results: list[tuple]) -> None:
-    """The sweep's table, then why each NOT VALID run is (the table only says "no")."""
+    """The sweep's table, then each NOT VALID run's verdict line (the table names its rules)."""
     from agentx.metrics.tables import sweep_table
+    from agentx.metrics.verdict import verdict
 
     console.print(sweep_table(results))
     for name, r in results:
-        v = r.get("validity") or {}
-        if v.get("valid") is False:
+        if (r.get("validity") or {}).get("valid") is False:
             label = f"c{name}" if isinstance(name, int) else name
-            console.print(f"{label}: NOT VALID: {'; '.join(v.get('reasons') or ['no reason recorded'])}",
-                          highlight=False, markup=False)
+            console.print(f"{label}: {verdict(r)}", highlight=False, markup=False)
 
 
 INVALID_EXIT = 3
@@ -185,8 +184,8 @@ def bench_cmd(
     from agentx.replay.settings import BenchSettings
 
     corpus = _corpus(traces, more_traces, fmt, max_context, scenario, provider, range_ratio, offline)
-    levels = _offline(corpus, options) or _concurrencies(concurrency)
-    schedule = _open_loop(options, levels)
+    levels = offline_levels(corpus, options) or _concurrencies(concurrency)
+    schedule = open_loop(options, levels)
     settings = BenchSettings.build(**{**options, "concurrency": levels[0], "token_range": parse_token_range(token_range),
                                       "server_metrics": None if options["server_metrics"] == "none" else options["server_metrics"],
                                       "warmup": options["warmup"] and not schedule, "url": base_url(options["url"]),
@@ -289,51 +288,17 @@ def report_cmd(
     _exit_if_invalid([result], allow_invalid)
 
 
-# The demo's speed, window and points (SPEC section 10, "The twin over the same requests"): at speed S
-# the host adds S x ~1.2-1.7 modeled ms per request to each measured TTFT, which the twin rules' 2.5 %
-# must absorb beside the jitter of the engine's batching. Since #25's eighth round (SPEC 10, "The demo
-# after #25's eighth-round profile"): at speed 1.5 the host error, not the schedule, made c6 and c7
-# NOT VALID beside two busy processes (their modeled TTFT p50 within 0.02 % and 1.9 % of the twin's);
-# at speed 1 and 120 s `benchmarks/twin_sensitivity.py` (10 draws: ends late by 1.9 ms mean, and a
-# host error of 2 ms mean on each TTFT, --host-error-ms) keeps c7, c12 and c24 within 1.8, 1.4 and
-# 1.2 % in every draw.
-DEMO_SPEED = 1.0
-DEMO_DURATION = 120.0
-DEMO_CONCURRENCY = "7,12,24"
-
-
-def demo_cmd(
-    concurrency: str = typer.Option(DEMO_CONCURRENCY, "--concurrency", help="Lanes per run of the sweep."),
-    duration: float = typer.Option(DEMO_DURATION, "--duration", help="Profiling seconds per run (modeled time)."),
-    speed: float = typer.Option(DEMO_SPEED, "--speed", help="How much faster than the modeled hardware the sim runs "
-                                "(the replay clock follows, so figures are the modeled deployment's; each wall "
-                                "millisecond of host work becomes this many modeled ones: SPEC section 3, host error)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default runs/demo-TIMESTAMP)."),
-    allow_invalid: bool = typer.Option(False, "--allow-invalid", help=ALLOW_INVALID_HELP),
-):
-    """The embedded default: the simulated engine (8 x H200, Qwen3-235B-A22B) on a loopback port,
-    the bundled real traces replayed at a few concurrencies, a summary per run and a sweep."""
-    from agentx.engine.launch import sim_server
-    from agentx.replay.settings import BenchSettings
-    from agentx.report.html import write_report
-
-    levels = _concurrencies(concurrency)
-    corpus = _corpus([])  # the bundled real traces
-    sessions = corpus.sessions(warn=_warn)
-    out = out or _default_out("demo")
-    out.mkdir(parents=True, exist_ok=True)
-    console.print(f"agentx demo: simulated 8 x H200 serving Qwen3-235B-A22B (BF16), run {speed:g}x faster than "
-                  f"real time with the replay clock scaled to match (all figures are modeled time); "
-                  f"{len(sessions)} bundled real Claude Code sessions; concurrency {concurrency}", highlight=False)
-    with sim_server("--speed", str(speed), "--truth-log", str(out / "sim_truth.jsonl")) as url:
-        settings = BenchSettings.build(url=url, concurrency=levels[0], duration=duration, gpus=8, hardware="H200",
-                                       engine="agentx-sim", dataset=corpus.label, clock_scale=speed,
-                                       grace=30.0, power=f"dcgm:{url}/metrics")  # the sim's modeled GPU power
-        results = _sweep(settings, sessions, levels, out, "demo")
-    first = out / f"c{levels[0]}" if len(levels) > 1 else out
-    console.print(f"all results under {out}/ (`agentx report {first}` rebuilds a summary)", highlight=False)
-    console.print(f"HTML report: {write_report(out)}", highlight=False)
-    _exit_if_invalid(results, allow_invalid)
+def parse_speed(text: str) -> float | None:
+    """--speed: a positive number, or None for `auto` (a bad value: one line, exit status 2)."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise AgentxError(f"--speed: want a positive number or auto, got {text!r}")
+    return value
 
 
 def compare_cmd(
@@ -365,5 +330,4 @@ def compare_cmd(
 def register(app: typer.Typer) -> None:
     app.command("bench", epilog=EXIT_STATUS)(bench_cmd)
     app.command("report", epilog=EXIT_STATUS)(report_cmd)
-    app.command("demo", epilog=EXIT_STATUS)(demo_cmd)
     app.command("compare")(compare_cmd)

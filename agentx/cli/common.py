@@ -3,6 +3,7 @@ declare, the options `bench` and `sim bench` both take, and the corpus a command
 
 from __future__ import annotations
 
+from dataclasses import fields
 from enum import Enum
 from pathlib import Path
 from typing import Optional, get_args
@@ -71,26 +72,17 @@ def _corpus(traces: list[Path] | None, more_traces: list[Path] | None = None, fm
                   range_ratio=range_ratio, offline=offline)
 
 
-# offline scenarios: every request is profiled, however long the makespan; each session once
-OFFLINE_WINDOW_S = 1e7
-
-
-def _offline(corpus: Corpus, options: dict) -> list[int] | None:
-    """With --offline N: the one level (N lanes) and the plan options it implies, set in `options`."""
-    sc = corpus.parsed()
-    if not sc or not sc.offline:
-        return None
-    options.update(warmup=False, reuse_sessions=False, duration=max(options.get("duration", 0), OFFLINE_WINDOW_S))
-    return [sc.offline]
-
-
 def _load(paths: list[Path], fmt: Optional[Format], max_context: Optional[str]):
     return _corpus(paths, fmt=fmt, max_context=max_context).sessions(warn=_warn)
 
 
-FORMAT_HELP = (f"Input format: {', '.join(FORMATS)}; detected from the content when omitted "
-               "(mooncake-delta must be named).")
-MAX_CONTEXT_HELP = "Drop every request with ISL + OSL over this many tokens (e.g. 256k): the 256k variant."
+def declared_help(cfg_type, name: str) -> str:
+    """The help a config declares for one of its settings (agentx/options.py)."""
+    return next(f.metadata["option"]["help"] for f in fields(cfg_type) if f.name == name)
+
+
+FORMAT_HELP = declared_help(Corpus, "format")
+MAX_CONTEXT_HELP = declared_help(Corpus, "max_context")
 
 # options `bench` and `sim bench` share
 OPT_TRACES = typer.Option(None, "--traces", help="Trace files or folders, several after one flag (a shell glob) "
@@ -99,30 +91,14 @@ OPT_MORE_TRACES = typer.Argument(None, metavar="TRACES", help="More trace files 
                                  "--traces expands to (`--traces runs/*.jsonl`).")
 OPT_FMT = typer.Option(None, "--format", metavar="FORMAT", help=FORMAT_HELP)
 OPT_MAX_CONTEXT = typer.Option(None, "--max-context", help=MAX_CONTEXT_HELP)
-OPT_SCENARIO = typer.Option(None, "--scenario", help="Fixed-length baseline instead of traces: ISL:OSL "
-                            "(e.g. 5000:500) or 1k1k, 8k1k, 1k8k.")
-OPT_RANGE_RATIO = typer.Option(None, "--range-ratio", help="Scenario lengths uniform in [R x L, L] (default: 0.8 "
-                               "for the named scenarios, as InferenceX runs them; 1 for ISL:OSL).")
-OPT_OFFLINE = typer.Option(0, "--offline", min=0, help="Scenario offline: N requests queued at t = 0, throughput "
-                           "over the makespan (sets --concurrency N, no warmup).")
+OPT_SCENARIO = typer.Option(None, "--scenario", help=declared_help(Corpus, "scenario"))
+OPT_RANGE_RATIO = typer.Option(None, "--range-ratio", help=declared_help(Corpus, "range_ratio"))
+OPT_OFFLINE = typer.Option(0, "--offline", min=0, help=declared_help(Corpus, "offline"))
 OPT_CONCURRENCY = typer.Option(str(PlanConfig.concurrency), "--concurrency", help="Lanes; a list (1,4,16) runs a sweep.")
 OPT_SLO = typer.Option(None, "--slo", help="Goodput's objectives in ms, vLLM bench's form: 'ttft:2000 tpot:50 e2el:60000' "
                        "(any of them; the flag may repeat).")
 SEED_HELP = ("Seed of the plan (session order, warmup start points, arrivals) and of the content (token ids): "
              "the same seed replays the same requests.")
-
-
-def _open_loop(options: dict, levels: list[int]) -> bool:
-    """Whether the plan is an open loop (schedule mode, or --request-rate, which implies it);
-    an open loop has no lanes, so a --concurrency list is refused."""
-    rate = options.get("request_rate") is not None
-    if rate:
-        options["mode"] = "schedule"
-    schedule = options["mode"] == "schedule"
-    if schedule and len(levels) > 1:
-        raise AgentxError("an open loop at a request rate has no lanes to sweep" if rate else
-                          "schedule mode replays at the recorded start times: it has no lanes to sweep", "concurrency")
-    return schedule
 
 
 # `sim serve` and `capture proxy`

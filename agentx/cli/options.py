@@ -15,13 +15,13 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
-from dataclasses import MISSING, fields
+from dataclasses import MISSING
 from enum import Enum
 from typing import Optional
 
 import typer
 
-from agentx.options import declared
+from agentx.options import declared, pick  # noqa: F401  (pick: the commands')
 
 
 def _choices_enum(name: str, choices) -> type[Enum]:
@@ -90,7 +90,7 @@ def _plain(value):
     return value.value if isinstance(value, Enum) else value
 
 
-def pick(cfg_type, options: dict) -> dict:
-    """The options that are fields of `cfg_type`."""
-    names = {f.name for f in fields(cfg_type)}
-    return {k: v for k, v in options.items() if k in names}
+def given(ctx, names) -> set[str]:
+    """Which of these parameters the command line gave (`ctx`: the command's typer.Context), not
+    their defaults: a flag given wins over a settings file, a default does not."""
+    return {n for n in names if getattr(ctx.get_parameter_source(n), "name", "DEFAULT") not in ("DEFAULT", "DEFAULT_MAP")}

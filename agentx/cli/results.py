@@ -219,18 +219,19 @@ def frontier_cmd(
 
     from agentx.results.frontier import CURVE, at_x, frontier, load_points
     from agentx.results.query import Filters
+    from agentx.userfiles import shown
 
     skipped = []
     rows = load_points(_engine(db), Filters(model=model, hardware=hardware, engine=engine, dataset=dataset), x, y,
                        skipped)
     for bad in skipped:
-        _say_plain(f"skipped point {bad['id']}: its stored row is corrupt ({bad['reason']})")
+        _say_plain(f"skipped point {bad['id']}: its stored row is corrupt ({shown(bad['reason'])})")
     curves = frontier(rows, x, y, per_curve=not overall, spread_limit=spread_limit)
     if not curves:
         console.print("no stored points match")
         return
     for curve in curves:
-        title = "all deployments" if overall else " / ".join(_stored(curve.key[k]) for k in CURVE if k != "workload")
+        title = "all deployments" if overall else " / ".join(_stored(curve.key[k]) for k in CURVE if k != "workload" and curve.key[k])
         t = Table(title=f"{title}: {y} against {x}, workload {_stored(curve.key['workload'] or 'unnamed')}",
                   title_justify="left", show_edge=False)
         for col in ("point", "lanes", x, y, "parallelism", "spec decoding", "KV offload", "valid"):

@@ -9,16 +9,14 @@ import typer
 
 from agentx.cli.common import (OPT_CONCURRENCY, OPT_FMT, OPT_MAX_CONTEXT, OPT_MORE_TRACES, OPT_OFFLINE,
                                OPT_RANGE_RATIO, OPT_SCENARIO, OPT_SLO, OPT_TRACES, PLAIN, SEED_HELP, Format, _corpus,
-                               _offline, _open_loop, _warn, console)
-from agentx.cli.bench import _concurrencies, _default_out, _sweep
-from agentx.cli.options import config_options, pick
+                               _value, _warn, console)
+from agentx.cli.bench import _concurrencies, _default_out, _sweep, parse_speed
+from agentx.cli.options import config_options, given, pick
 from agentx.cli.results import DB_HELP
-from agentx.content.tokens import ContentConfig
 from agentx.engine.config import Deployment, EngineConfig, ServeConfig
 from agentx.engine.faults import KINDS, FaultConfig
 from agentx.errors import AgentxError
-from agentx.replay.plan import PlanConfig
-from agentx.replay.settings import Labels, TargetConfig
+from agentx.virtual.settings import SIM_BENCH, SIM_BENCH_SKIPS, sim_bench_config
 
 sim_app = typer.Typer(help="The simulated inference engine.", **PLAIN)
 
@@ -56,32 +54,22 @@ def _speed(text: str, lanes: int) -> float:
     """--speed: a positive number, or `auto` (agentx/replay/speed.py: probed, then printed)."""
     import sys
 
-    if text.strip().lower() == "auto":
-        from agentx.replay.speed import auto_speed, serve_flags
+    value = parse_speed(text)
+    if value is not None:
+        return value
+    from agentx.replay.speed import auto_speed, serve_flags
 
-        choice = auto_speed(_corpus([]).sessions(lanes), lanes, serve_flags(sys.argv[3:]))
-        console.print(choice.line(), highlight=False)
-        return choice.speed
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0 or value == float("inf"):
-        raise typer.BadParameter(f"want a positive number or auto, got {text!r}", param_hint="--speed")
-    return value
-
-
-# what `sim bench` leaves to `sim serve` (the timing model's tuning) and to bench (schedule mode)
-SIM_BENCH_SKIPS = ("block_size", "num_gpu_blocks_override", "mfu", "mbu", "overhead_s", "moe_efficiency", "kv_efficiency",
-                   "roofline_norm", "host_link_efficiency", "host_links", "mode", "time_scale", "warmup_seconds")
+    choice = auto_speed(_corpus([]).sessions(lanes), lanes, serve_flags(sys.argv[3:]))
+    console.print(choice.line(), highlight=False)
+    return choice.speed
 
 
 @sim_app.command("bench")
-@config_options(EngineConfig, Deployment, PlanConfig, ContentConfig, (TargetConfig, ("grace", "hints")), (Labels, ("cost_basis", "agreement")),
-                skip=SIM_BENCH_SKIPS,
+@config_options(*SIM_BENCH, skip=SIM_BENCH_SKIPS,
                 help={"duration": "Profiling window in (modeled) seconds.",
                       "seed": SEED_HELP[:-1] + ", and of the engine."})
 def sim_bench_cmd(
+    ctx: typer.Context,
     traces: list[Path] = OPT_TRACES,
     more_traces: list[Path] = OPT_MORE_TRACES,
     fmt: Optional[Format] = OPT_FMT,
@@ -92,29 +80,27 @@ def sim_bench_cmd(
     concurrency: str = OPT_CONCURRENCY,
     slo: list[str] = OPT_SLO,
     out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/sim-bench-TIMESTAMP)."),
+    settings_file: Optional[Path] = typer.Option(None, "--settings", help="A YAML mapping of these settings by "
+                                                 "name (duration: 600, engine: trtllm, scenario: 8k1k, ...; a "
+                                                 "`sim plan` file's top keys): over the defaults, under the flags "
+                                                 "given beside it."),
     options: dict = None,
 ):
     """Replay traces on the simulated engine in modeled time: no HTTP, no waiting (bench's run folder)."""
     from agentx.metrics.goodput import parse_slo
-    from agentx.replay.settings import BenchSettings
     from agentx.virtual.runner import sim_bench
+    from agentx.virtual.settings import read_settings_file
 
-    corpus = _corpus(traces, more_traces, fmt, max_context, scenario, range_ratio=range_ratio, offline=offline)
-    levels = _offline(corpus, options) or _concurrencies(concurrency)
-    engine, deployment = pick(EngineConfig, options), _deployment(options)
-    sim = Deployment(EngineConfig(**engine), **deployment)
-    if sim.prefill_route == "tool" and options.get("hints") == "none":
-        _warn("--prefill-route tool reads the harness hints and --hints none sends none: every prompt prefills "
-              "on the decode workers (add --hints harness)")
-    bench = {k: v for k, v in options.items() if k not in engine and k not in deployment}
-    bench["mode"] = "lanes"
-    schedule = _open_loop(bench, levels)  # --request-rate: an open loop
-    settings = BenchSettings.build(url="virtual", concurrency=levels[0], seed=options["seed"],
-                                   **{**bench, "warmup": bench["warmup"] and not schedule, "slo": parse_slo(slo)},
-                                   **corpus.labels)
-    sessions = corpus.sessions(max(levels), warn=_warn, per_arrival=bench.get("request_rate") is not None)
-    _sweep(settings, sessions, levels, out or _default_out("sim-bench"), "sim bench (virtual time)",
-           lambda s, sess, command, tick: sim_bench(s, sess, sim, command, tick))
+    flags = {**options, "format": _value(fmt), "max_context": max_context, "scenario": scenario,
+             "range_ratio": range_ratio, "offline": offline}
+    if settings_file:  # the declared defaults, then the file, then the flags given
+        named = given(ctx, flags)
+        flags.update({k: v for k, v in read_settings_file(settings_file).items() if k not in named})
+    run = sim_bench_config(flags, _concurrencies(concurrency), (*(traces or []), *(more_traces or [])),
+                           parse_slo(slo), warn=_warn)
+    sessions = run.corpus.sessions(max(run.levels), warn=_warn, per_arrival=run.settings.plan.request_rate is not None)
+    _sweep(run.settings, sessions, list(run.levels), out or _default_out("sim-bench"), "sim bench (virtual time)",
+           lambda s, sess, command, tick: sim_bench(s, sess, run.deployment, command, tick))
 
 
 @sim_app.command("plan")

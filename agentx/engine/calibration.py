@@ -14,6 +14,7 @@ import msgspec
 
 from agentx.engine.config import PARALLELISMS, PRECISIONS, EngineConfig
 from agentx.engine import presets
+from agentx.engine.profiles import ENGINES
 from agentx.errors import AgentxError
 
 TABLE = "agentx/engine/calibration.toml"
@@ -90,7 +91,7 @@ def load_table() -> Table:
     for i, row in enumerate(table.row):
         where = f"{TABLE}: row {i + 1} ({row.id})"
         for field, value, known in (("source", row.source, table.sources), ("parallelism_source",
-                                    row.parallelism_source, table.sources), ("engine", row.engine, presets.ENGINES),
+                                    row.parallelism_source, table.sources), ("engine", row.engine, ENGINES),
                                     ("precision", row.precision, PRECISIONS),
                                     ("hardware", row.hardware, presets.hardware_names()),
                                     ("model", row.model, presets.model_names())):

@@ -3,10 +3,10 @@ CLI's flags for `sim serve` and `sim bench` and the capacity plan's grid read th
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from agentx.engine.faults import FaultConfig
-from agentx.engine.presets import ENGINES
+from agentx.engine.profiles import DEFAULT, EngineName
 from agentx.errors import AgentxError
 from agentx.engine.eviction import EvictionName
 from agentx.engine.hybrid import Retention
@@ -24,8 +24,8 @@ class EngineConfig:
     gpus: int = option(8, "GPUs of one model instance (its TP / TEP / DEP group).", min=1)
     precision: str = option("bf16", "bf16, fp8, nvfp4 or mxfp4 (weights and matmuls; FP4 runs with an FP8 KV "
                             "cache; nvfp4 needs FP4 tensor cores).", choices=PRECISIONS)
-    engine: str = option("vllm", "Engine whose calibrated timing profile is used: vllm, sglang, trtllm or atom "
-                         "(`agentx sim presets`).", choices=ENGINES)
+    engine: str = option(DEFAULT.name, "Engine modeled: its scheduler's admission and its calibrated timing "
+                         "constants (engine/profiles/, `agentx sim presets`).", choices=EngineName)
     parallelism: str = option("tp", "How --gpus split a model instance: tp, tep (TP attention + EP experts) or "
                               "dep (attention data-parallel + EP experts, e.g. DEP8).", choices=PARALLELISMS)
     kv_cache_dtype: str = option("auto", "KV cache precision: auto (BF16 beside bf16 weights, FP8 beside fp8 and FP4 "
@@ -47,8 +47,8 @@ class EngineConfig:
                             "(`agentx sim presets`).")
     store_rules: bool = option(True, "The KV store path's rules (vLLM's AgentX work): only each turn's new blocks "
                                "written, one copy per block per tier, no write repeated while in flight (SPEC 6).")
-    max_num_seqs: int = option(256, "Most sequences in a batch.", min=1)
-    max_num_batched_tokens: int = option(8192, "Most tokens in one iteration.", min=1)
+    max_num_seqs: int = option(DEFAULT.max_num_seqs, "Most sequences in a batch.", min=1)
+    max_num_batched_tokens: int = option(DEFAULT.max_num_batched_tokens, "Most tokens in one iteration.", min=1)
     max_model_len: int = option(0, "0: the model's maximum context.", min=0)
     num_gpu_blocks_override: int = option(0, "This many KV blocks instead of the memory arithmetic.", min=0)
     # timing model (see agentx/engine/timing.py); 0 / None: the engine profile's (presets.toml [timing])
@@ -140,6 +140,22 @@ class Deployment:
         return self.engine.gpus * self.prefill + self.decode_engine().gpus * self.decode
 
 
+# EngineConfig fields that a deployment's other labels name (SPEC section 8, "The deployment key"):
+# hardware, model, GPUs, precision, parallelism, the KV offload tiers (`kv_offload`), speculative
+# decoding (`spec_decoding`); and the seed, which is the draw (answer lengths, faults), not the
+# deployment: runs of other seeds are the same deployment's other samples (the spread, SPEC 3).
+LABELLED = ("hardware", "model", "gpus", "precision", "parallelism", "cpu_offload_gb", "ssd_drives", "ssd_drive",
+            "spec_decode", "draft_tokens", "acceptance_length", "seed")
+
+
+def changed_settings(e: EngineConfig, skip: tuple[str, ...] = ()) -> list[str]:
+    """`name=value` of each engine setting that differs from its default, less LABELLED and `skip`:
+    what else sets a deployment apart (the deployment key's `engine_settings`)."""
+    default = EngineConfig()
+    return [f"{f.name}={getattr(e, f.name)}" for f in fields(e)
+            if f.name not in LABELLED + skip and getattr(e, f.name) != getattr(default, f.name)]
+
+
 def parallelism_label(e: EngineConfig, instances: int = 1) -> str:
     one = f"{e.parallelism.upper()}{e.gpus}"
     return one if instances == 1 else f"{instances} x {one}"
@@ -159,6 +175,9 @@ class ServeConfig:
     truth_log: str | None = option(None, "JSONL of true per-request times.")
     reasoning_share: float = option(0.0, "Chat answers stream this share as reasoning first.", min=0, max=1)
     reasoning_field: str = option("reasoning_content", "reasoning_content or reasoning (vLLM's newer name).")
+    answers: str = option("tokens", "What the model answers: tokens (its modeled words, a function of the prompt) "
+                          "or eval (also each bundled eval problem answered right, `bench --eval`; SPEC 6).",
+                          choices=("tokens", "eval"))
     request_timeout_s: float = option(30.0, "Seconds a client has to send a request's head and body (and an idle "
                                       "connection stays).", gt=0)
 

@@ -10,11 +10,10 @@ timing model, with no I/O and no clock of its own.
   queue and later re-prefills prompt plus output, prefix cache hits included); no new
   sequence is admitted in an iteration that preempted;
 - a request whose prompt plus `max_tokens` exceeds the context limit is refused up front.
-With `engine = "trtllm"` admission follows TensorRT-LLM's default capacity scheduler policy,
-GUARANTEED_NO_EVICT (docs/source/performance/performance-tuning-guide/useful-runtime-flags.md,
-"Capacity Scheduler Policy"): a request is admitted only when the KV blocks it needs to finish
-(prompt plus `max_tokens`), beside those the running requests still need to finish, are free,
-so nothing is ever preempted (vLLM, SGLang and ATOM admit on the prompt's blocks and preempt).
+An engine whose profile admits `Admission.NO_EVICT` (TensorRT-LLM's default capacity scheduler
+policy, GUARANTEED_NO_EVICT; engine/profiles/) admits a request only when the KV blocks it needs
+to finish (prompt plus `max_tokens`), beside those the running requests still need to finish, are
+free, so nothing is ever preempted (vLLM, SGLang and ATOM admit on the prompt's blocks and preempt).
 The step returns the iteration's modeled duration; the caller owns the clock (`now` only
 accumulates the durations it is told about) and delivers the emitted tokens.
 """
@@ -28,6 +27,7 @@ from itertools import repeat
 from dataclasses import dataclass, field
 
 from agentx.engine.config import EngineConfig
+from agentx.engine.profiles import engine_profile
 from agentx.engine.hints import Hints
 from agentx.engine.hybrid import window_state
 from agentx.engine.kvcache import KVCache, block_hashes
@@ -58,6 +58,7 @@ class Sequence:
     corrupt: bool = False  # fault: prefix-cache hits read corrupted KV (the output differs from cold)
     digest: int = 0  # of the prompt as the model sees it: the output is a function of it
     reasoning: int = 0  # leading output tokens the server streams as reasoning (chat)
+    answer: object = None  # an eval problem's answer the server writes first (output.EvalAnswer); the core never reads it
     waiter: object = None  # the server's wake-up handle; the core never touches it
     delivered: int = 0  # output tokens whose iteration has ended in the caller's clock (server-owned)
     finished_at: float | None = None  # modeled end of the iteration that produced its last token
@@ -124,8 +125,8 @@ class EngineCore:
             )
         self.vocab = self.roofline.model.vocab
         self.waiting: deque[Sequence] = deque()
-        # the fewest tokens any waiting sequence has left (constant while it waits; None: to count)
-        self._waiting_left: int | None = 0
+        # the fewest tokens any waiting sequence has left (constant while it waits; None: to count), and
+        self._waiting_left, self._waiting_fewest = 0, 0  # how many have that few (recounted after the last)
         self.running: list[Sequence] = []
         self.now = 0.0
         self.sources = PromptSources()
@@ -138,8 +139,8 @@ class EngineCore:
         self._blocked = None  # (head of the queue, budget, the cache's gains) last found blocked
         self.version = 0  # changes whenever a request is queued or aborted or an iteration runs
         self.window_memo = None  # engine/window.py's decode state at a version
-        # TensorRT-LLM's GUARANTEED_NO_EVICT: admit only what can finish without evicting anything
-        self.no_evict = cfg.engine == "trtllm"
+        # e.g. TensorRT-LLM's GUARANTEED_NO_EVICT: admit only what can finish without evicting anything
+        self.no_evict = engine_profile(cfg.engine).no_evict
 
     # ------------------------------------------------------------------ requests
 
@@ -286,7 +287,9 @@ class EngineCore:
         least the fixed overhead and emits at most ceil(AL) tokens per sequence."""
         per_step = math.ceil(self.accept_len)
         if self._waiting_left is None:
-            self._waiting_left = min((s.stop_len - len(s.output) for s in self.waiting), default=0)
+            lefts = [s.stop_len - len(s.output) for s in self.waiting]
+            self._waiting_left = min(lefts, default=0)
+            self._waiting_fewest = lefts.count(self._waiting_left)
         left = min((s.stop_len - len(s.output) for s in self.running), default=0)
         if self.waiting:
             left = min(left, self._waiting_left) if self.running else self._waiting_left
@@ -372,7 +375,9 @@ class EngineCore:
                 work.loaded_tokens += math.ceil(wait / self.roofline.transfer_s(1)) if wait else 0
             self.waiting.popleft()
             if seq.stop_len - len(seq.output) == self._waiting_left:
-                self._waiting_left = None  # (it may have been the fewest)
+                self._waiting_fewest -= 1
+                if not self._waiting_fewest:
+                    self._waiting_left = None  # (it was the last with the fewest)
             self.running.append(seq)
             seq.computed = hit
             if seq.cached_tokens < 0:  # first admission (not a resume after preemption)
@@ -437,7 +442,7 @@ class EngineCore:
     def _waited(self, seq: Sequence) -> None:
         """`seq` joined the waiting queue: the fewest tokens left there, kept up to date."""
         left = seq.stop_len - len(seq.output)
-        if len(self.waiting) == 1:
-            self._waiting_left = left
-        elif self._waiting_left is not None:
-            self._waiting_left = min(self._waiting_left, left)
+        if len(self.waiting) == 1 or (self._waiting_left is not None and left < self._waiting_left):
+            self._waiting_left, self._waiting_fewest = left, 1
+        elif left == self._waiting_left:
+            self._waiting_fewest += 1

@@ -14,7 +14,10 @@ from agentx.options import check_bounds, option
 KINDS = ("http500", "disconnect", "stall", "malformed", "overflow")
 # corrupt: silent, only when asked for: the answer is complete, but the request's prefix-cache
 # hits read corrupted KV blocks, so its output differs from what the same prompt gives cold.
-ALL_KINDS = KINDS + ("corrupt",)
+# wrong: silent, only when asked for: the answer is complete and well-formed but not the clean
+# model's (a precision, quantization or sampling regression): with `sim serve --answers eval`, an
+# eval problem's final number is off.
+ALL_KINDS = KINDS + ("corrupt", "wrong")
 
 
 @dataclass(frozen=True)

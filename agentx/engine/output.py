@@ -15,3 +15,16 @@ def prompt_digest(prompt: list[int], hashes: list[int], block_size: int) -> int:
 def output_token(digest: int, position: int, vocab: int) -> int:
     """The simulated model's greedy answer: token `position` is a function of the prompt only."""
     return hash((digest, position)) % vocab
+
+
+class EvalAnswer:
+    """What the simulated model answers to a bundled eval problem (`sim serve --answers eval`):
+    `The answer is N.`, right while its prompt reads as it did cold (`digest`, before a corrupt
+    cache hit or a `wrong` fault changed it), its final number off otherwise."""
+
+    def __init__(self, value: int, digest: int):
+        self.value, self.digest = value, digest
+
+    def pieces(self, digest: int) -> list[str]:
+        value = self.value if digest == self.digest else self.value + 1 + digest % 7
+        return [" The", " answer", " is", f" {value}", "."]

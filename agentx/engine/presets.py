@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 from functools import cache
 from importlib.resources import files
 
+from agentx.engine.profiles import engine_profile
 from agentx.errors import AgentxError
 
 
@@ -116,7 +117,6 @@ class Profile:
     sources: dict
 
 
-ENGINES = ("vllm", "sglang", "trtllm", "atom")
 TIMING = ("mfu", "mbu", "overhead_ms", "moe_efficiency", "kv_efficiency", "roofline_norm")
 
 
@@ -130,28 +130,27 @@ def precision_class(precision: str, hardware_key: str) -> str:
 def timing_key(name: str, engine: str, hardware_key: str, precision: str, model_key: str, release: str = "") -> str:
     """The entry of constant `name` a deployment takes. `release`: an engine release whose
     per-iteration overhead was fitted apart (vLLM 0.10, in calibration rows that ran it); TensorRT-LLM's
-    own attention kernels stream the KV cache apart from the other engines' (trtllm-gqa)."""
+    own attention kernels stream the KV cache apart from the other engines' (trtllm-gqa: its
+    profile's `kv_kernels`)."""
     if name == "mfu":
         return precision_class(precision, hardware_key)
     if name == "kv_efficiency":
-        attention = model(model_key).attention  # gqa or mla
-        return f"trtllm-{attention}" if engine == "trtllm" else attention
+        return engine_profile(engine).kv_efficiency_key(model(model_key).attention)  # gqa or mla
     if name == "overhead_ms":
-        return f"{engine}-{release}" if release else engine
+        return engine_profile(engine).overhead_key(release)
     if name == "roofline_norm":
         return "all"  # one shape of the roofline's ridge for every deployment
     return {"mbu": hardware_key, "moe_efficiency": model_key}[name]
 
 
 def profile(engine: str, hardware_key: str, precision: str, model_key: str, release: str = "") -> Profile:
-    if engine not in ENGINES:
-        raise AgentxError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    engine_profile(engine)  # an unknown engine: its error, before any entry is looked up
     table = _table()["timing"]
     values, sources = {}, {}
     for name in TIMING:
         key = timing_key(name, engine, hardware_key, precision, model_key, release)
-        if key not in table[name] and key.startswith("trtllm-"):  # no TensorRT-LLM row of this attention kind
-            key = key.removeprefix("trtllm-")
+        if name == "kv_efficiency" and key not in table[name]:  # no row of its own kernels for this attention kind
+            key = model(model_key).attention
         entry = table[name].get(key) or table[name]["default"]
         values[name], sources[name] = entry["value"], f"{key}: {entry['source']}" if key in table[name] else \
             f"{key} has no entry, default: {entry['source']}"

@@ -6,8 +6,8 @@ points without running the event loop thousands of times (`tools/fit_profiles.py
 calibration report itself runs the real simulator (`agentx sim calibrate`).
 
 - Batch: B = min(C, max_num_seqs, KV capacity / mean context), mean context ISL + OSL / 2;
-  with TensorRT-LLM, whose default capacity scheduler (GUARANTEED_NO_EVICT) admits a request only
-  with the blocks of its whole answer free, KV capacity / (ISL + OSL).
+  with an engine that admits a request only with the blocks of its whole answer free
+  (TensorRT-LLM's default capacity scheduler, GUARANTEED_NO_EVICT), KV capacity / (ISL + OSL).
 - Prompts arrive as requests finish, B / OSL per decode step, and the scheduler prefills each in
   the next iteration beside the B decodes (chunks of the budget max_num_batched_tokens - B when a
   prompt is longer). So iterations are of two kinds, as in the event loop: decode-only ones
@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from agentx.engine.profiles import engine_profile
 from agentx.engine.timing import Roofline, Work
 
 
@@ -59,7 +60,7 @@ class Mix:
 def steady_mix(roof: Roofline, isl: float, osl: float, concurrency: int) -> Mix:
     cfg = roof.cfg
     context = isl + osl / 2
-    held = isl + osl if cfg.engine == "trtllm" else context  # GUARANTEED_NO_EVICT reserves the whole answer
+    held = isl + osl if engine_profile(cfg.engine).no_evict else context  # (GUARANTEED_NO_EVICT reserves the whole answer)
     batch = max(1.0, min(concurrency, cfg.max_num_seqs, roof.kv_capacity_tokens / held))
     budget = max(1.0, cfg.max_num_batched_tokens - batch)
     demand = batch * isl / osl  # prompt tokens per decode step

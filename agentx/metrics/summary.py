@@ -10,6 +10,7 @@ import numpy as np
 from agentx.common import percentiles
 from agentx.engine.presets import gpu_cost
 from agentx.metrics.cache import cache_summary
+from agentx.metrics.deployment_key import client_words, fit_label
 from agentx.metrics.goodput import goodput
 from agentx.metrics.hints import hints
 from agentx.metrics.identity import merge
@@ -147,6 +148,12 @@ def identity(settings: dict, run: dict) -> dict:
         published = values.get("engine_settings")
         values["engine_settings"] = label if not published or published == label else f"{label}; server: {published}"
         sources["engine_settings"] = "user" if values["engine_settings"] == label else f"user and {sources['engine_settings']}"
+    client = client_words(settings)  # what the server is sent that changes what it does (SPEC 8)
+    if client:
+        words = f"client: {', '.join(client)}"
+        values["engine_settings"] = f"{values['engine_settings']}; {words}" if values.get("engine_settings") else words
+    if values.get("engine_settings"):
+        values["engine_settings"] = fit_label(values["engine_settings"])
     out.update(values)
     out["sources"] = sources
     return out
@@ -196,6 +203,7 @@ def summarize(records: list[Record], run: dict, series: list[dict], trees: list[
         "spread": ci,
         "twin": tw,
         "cache_probe": run.get("cache_probe"),
+        "accuracy": run.get("accuracy"),
         "validity": validity(prof, ok, run, health, rm, errors, cancelled, host, ci, tw),
         "hints": [run["stopped"]] if run.get("stopped") else hints(prof, errors, ident, settings),
         "provenance": {k: run.get(k) for k in ("agentx_version", "command", "start_time", "host", "run_id")},

@@ -7,6 +7,7 @@ import math
 from rich.table import Table
 
 from agentx.metrics.validity import paired_text
+from agentx.metrics.verdict import short_verdict, verdict
 
 
 def _f(value, scale: float = 1.0, fmt: str = "{:,.1f}") -> str:
@@ -95,16 +96,46 @@ def _pct(fraction) -> str:
     return f"{v:.2g}%" if 0 < v < 10 else f"{v:.0f}%"
 
 
+FIELD_WORDS = {"engine_version": "engine version", "block_size": "KV block", "max_model_len": "max model length",
+               "engine_settings": "engine settings", "gpus": "GPUs"}
+
+
+def _source_words(source: str) -> str:
+    """`user` -> `named by you`; `server /version` -> `read from the server's /version`; joined by `and`."""
+    def one(part: str) -> str:
+        who, _, endpoint = part.strip().partition(" ")
+        return "named by you" if who == "user" else f"read from the server's {endpoint or 'answers'}"
+    return " and ".join(one(p) for p in source.split(" and "))
+
+
 def identity_line(ident: dict) -> str:
+    """What was measured, and where each part of its identity came from: named by the user, or read
+    from one of the server's endpoints (`identity.sources`)."""
     src = ident.get("sources") or {}
     parts = [f"engine: {ident.get('engine') or 'unknown'}" + (f" {ident['engine_version']}" if ident.get("engine_version") else "")]
+    if ident.get("model"):
+        parts.append(f"model {ident['model']}")
+    if ident.get("gpus") and ident.get("hardware"):
+        parts.append(f"{ident['gpus']} x {ident['hardware']}")
     if ident.get("block_size"):
         parts.append(f"KV block {ident['block_size']} tokens")
     if ident.get("max_model_len"):
         parts.append(f"max model length {ident['max_model_len']:,}")
-    by = {who: [k for k, v in src.items() if v.split(" ")[0] == who] for who in ("user", "server")}
-    said = "; ".join(f"{who}: {', '.join(keys)}" for who, keys in by.items() if keys)
-    return ", ".join(parts) + (f" ({said})" if said else " (nothing published, nothing given)")
+    where: dict[str, list[str]] = {}
+    for key, source in src.items():
+        where.setdefault(_source_words(source), []).append(FIELD_WORDS.get(key, key.replace("_", " ")))
+    said = "; ".join(f"{label}: {', '.join(keys)}" for label, keys in where.items())
+    return ", ".join(parts) + (f" ({said})" if said else " (nothing published by the server, nothing named by you)")
+
+
+def accuracy_line(acc: dict) -> str:
+    """`bench --eval`'s figure in one line (SPEC section 3, "Accuracy")."""
+    lo, hi = acc["interval"]
+    ref = (f"; reference {acc['reference']:.0%} ({acc['reference_source']})" if acc.get("reference") is not None
+           else "; no reference (--eval-reference)")
+    failed = f", {acc['errors']} failed" if acc.get("errors") else ""
+    return (f"accuracy: {acc['eval']} {acc['correct']}/{acc['n']} = {acc['accuracy']:.1%} (95 % interval "
+            f"{lo:.0%}-{hi:.0%}{failed}){ref}")
 
 
 def probe_line(result: dict) -> str:
@@ -130,8 +161,9 @@ def power_line(p: dict | None) -> str | None:
             f"{p['window_s']:,.0f} s, average {p['avg_w']:,.0f} W, peak {_f(p.get('peak_w'), fmt='{:,.0f}')} W; "
             f"{_f(p.get('joules_per_output_token'), fmt='{:,.3f}')} J per output token, "
             f"{_f(p.get('joules_per_total_token'), fmt='{:,.4f}')} J per token; "
-            f"{_f(p.get('output_tok_s_per_mw'), fmt='{:,.0f}')} output tok/s per MW, "
-            f"{_f(p.get('total_tok_s_per_mw'), fmt='{:,.0f}')} total tok/s per MW (measured)")
+            f"{_f(p.get('output_tok_s_per_mw'), fmt='{:,.0f}')} output and "
+            f"{_f(p.get('total_tok_s_per_mw'), fmt='{:,.0f}')} total tok/s per MW (measured: the GPUs' own draw, "
+            "power.output_tok_s_per_mw / total_tok_s_per_mw)")
     if not p["valid"]:
         line += " -- NOT VALID: " + "; ".join(p["reasons"])
     return line
@@ -159,7 +191,8 @@ def result_lines(result: dict) -> list[str]:
         line = (f"per GPU: {tp['total_tok_s_per_gpu']:,.0f} tok/s total, {tp['output_tok_s_per_gpu']:,.0f} output")
         if "usd_per_m_output_tokens" in tp:
             line += (f"; ${tp['usd_per_m_output_tokens']:,.2f} per M output tokens ({tp['cost_basis']}), "
-                     f"{tp['output_tok_s_per_mw']:,.0f} output tok/s per MW")
+                     f"{tp['output_tok_s_per_mw']:,.0f} output tok/s per MW (cost model: {tp['kw_per_gpu']:g} kW "
+                     "all-in per GPU, throughput.output_tok_s_per_mw)")
         lines.append(line)
     power = power_line(result.get("power"))
     if power:
@@ -251,6 +284,8 @@ def _client_line(health: dict) -> str:
 def trust_lines(result: dict) -> list[str]:
     """The cache probes, the host error, low sample, and the verdict with its reasons."""
     lines = [f"{probe_line(probe)} ({when} the run)" for when, probe in (result.get("cache_probe") or {}).items()]
+    if result.get("accuracy"):
+        lines.append(accuracy_line(result["accuracy"]))
     if result.get("host_error"):
         lines.append(host_error_line(result["host_error"]))
     if result.get("twin"):
@@ -259,8 +294,7 @@ def trust_lines(result: dict) -> list[str]:
         lines.append(spread_line(result["spread"]))
     if low_sample_note(result):
         lines.append(f"{low_sample_note(result)}: every percentile above rests on few requests (rough, not NOT VALID for that alone)")
-    v = result["validity"]
-    lines.append("valid" if v["valid"] else "NOT VALID: " + "; ".join(v["reasons"]))
+    lines.append(verdict(result))
     return lines
 
 
@@ -276,12 +310,13 @@ def sweep_table(results: list[tuple[int | str, dict]]) -> Table:
         tp, ttft = rm.get("throughput", {}), rm.get("ttft_s") or {}
         inter, norm = rm.get("interactivity_tok_s") or {}, rm.get("e2e_normalized_interactivity_tok_s") or {}
         fmt = lambda v, f="{:,.0f}": "-" if v is None else f.format(v)  # noqa: E731
-        t.add_row(str(n), f"{r['requests']['succeeded']:,}", fmt(tp.get("total_tok_s")), fmt(tp.get("output_tok_s")),
+        low = " (low n)" if r["validity"].get("low_sample") else ""  # rough percentiles, not a reason
+        t.add_row(str(n), f"{r['requests']['succeeded']:,}{low}", fmt(tp.get("total_tok_s")), fmt(tp.get("output_tok_s")),
                   fmt(ttft.get("p50") and ttft["p50"] * 1000), fmt(ttft.get("p90") and ttft["p90"] * 1000),
                   fmt(inter.get("p50"), "{:,.1f}"), fmt(norm.get("p90"), "{:,.1f}"),
                   fmt(sm.get("prefix_hit_rate") and sm["prefix_hit_rate"] * 100, "{:.1f}%"),
                   fmt(rm.get("cache", {}).get("cache_efficiency"), "{:.3f}"),
-                  ("yes" if r["validity"]["valid"] else "no") + (" (low n)" if r["validity"].get("low_sample") else ""))
+                  short_verdict(r))
     return t
 
 

@@ -19,7 +19,8 @@ def provenance(result: dict) -> dict:
 
 def diagnosis(result: dict) -> dict:
     """The figures that say how far to trust the point: preemptions, cache efficiency, the
-    client's verdict, the host error (agentx-sim), low sample, the spread of TTFT over session trees."""
+    client's verdict, the host error (agentx-sim), low sample, the spread of TTFT over session trees,
+    and `bench --eval`'s accuracy with its reference (SPEC section 3, "Accuracy")."""
     sm, health, v = result.get("server_metrics") or {}, result.get("client_health") or {}, result.get("validity") or {}
     cache = (result.get("request_metrics") or {}).get("cache") or {}
     host = result.get("host_error") or {}
@@ -33,4 +34,12 @@ def diagnosis(result: dict) -> dict:
             "host_error_itl_p50_s": (host.get("itl_s") or {}).get("p50"),
             "low_sample": v.get("low_sample"), "sample": v.get("sample"),
             "spread_trees": (result.get("spread") or {}).get("trees"),
-            "spread_ttft_p50_width": width("p50"), "spread_ttft_p90_width": width("p90")}
+            "spread_ttft_p50_width": width("p50"), "spread_ttft_p90_width": width("p90"),
+            **_accuracy(result.get("accuracy"))}
+
+
+def _accuracy(acc: dict | None) -> dict:
+    if not acc:
+        return {"accuracy": None}
+    return {"accuracy": acc.get("accuracy"), "accuracy_eval": f"{acc.get('eval')} {acc.get('correct')}/{acc.get('n')}",
+            "accuracy_interval_high": (acc.get("interval") or [None, None])[1], "accuracy_reference": acc.get("reference")}

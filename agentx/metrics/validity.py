@@ -21,6 +21,7 @@ from agentx.records import Record
 
 FAILED_LIMIT = 0.10  # share of profiled requests that failed
 OVERFLOW_LIMIT = 0.01  # share that overflowed the context
+ACCURACY_DROP = 0.05  # `bench --eval`: the accuracy's 95 % upper bound at most this far below the reference
 CANCELLED_LIMIT = 0.05  # share of profiled requests cancelled at the window's end (every mode; `--drain` avoids it)
 HOST_ERROR_LIMIT = 0.03  # measured minus modeled (p50), as a share of the metric's p50
 # the run's TTFT p50 / p90 and ITL p50 against its virtual twin's over the same requests (agentx-sim
@@ -139,8 +140,7 @@ def _twin_rules(rules: list, tw: dict | None) -> None:
                     f"in virtual time ({tw[key] * 1000:,.1f} ms; {limit})")
         _rule(rules, name, share, TWIN_LIMIT, share > TWIN_LIMIT,
               f"virtual twin: {what}: the host moved the sim's modeled schedule, so another run could differ by "
-              f"more than {2 * TWIN_LIMIT:.0%}"
-              + (f" ({paired_text(paired)})" if paired else ""))
+              f"more than {2 * TWIN_LIMIT:.0%}")  # (request by request: the summary's twin line, printed once)
     if paired:
         alone = paired.get("unpaired_run", 0) + paired.get("unpaired_twin", 0)
         union = paired["n"] + alone
@@ -201,6 +201,23 @@ def _spread_rule(rules: list, ci: dict | None, agreement: float) -> None:
           f"(about {need:,.0f} trees, {need / ci['trees']:,.0f}x this run's, would narrow it to the limit)")
 
 
+def _accuracy_rule(rules: list, acc: dict | None) -> None:
+    """`accuracy` (`bench --eval`): NOT VALID when the upper end of the accuracy's 95 % interval is
+    more than ACCURACY_DROP below the model's reference; listed as not checked without a reference."""
+    if not acc:
+        return
+    measured = (f"{acc['eval']} {acc['correct']}/{acc['n']} ({acc['accuracy']:.0%}, 95 % interval up to "
+                f"{acc['interval'][1]:.0%})")
+    if acc.get("reference") is None:
+        rules.append({"rule": "accuracy", "figure": None, "bound": None, "ok": True,
+                      "reason": f"not checked: no reference accuracy (--eval-reference); {measured}"})
+        return
+    bound = acc["reference"] - ACCURACY_DROP
+    _rule(rules, "accuracy", acc["interval"][1], bound, acc["interval"][1] < bound,
+          f"accuracy {measured} is more than {ACCURACY_DROP:.0%} below the reference {acc['reference']:.0%}: the "
+          f"deployment does not compute what the model does")
+
+
 def validity(prof: list[Record], ok: list[Record], run: dict, health: dict, rm: dict, errors: Counter,
              cancelled: int, host: dict | None, ci: dict | None, tw: dict | None = None) -> dict:
     """Every rule with its figure and bound; `valid` when all pass; `reasons` of those that fail.
@@ -222,6 +239,7 @@ def validity(prof: list[Record], ok: list[Record], run: dict, health: dict, rm: 
         mismatches = sum(p.get("mismatches", 0) for p in probes.values())
         _rule(rules, "cache_probe", mismatches, 0, mismatches > 0,
               f"the cache probe found {mismatches} answers that differ warm from cold")
+    _accuracy_rule(rules, run.get("accuracy"))
     if n:
         _rule(rules, "cancelled", cancelled / n, CANCELLED_LIMIT, cancelled > CANCELLED_LIMIT * n,
               f"{cancelled} of {n} profiled requests ({cancelled / n:.0%}) were cancelled at the window's end "

@@ -11,19 +11,28 @@ from pathlib import Path
 from typing import Callable
 
 from agentx.errors import AgentxError
+from agentx.options import option
+from agentx.traces.load import FORMATS
 
 BUNDLED = "bundled WEKA sample"
 
 
 @dataclass(frozen=True)
 class Corpus:
+    # declared settings (a plan's keys); their flags are the commands' own (cli/common.py), which
+    # take their help from here
     paths: tuple[Path, ...] = ()  # empty: the bundled sample
-    format: str | None = None
-    max_context: str | None = None  # as given (e.g. 256k): the variant's label
+    format: str | None = option(None, f"Input format: {', '.join(FORMATS)}; detected from the content when omitted "
+                                "(mooncake-delta must be named).", choices=FORMATS, cli=False)
+    max_context: str | None = option(None, "Drop every request with ISL + OSL over this many tokens (e.g. 256k): "
+                                     "the 256k variant.", cli=False)  # as given: the variant's label
     provider: str | None = None
-    scenario: str | None = None  # ISL:OSL or 1k1k / 8k1k / 1k8k instead of traces (replay/scenarios.py)
-    range_ratio: float | None = None  # scenario lengths uniform in [R x L, L] (None: the scenario's default)
-    offline: int = 0  # scenario: N requests queued at t = 0 instead of lanes
+    scenario: str | None = option(None, "Fixed-length baseline instead of traces: ISL:OSL (e.g. 5000:500) or 1k1k, "
+                                  "8k1k, 1k8k.", cli=False)  # (replay/scenarios.py)
+    range_ratio: float | None = option(None, "Scenario lengths uniform in [R x L, L] (default: 0.8 for the named "
+                                       "scenarios, as InferenceX runs them; 1 for ISL:OSL).", cli=False)
+    offline: int = option(0, "Scenario offline: N requests queued at t = 0, throughput over the makespan (sets "
+                          "--concurrency N, no warmup).", min=0, cli=False)
     base: Path | None = None  # relative paths are relative to this (a recipe's folder); labels keep them as given
 
     def __post_init__(self):

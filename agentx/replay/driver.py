@@ -430,6 +430,11 @@ def bench(settings: BenchSettings, sessions: list, command: str = "", on_tick=No
         raise
     if twin is not None:
         _twin(run, settings, sessions, twin)
+    if settings.target.evals:  # the bundled eval after the run, into run.json (SPEC section 3, "Accuracy")
+        from agentx.replay.evals import eval_target
+
+        run.folder.info["accuracy"] = run_async(eval_target(settings.target))
+        run.folder.write_info()
     return report(run.folder.path)
 
 

@@ -9,10 +9,12 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from agentx.content.tokens import ContentConfig
 from agentx.content.wire import WIRE_MODES
+from agentx.data.evals import parse_spec
 from agentx.engine.presets import COST_BASES
 from agentx.errors import AgentxError
 from agentx.options import check_bounds, option
 from agentx.power.sources import check_spec
+from agentx.replay.corpus import Corpus
 from agentx.replay.hints import HintLevel
 from agentx.replay.plan import PlanConfig
 from agentx.replay.session_ids import PresetName
@@ -41,6 +43,13 @@ class TargetConfig:
     hints: str = option("none", "Harness hints sent per request: none, harness (what the agent harness knows) or "
                         "oracle (also the recorded gap to the stream's next request; SPEC 2).", choices=HintLevel)
     probe_cache: int = option(0, "Cache-correctness probes before and after the run.", min=0)
+    evals: str = option("", "After the run, a bundled accuracy eval against the same endpoint: NAME or NAME:N "
+                        "(N problems; `arith`: 100 arithmetic word problems, exact match on the final number); "
+                        "stored with the point (SPEC 3, accuracy).", flag="--eval", metavar="NAME[:N]")
+    eval_reference: float | None = option(None, "The model's reference accuracy on the eval (a share): the point "
+                                           "is NOT VALID when the upper end of its accuracy's 95 % interval is more "
+                                           "than 5 points below it (default: what the server publishes, if any).",
+                                           min=0, max=1)
     # sent on every request to the target (--api-key, --header: endpoint.py); run.json keeps the names only
     headers: tuple[tuple[str, str], ...] = option((), cli=False)
     power: str = option("none", "GPU power telemetry, read every second: dcgm:URL (a DCGM exporter's /metrics), "
@@ -54,6 +63,8 @@ class TargetConfig:
     def __post_init__(self):
         check_bounds(self)
         check_spec(self.power)  # agentx/power/sources.py: dcgm:URL or a tool's name
+        if self.evals:
+            parse_spec(self.evals)  # a bundled eval's name and size (before the run, not after it)
         object.__setattr__(self, "workers", str(self.workers))  # (a recipe may give a number)
         if self.workers != "auto" and not (self.workers.isdigit() and int(self.workers) >= 1):
             raise AgentxError(f"want a count >= 1 or auto, got {self.workers!r}", "workers")
@@ -130,3 +141,29 @@ def _check_known(options: dict) -> None:
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown bench settings: {', '.join(sorted(unknown))}")
+
+
+# offline scenarios: every request is profiled, however long the makespan; each session once
+OFFLINE_WINDOW_S = 1e7
+
+
+def offline_levels(corpus: Corpus, options: dict) -> list[int] | None:
+    """With --offline N: the one level (N lanes) and the plan options it implies, set in `options`."""
+    sc = corpus.parsed()
+    if not sc or not sc.offline:
+        return None
+    options.update(warmup=False, reuse_sessions=False, duration=max(options.get("duration", 0), OFFLINE_WINDOW_S))
+    return [sc.offline]
+
+
+def open_loop(options: dict, levels: list[int]) -> bool:
+    """Whether the plan is an open loop (schedule mode, or --request-rate, which implies it), set
+    in `options`; an open loop has no lanes, so a --concurrency list is refused."""
+    rate = options.get("request_rate") is not None
+    if rate:
+        options["mode"] = "schedule"
+    schedule = options["mode"] == "schedule"
+    if schedule and len(levels) > 1:
+        raise AgentxError("an open loop at a request rate has no lanes to sweep" if rate else
+                          "schedule mode replays at the recorded start times: it has no lanes to sweep", "concurrency")
+    return schedule

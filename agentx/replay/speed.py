@@ -80,6 +80,16 @@ def choose(rules: list[dict], timer: dict) -> SpeedChoice:
                        f"{why}; timer lateness p99 {timer['p99']:.2f} ms (limit {LATE_BOUND_MS} ms)")
 
 
+def slower_speed(rules: list[dict], speed: float) -> float | None:
+    """The fastest of SPEEDS at which a run's scaling rules (`validity.rules`), measured at `speed`,
+    would stay under MARGIN of their limits (each share grows linearly with the speed); None: none."""
+    shares = [r["figure"] / r["bound"] / speed for r in rules
+              if r["rule"] in SCALING_RULES and r["figure"] is not None and r["bound"]]
+    worst = max(shares, default=0.0)
+    fits = [s for s in SPEEDS if worst * s <= MARGIN]
+    return fits[-1] if fits else None
+
+
 def auto_speed(sessions: list, concurrency: int, serve_args: tuple[str, ...] = (), probe_s: float = PROBE_S,
                **labels) -> SpeedChoice:
     """Probe this host (timer, then a `probe_s` run at speed 1 of `sessions` at `concurrency`

@@ -18,7 +18,7 @@ FIGURES = (("total tok/s", "throughput", "total_tok_s", ""), ("output tok/s", "t
            ("output tok/s per GPU", "throughput", "output_tok_s_per_gpu", ""),
            ("input tok/s per GPU", "throughput", "input_tok_s_per_gpu", ""),
            ("$ per M output tokens", "throughput", "usd_per_m_output_tokens", ""),
-           ("output tok/s per MW", "throughput", "output_tok_s_per_mw", ""),
+           ("output tok/s per MW (cost model: kW all-in per GPU)", "throughput", "output_tok_s_per_mw", ""),
            ("theoretical prefix hit", "cache", "theoretical_hit_rate", "%"),
            ("measured prefix hit (usage)", "cache", "measured_hit_rate", "%"),
            ("server prefix hit", "server_metrics", "prefix_hit_rate", "%"),

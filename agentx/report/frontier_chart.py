@@ -159,9 +159,11 @@ def wrapped(text: str, width: int = 60) -> str:
 
 
 def short_names(keys: list[tuple]) -> list[str]:
-    """A legend name per curve key (model, hardware, engine, workload): only the labels that differ
-    between the curves (the engine when none does), at most LEGEND_CHARS characters."""
-    varying = [i for i in (1, 2, 0, 3) if len({k[i] for k in keys}) > 1] or [2]
+    """A legend name per curve key (`frontier.CURVE`'s labels): only the labels that differ between
+    the curves, hardware and engine first (the engine when none does), at most LEGEND_CHARS characters."""
+    first = [fr.CURVE.index(k) for k in ("hardware", "engine", "model")]
+    order = first + [i for i in range(len(fr.CURVE)) if i not in first]
+    varying = [i for i in order if len({k[i] for k in keys}) > 1] or [fr.CURVE.index("engine")]
     names = [", ".join(str(k[i]) for i in varying if k[i]) or "?" for k in keys]
     names = [n if len(n) <= LEGEND_CHARS else re.sub(r" \([^()]*\)", "", n) for n in names]  # asides go first
     return [n if len(n) <= LEGEND_CHARS else n[:LEGEND_CHARS].rsplit(" ", 1)[0].rstrip(",") + "…" for n in names]

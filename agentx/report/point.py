@@ -41,20 +41,6 @@ def summary_rows(result: dict) -> dict:
     tp, cache = rm.get("throughput", {}), rm.get("cache", {})
     late = health.get("dispatch_lateness_ms") or {}
     pct = lambda v: _fmt(v, "{:.1f}%", 100)  # noqa: E731
-    p = result.get("power") or {}
-    measured = p.get("valid") and p.get("avg_w") is not None
-    why = "-" if measured else ("not measured" if not p.get("source") else "not valid: " + "; ".join(p.get("reasons") or []))
-    power_rows = [
-        ("GPU power average / peak W", f"{_fmt(p.get('avg_w'), '{:,.0f}')} / {_fmt(p.get('peak_w'), '{:,.0f}')}"
-         if measured else why, f"Measured by {p.get('source') or 'bench --power'}: energy over the profiling window "
-         "(the GPUs' energy counters, else integrated power) / its duration; peak: the highest read of all GPUs."),
-        ("energy per output token (measured) J", _fmt(p.get("joules_per_output_token"), "{:,.3f}") if measured else why,
-         "Average measured W / output tok/s."),
-        ("energy per token (measured) J", _fmt(p.get("joules_per_total_token"), "{:,.4f}") if measured else why,
-         "Average measured W / total tok/s."),
-        ("total tok/s per MW (measured)", _fmt(p.get("total_tok_s_per_mw"), "{:,.0f}") if measured else why,
-         "Total tok/s * 1e6 / average measured W."),
-    ]
     figures = [
         ("requests", f"{req['succeeded']:,} ok of {req['profiled']:,} profiled (+{req['warmup']:,} warmup)",
          "Profiling-window requests; warmup requests are excluded from every figure."),
@@ -68,7 +54,7 @@ def summary_rows(result: dict) -> dict:
         ("$ per M output tokens", _fmt(tp.get("usd_per_m_output_tokens"), "{:,.2f}"),
          f"$/GPU-h ({tp.get('cost_basis', '-')}) / (per-GPU output tok/s * 3600 / 1e6)."),
         ("output tok/s per MW", _fmt(tp.get("output_tok_s_per_mw"), "{:,.0f}"), "Per-GPU output tok/s * 1000 / kW per GPU."),
-        *power_rows,
+        *_power_rows(result),
         *_cache_rows(cache, sm),
         *_tier_rows(sm),
         ("KV usage mean / max", f"{pct(sm.get('kv_usage_mean'))} / {pct(sm.get('kv_usage_max'))}",
@@ -81,6 +67,24 @@ def summary_rows(result: dict) -> dict:
     return {"columns": list(COLUMNS), "distributions": dists, "figures": figures,
             "provenance": provenance(result), "diagnosis": diagnosis(result),
             "rules": [(r["rule"], _rule_figure(r), _outcome(r)) for r in (result["validity"].get("rules") or [])]}
+
+
+def _power_rows(result: dict) -> list[tuple[str, str, str]]:
+    """The measured power figures (or why there are none)."""
+    p = result.get("power") or {}
+    measured = p.get("valid") and p.get("avg_w") is not None
+    why = "-" if measured else ("not measured" if not p.get("source") else "not valid: " + "; ".join(p.get("reasons") or []))
+    return [
+        ("GPU power average / peak W", f"{_fmt(p.get('avg_w'), '{:,.0f}')} / {_fmt(p.get('peak_w'), '{:,.0f}')}"
+         if measured else why, f"Measured by {p.get('source') or 'bench --power'}: energy over the profiling window "
+         "(the GPUs' energy counters, else integrated power) / its duration; peak: the highest read of all GPUs."),
+        ("energy per output token (measured) J", _fmt(p.get("joules_per_output_token"), "{:,.3f}") if measured else why,
+         "Average measured W / output tok/s."),
+        ("energy per token (measured) J", _fmt(p.get("joules_per_total_token"), "{:,.4f}") if measured else why,
+         "Average measured W / total tok/s."),
+        ("total tok/s per MW (measured)", _fmt(p.get("total_tok_s_per_mw"), "{:,.0f}") if measured else why,
+         "Total tok/s * 1e6 / average measured W."),
+    ]
 
 
 def _outcome(rule: dict) -> str:

@@ -390,8 +390,8 @@ def _authorize(token: str | None, credentials) -> None:
 def _import_upload(engine: Engine, files: list[UploadFile], upload_dir: Path | None) -> dict:
     """Store the uploaded files as a run folder, validated as `agentx db import` does; the folder
     is removed unless it became a new point (whose flamegraphs read it)."""
-    from agentx.results.db import LOCK_TIMEOUT_S, DatabaseBusy, default_path
-    from agentx.results.importer import import_run
+    from agentx.results.db import LOCK_TIMEOUT_S, default_path
+    from agentx.results.isolated import import_isolated
 
     names = [f.filename for f in files]
     bad = [n for n in names if n not in UPLOAD_FILES]
@@ -406,12 +406,13 @@ def _import_upload(engine: Engine, files: list[UploadFile], upload_dir: Path | N
         for f in files:
             with open(folder / f.filename, "wb") as out:
                 shutil.copyfileobj(f.file, out)
-        try:
-            done = import_run(engine, folder)
-        except DatabaseBusy as e:  # another program holds the lock: the client tries again later
-            raise HTTPException(503, str(e), headers={"Retry-After": str(int(LOCK_TIMEOUT_S))}) from None
-        except AgentxError as e:
-            raise HTTPException(422, str(e).replace(str(folder) + "/", "").replace(str(folder), "upload")) from None
+        done = import_isolated(engine, folder)  # what it allocates goes back to the system with its process
+        if done.kind == "busy":  # another program holds the lock: the client tries again later
+            raise HTTPException(503, done.message, headers={"Retry-After": str(int(LOCK_TIMEOUT_S))})
+        if done.kind == "refused":
+            raise HTTPException(422, done.message.replace(str(folder) + "/", "").replace(str(folder), "upload"))
+        if done.kind == "failed":
+            raise HTTPException(500, done.message)
         keep = done.new
     finally:
         if not keep:

@@ -1,6 +1,6 @@
-"""Pareto frontiers over stored points (SPEC §5, §8): per curve (model, hardware, engine, workload)
-or over every deployment of a workload, maximizing a y metric against an x metric, and a monotone
-interpolation on a curve. A curve never mixes workloads (dataset or scenario, and its max-context
+"""Pareto frontiers over stored points (SPEC §5, §8): per curve (`CURVE`: one served model on one
+workload, its layouts and concurrencies along it) or over every deployment of a workload,
+maximizing a y metric against an x metric, and a monotone interpolation on a curve. A curve never mixes workloads (dataset or scenario, and its max-context
 variant): a 1k1k point and an agentic-trace point answer different questions.
 
 A point survives a non-canonical view only if it is also on the canonical frontier of its curve
@@ -42,13 +42,17 @@ Y_METRICS = ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu", "tok_p
              "joules_per_output_token", "joules_per_total_token", *DERIVED_Y)
 Y_LOWER_BETTER = {"joules_per_output_token", "joules_per_total_token", *DERIVED_Y}  # every other y: higher is better
 CANONICAL = ("p90_e2e_norm_intvty", "tput_per_gpu")
-CURVE = ("model", "hardware", "engine", "workload")
+# a curve is one served model on one workload: what the engine computes (version, precision, speculative
+# decoding, KV offload, non-default settings such as the KV policy) is fixed along it; how it is laid out
+# (GPUs, parallelism, router) and the concurrency vary along it, as InferenceX's curves span TP / EP configs
+CURVE = ("model", "hardware", "engine", "engine_version", "precision", "spec_decoding", "kv_offload",
+         "engine_settings", "workload")
 OVERALL = ("workload",)  # the frontier over every deployment still keeps to one workload
 
 
 @dataclass
 class Curve:
-    key: dict  # model, hardware, engine, workload (all but workload None for the frontier over every deployment)
+    key: dict  # CURVE's labels (all but workload None for the frontier over every deployment)
     points: list[dict] = field(default_factory=list)  # on the frontier, by x with better last
     invalid: list[dict] = field(default_factory=list)  # the curve's NOT VALID points (never on it), with `reasons`
     rows: list[dict] = field(default_factory=list)  # every valid, confident point of the curve (for "y at x")

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import types
-import typing
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated
 
 import msgspec
 
 from agentx.errors import AgentxError
+from agentx.options import error_key, read_settings, settings_struct
 from agentx.userfiles import read_bounded, shown
 
 MAX_RECIPE = 1 << 20
@@ -96,7 +95,7 @@ def load_recipe(path: Path) -> Recipe:
     try:
         recipe = msgspec.convert(data, Recipe)
     except msgspec.ValidationError as e:
-        raise AgentxError(f"{shown(path)}: {_where(e)}") from None
+        raise AgentxError(f"{shown(path)}: {error_key(e)}") from None
     _check(recipe, path)
     return recipe
 
@@ -141,62 +140,18 @@ def _flow_depth(text: str) -> int:
     return int(np.cumsum(step).max(initial=0))
 
 
-def _where(e: msgspec.ValidationError, prefix: str = "") -> str:
-    """`key.path: problem` from msgspec's `problem - at `$.key.path``, in the recipe's words."""
-    message, _, at = str(e).rpartition(" - at `")
-    if not message:
-        message, at = str(e), "$"
-    key = (prefix.rstrip(".") + at.rstrip("`").removeprefix("$")).removeprefix(".")
-    if message.startswith("Object missing required field `"):
-        return f"{key + '.' if key else ''}{message.split('`')[1]}: missing"
-    if message.startswith("Object contains unknown field `"):
-        return f"{key + '.' if key else ''}{message.split('`')[1]}: unknown key"
-    return f"{key}: {message}" if key else message
-
-
-def _bounded(hint):
-    """A bench option's type as the recipe's bounded one: finite numbers within [0, 10^7], text of
-    at most 4096 characters, the choices of a choice option."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (Union, types.UnionType):
-        return Union[tuple(_bounded(a) for a in args)]
-    if origin is tuple:
-        return tuple[tuple(_bounded(a) for a in args)]
-    if hint is float:
-        return Annotated[float, msgspec.Meta(ge=0, le=1e7)]
-    if hint is int:
-        return Annotated[int, msgspec.Meta(ge=0, le=10**7)]
-    if hint is str:
-        return _text(4096)
-    return hint
-
-
 def bench_type() -> type:
     """The Struct of a recipe's `bench:` mapping, from the bench stages' config fields."""
     from agentx.content.tokens import ContentConfig
-    from agentx.content.wire import WIRE_MODES
-    from agentx.engine.presets import COST_BASES
-    from agentx.replay.plan import MODES, PlanConfig
-    from agentx.replay.session_ids import PRESETS
+    from agentx.replay.plan import PlanConfig
     from agentx.replay.settings import Labels as BenchLabels, TargetConfig
 
-    choices = {"wire": WIRE_MODES, "mode": MODES, "session_headers": PRESETS, "cost_basis": COST_BASES}
-    fields = {}
-    for part in (TargetConfig, PlanConfig, ContentConfig, BenchLabels):
-        for name, hint in typing.get_type_hints(part).items():
-            if name not in _OWN:
-                fields[name] = Literal[tuple(str(c) for c in choices[name])] if name in choices else _bounded(hint)
-    return msgspec.defstruct("bench", [(k, v | None, None) for k, v in fields.items()], forbid_unknown_fields=True,
-                             omit_defaults=True)
+    return settings_struct("bench", (TargetConfig, PlanConfig, ContentConfig, BenchLabels), skip=_OWN)
 
 
 def bench_options(recipe: Recipe, path: Path) -> dict:
     """The recipe's `bench:` settings, typed and bounded like the `agentx bench` options."""
-    try:
-        typed = msgspec.convert(recipe.bench, bench_type())
-    except msgspec.ValidationError as e:
-        raise AgentxError(f"{shown(path)}: {_where(e, 'bench.')}") from None
-    options = {k: v for k, v in msgspec.structs.asdict(typed).items() if v is not None}
+    options = read_settings(recipe.bench, bench_type(), shown(path), "bench.")
     low, high = options.get("token_range", (0, 1))
     if not low < high:
         raise AgentxError(f"{shown(path)}: bench.token_range: want [LO, HI] with LO < HI, got [{low}, {high}]")

@@ -135,6 +135,21 @@ class Power(msgspec.Struct):
     total_tok_s_per_mw: Metric | None = None
 
 
+Share = Annotated[float, msgspec.Meta(ge=0, le=1)]
+
+
+class Accuracy(msgspec.Struct):
+    """`bench --eval`'s figure (SPEC §3, "Accuracy"): what the point's page and API read."""
+    eval: text(100)
+    n: Annotated[int, msgspec.Meta(ge=1, le=INT32)]
+    correct: Count32
+    accuracy: Share
+    interval: Annotated[list[Share], msgspec.Meta(min_length=2, max_length=2)]
+    errors: Count32 = 0
+    reference: Share | None = None
+    reference_source: text(100) | None = None
+
+
 class Result(msgspec.Struct):
     """result.json (SPEC §4): the fields the database's columns come from."""
     schema_version: Annotated[int, msgspec.Meta(ge=1, le=1000)]
@@ -145,6 +160,7 @@ class Result(msgspec.Struct):
     provenance: Provenance = msgspec.field(default_factory=Provenance)
     server_metrics: ServerMetrics | None = None
     power: Power | None = None
+    accuracy: Accuracy | None = None
 
 
 class RunSettings(msgspec.Struct):

@@ -19,7 +19,7 @@ from agentx.traces.mooncake import read_mooncake, write_mooncake
 from agentx.traces.rollout import read_rollout
 from agentx.traces.tracelab import is_tracelab_csv, read_tracelab, write_tracelab
 from agentx.traces.trie import read_trie
-from agentx.traces.source import read_trace_bytes
+from agentx.traces.source import MAX_TRACE_ROWS, read_trace_bytes
 from agentx.traces.weka import read_weka, write_weka
 from agentx.userfiles import kind_of
 
@@ -132,11 +132,18 @@ def load_sessions(
     fmt: Format | None = None,
     warn: Callable[[str], None] | None = None,
 ) -> list[Session]:
-    """Load every session of every file named; bad input raises TraceError."""
+    """Load every session of every file named; bad input raises TraceError, and so does a corpus
+    of more than MAX_TRACE_ROWS requests (about 1.6 KB of memory each: benchmarks/hostile_bounds.py)."""
     sessions: list[Session] = []
+    requests = 0
     with gc_paused():
         for f in trace_files(paths):
-            sessions.extend(load_file(f, fmt, warn))
+            loaded = load_file(f, fmt, warn)
+            requests += sum(s.n_requests for s in loaded)
+            if requests > MAX_TRACE_ROWS:
+                raise TraceError(str(f), "", f"the corpus holds more than {MAX_TRACE_ROWS:,} requests with this file "
+                                 "(load fewer files)")
+            sessions.extend(loaded)
     return sessions
 
 

@@ -11,19 +11,19 @@ import numpy as np
 
 from agentx.errors import TraceError
 from agentx.traces.model import Request, Session, ids_array, make_session, request_problem, time_problem
-from agentx.traces.source import decode, read_trace_bytes
+from agentx.traces.source import decode, trace_lines
 
 T = TypeVar("T")
 
 
 def decode_rows(path: str | Path, row_type: type[T], data: bytes | None = None) -> Iterator[tuple[int, T]]:
-    """(line number, decoded row) for every non-blank line of the file (or of its `data`, already
-    read with `read_trace_bytes`); errors name file, line and field."""
-    data = read_trace_bytes(path) if data is None else data
+    """(line number, decoded row) for every non-blank line of the file, read line by line (or of
+    its `data`, already read with `read_trace_bytes`); errors name file, line and field."""
     decoder = msgspec.json.Decoder(row_type)
-    for n, line in enumerate(data.splitlines(), 1):
-        if line.strip():
-            yield n, decode(decoder, line, str(path), f"line {n}")
+    lines = trace_lines(path) if data is None else ((n, line) for n, line in enumerate(data.splitlines(), 1)
+                                                     if line.strip())
+    for n, line in lines:
+        yield n, decode(decoder, line, str(path), f"line {n}")
 
 
 def read_rows(path: str | Path, row_type: type[T], block_size: int) -> Iterator[tuple[int, T]]:

@@ -20,7 +20,7 @@ PLAN.yaml (every key but `grid.concurrency` optional):
       replicas: [1]
       router: [round-robin]
       spec_decode: [none, {method: mtp, draft_tokens: 1, acceptance_length: 1.85}]
-      engine: [vllm]             # timing profile: vllm, sglang, trtllm, atom
+      engine: [vllm]             # engine profiles (--engine's choices)
       parallelism: [tp]          # tp, tep, dep (attention data-parallel + EP)
       kv_policy: [lru, retain]   # engine/eviction.py (SPEC 6 "KV policies")
       hints: [none, harness]     # what the replay sends them (bench --hints)
@@ -35,6 +35,11 @@ PLAN.yaml (every key but `grid.concurrency` optional):
     cost_basis: neocloud
     scenario: 8k1k               # instead of traces: ISL:OSL or 1k1k / 8k1k / 1k8k
     range_ratio: 0.8             # scenario lengths uniform in [R L, L] (alias default 0.8, ISL:OSL 1)
+
+Every `sim bench` setting (virtual/settings.py: the engine's, the deployment's, the replay's, the
+corpus's: offline, scenario, range_ratio, ...) is a key: at the top, every point takes it; in the
+grid, a list of values, each an axis (a configuration named with the non-default ones). A value
+is typed and bounded as the setting declares it, and an error names the file and the key.
 
 A configuration is one choice of every grid key but concurrency; each (configuration,
 concurrency) point is a virtual run kept as a run folder under `--out`. The answer per
@@ -51,6 +56,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,13 +64,16 @@ from pathlib import Path
 from agentx.engine.config import Deployment, EngineConfig
 from agentx.errors import AgentxError
 from agentx.metrics.confidence import ANSWER_SPREAD_LIMIT, confidence, interval_widths
-from agentx.replay.hints import HintLevel
+from agentx.options import read_settings
 from agentx.replay.plan import PlanConfig
+from agentx.virtual.settings import SimBench, sim_bench_config, sim_bench_struct, yaml_off
 
+# the grid's axes a configuration always has (a grid key left out takes the engine's declared
+# default; `kv_memory` is gpu_memory_utilization, `spec_decode` none or {method, draft_tokens,
+# acceptance_length}); every other `sim bench` setting may be an axis too, or set at the top
 GRID_KEYS = ("hardware", "gpus", "kv_memory", "cpu_offload_gb", "replicas", "router", "spec_decode", "engine",
              "parallelism", "kv_policy", "hints", "window_retention", "ssd_drives", "store_rules", "prefill", "decode",
              "decode_gpus", "decode_parallelism", "prefill_route")
-# a grid key left out takes the engine's declared default (`kv_memory` is gpu_memory_utilization)
 DEFAULTS = {"hardware": [EngineConfig.hardware], "gpus": [EngineConfig.gpus], "kv_memory": [EngineConfig.gpu_memory_utilization],
             "cpu_offload_gb": [int(EngineConfig.cpu_offload_gb)], "replicas": [Deployment.replicas],
             "router": [Deployment.router], "spec_decode": ["none"], "engine": [EngineConfig.engine],
@@ -74,29 +83,26 @@ DEFAULTS = {"hardware": [EngineConfig.hardware], "gpus": [EngineConfig.gpus], "k
             "prefill": [Deployment.prefill], "decode": [Deployment.decode], "decode_gpus": [Deployment.decode_gpus],
             "decode_parallelism": [Deployment.decode_parallelism], "prefill_route": [Deployment.prefill_route]}
 DISAGG_KEYS = ("prefill", "decode", "decode_gpus", "decode_parallelism", "prefill_route")
+PLAN_KEYS = ("traces", "slo", "grid", "spread_limit")  # the plan's own; every other key is a `sim bench` setting
+# what every point takes unless the plan sets it (a plan's window is shorter than sim bench's hour)
+SHARED = {"max_context": None, "duration": 600.0, "seed": 0, "warmup_requests_per_lane": PlanConfig.warmup_requests_per_lane,
+          "model": EngineConfig.model, "precision": EngineConfig.precision, "cost_basis": "neocloud", "drain": False,
+          "agreement": 0.0, "scenario": None, "range_ratio": None}
 
 
 @dataclass(frozen=True)
 class Plan:
     concurrency: tuple[int, ...]
-    configs: tuple[dict, ...]  # one per combination of GRID_KEYS
+    configs: tuple[dict, ...]  # one per combination of the grid's axes
     traces: tuple[str, ...] = ()
-    max_context: str | None = None
-    duration: float = 600.0
-    seed: int = 0
-    warmup_requests_per_lane: int = PlanConfig.warmup_requests_per_lane
-    model: str = EngineConfig.model
-    precision: str = EngineConfig.precision
-    cost_basis: str = "neocloud"
-    drain: bool = False  # bench --drain: the load stays on until every profiled request has ended (SPEC section 3)
-    agreement: float = 0.0  # bench --agreement: the spread rule's target (0: none, the default; SPEC section 3)
+    shared: dict = field(default_factory=lambda: dict(SHARED))  # the `sim bench` settings every point takes
     spread_limit: float = ANSWER_SPREAD_LIMIT  # a point whose TTFT interval is wider answers nothing (0: no bound)
-    scenario: str | None = None  # ISL:OSL or an alias, instead of traces
-    range_ratio: float | None = None
     slo: dict = field(default_factory=lambda: {"p90_e2e_normalized_interactivity": 20.0, "p90_ttft_s": 5.0})
 
 
 def load_plan(path: Path) -> Plan:
+    """PLAN.yaml, read through the `sim bench` settings' declarations (virtual/settings.py): an
+    error is one line naming the file and the key."""
     import yaml
 
     try:
@@ -105,59 +111,63 @@ def load_plan(path: Path) -> Plan:
         raise AgentxError(f"{path}: cannot read the plan ({e})") from None
     if not isinstance(data, dict) or not isinstance(data.get("grid"), dict):
         raise AgentxError(f"{path}: a plan is a mapping with a `grid` mapping")
-    grid = data["grid"]
-    unknown = set(grid) - set(GRID_KEYS) - {"concurrency"}
-    if unknown:
-        raise AgentxError(f"{path}: grid: unknown keys {', '.join(sorted(unknown))} (known: concurrency, "
-                          f"{', '.join(GRID_KEYS)})")
-    levels = grid.get("concurrency")
-    if not isinstance(levels, list) or not levels or not all(isinstance(c, int) and c >= 1 for c in levels):
-        raise AgentxError(f"{path}: grid.concurrency must be a list of positive integers")
-    axes = []
-    for key in GRID_KEYS:
-        values = grid.get(key, DEFAULTS[key])
-        if not isinstance(values, list) or not values:
-            raise AgentxError(f"{path}: grid.{key} must be a non-empty list")
-        axes.append(values)
-    configs = tuple(_disaggregation_apart(dict(zip(GRID_KEYS, combo))) for combo in itertools.product(*axes))
+    top = read_settings(yaml_off({k: v for k, v in data.items() if k not in PLAN_KEYS}), sim_bench_struct(), str(path))
+    levels, axes = _axes(path, data["grid"], top)
+    configs = tuple(_disaggregation_apart(dict(zip(axes, combo))) for combo in itertools.product(*axes.values()))
     configs = tuple({repr(c): c for c in configs}.values())  # (decode axes collapse where prefill is 0)
-    slo = data.get("slo", {})
-    known = {"traces", "max_context", "duration", "seed", "warmup_requests_per_lane", "model", "precision",
-             "cost_basis", "agreement", "slo", "grid", "scenario", "range_ratio", "drain", "spread_limit"}
-    if set(data) - known:
-        raise AgentxError(f"{path}: unknown keys {', '.join(sorted(set(data) - known))}")
-    options = {k: data[k] for k in ("max_context", "duration", "seed", "warmup_requests_per_lane", "model",
-                                    "precision", "cost_basis", "agreement", "scenario", "range_ratio", "drain",
-                                    "spread_limit") if k in data}
-    if not isinstance(options.get("drain", False), bool):
-        raise AgentxError(f"{path}: drain: want true or false, got {options['drain']!r}")
-    limit = options.get("spread_limit", 0)
+    limit = data.get("spread_limit", ANSWER_SPREAD_LIMIT)
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 <= limit <= 100:
         raise AgentxError(f"{path}: spread_limit: want a number in [0, 100] (0: no bound), got {limit!r}")
-    if "scenario" in options:
-        from agentx.replay.scenarios import parse_scenario
-
-        try:
-            parse_scenario(str(options["scenario"]), options.get("range_ratio"))
-        except AgentxError as e:
-            raise AgentxError(f"{path}: {e}") from None
-    plan = Plan(concurrency=tuple(sorted(set(levels))), configs=configs,
-                traces=tuple(str(Path(path).parent / t) for t in data.get("traces", [])), **options)
+    slo = data.get("slo") or {}
+    plan = Plan(concurrency=tuple(sorted(set(levels))), configs=configs, spread_limit=limit,
+                traces=tuple(str(Path(path).parent / t) for t in data.get("traces", [])),
+                shared={**SHARED, **{k: v for k, v in top.items() if k not in axes}})
     if slo:
         plan = Plan(**{**plan.__dict__, "slo": {**plan.slo, **slo}})
     for config in configs:
-        check_config(plan, config)  # bad settings fail before any run starts
+        try:
+            check_config(plan, config)  # bad settings fail before any run starts
+        except AgentxError as e:
+            raise AgentxError(f"{path}: {e}") from None
     return plan
+
+
+def _axes(path: Path, grid: dict, top: dict) -> tuple[list[int], dict[str, list]]:
+    """The grid's concurrency levels and its axes: every GRID_KEYS one (its value at the plan's top,
+    or its default, when the grid leaves it out) and any other `sim bench` setting it names."""
+    levels = grid.get("concurrency")
+    if not isinstance(levels, list) or not levels or not all(isinstance(c, int) and c >= 1 for c in levels):
+        raise AgentxError(f"{path}: grid.concurrency must be a list of positive integers")
+    own = {k: grid[k] for k in ("kv_memory", "spec_decode") if k in grid}
+    for key, values in own.items():
+        if not isinstance(values, list) or not values:
+            raise AgentxError(f"{path}: grid.{key} must be a non-empty list")
+    typed = read_settings(yaml_off({k: v for k, v in grid.items() if k not in ("concurrency", *own)}),
+                          sim_bench_struct(listed=True), str(path), "grid.")
+    if "gpu_memory_utilization" in typed:  # (the grid's own name for it: kv_memory)
+        if "kv_memory" in own:
+            raise AgentxError(f"{path}: grid.gpu_memory_utilization: the same as grid.kv_memory: give one")
+        own["kv_memory"] = typed.pop("gpu_memory_utilization")
+    given = {**typed, **own}
+    for key, values in given.items():
+        if not values:
+            raise AgentxError(f"{path}: grid.{key} must be a non-empty list")
+        if key in top:
+            raise AgentxError(f"{path}: grid.{key}: also set at the plan's top: give it in one place")
+    axes = {k: given.get(k, [top[k]] if k in top else DEFAULTS[k]) for k in GRID_KEYS}
+    return levels, {**axes, **{k: v for k, v in given.items() if k not in axes}}
 
 
 def plan_settings(plan: Plan) -> dict:
     """What every point of the plan shares (all but the grid and the SLO)."""
-    return {k: v for k, v in plan.__dict__.items() if k not in ("concurrency", "configs", "slo")}
+    return {"traces": plan.traces, **plan.shared, "spread_limit": plan.spread_limit}
 
 
 def spec_fields(spec) -> dict:
-    if spec in (None, "none", "off"):
+    if spec in (None, "none", "off", False):
         return {}
+    if isinstance(spec, str):
+        return {"spec_decode": spec}  # (its draft_tokens, acceptance_length: settings of their own)
     if not isinstance(spec, dict) or "method" not in spec:
         raise AgentxError(f"plan: grid.spec_decode entries are 'none' or {{method, draft_tokens, "
                           f"acceptance_length}}, got {spec!r}")
@@ -173,25 +183,18 @@ def _disaggregation_apart(config: dict) -> dict:
     return {**config, "decode": int(config["decode"]) or 1}
 
 
+def point(plan: Plan, config: dict, concurrency: int) -> SimBench:
+    """One point's `sim bench` run: the plan's shared settings, then the configuration's."""
+    if not isinstance(config["kv_memory"], (int, float)) or isinstance(config["kv_memory"], bool):
+        raise AgentxError(f"grid.kv_memory: want a number, got {config['kv_memory']!r}")
+    values = {k: v for k, v in config.items() if k not in ("kv_memory", "spec_decode")}
+    values.update(gpu_memory_utilization=float(config["kv_memory"]), **spec_fields(config["spec_decode"]))
+    return sim_bench_config({**plan.shared, **values}, [concurrency], plan.traces)
+
+
 def deployment(plan: Plan, config: dict) -> Deployment:
     """The simulated deployment of one configuration."""
-    return Deployment(engine_config(plan, config), int(config["replicas"]), str(config["router"]),
-                      prefill=int(config["prefill"]), decode=int(config["decode"]),
-                      decode_gpus=int(config["decode_gpus"]), decode_parallelism=str(config["decode_parallelism"] or ""),
-                      prefill_route=str(config["prefill_route"]))
-
-
-def engine_config(plan: Plan, config: dict):
-    engine = EngineConfig(hardware=config["hardware"], gpus=int(config["gpus"]), model=plan.model,
-                          precision=plan.precision, gpu_memory_utilization=float(config["kv_memory"]),
-                          cpu_offload_gb=float(config["cpu_offload_gb"]), seed=plan.seed,
-                          engine=str(config["engine"]), parallelism=str(config["parallelism"]),
-                          kv_policy=str(config["kv_policy"]), window_retention=_retention(config),
-                          ssd_drives=int(config["ssd_drives"]), store_rules=_flag(config["store_rules"]),
-                          **spec_fields(config["spec_decode"]))
-    if config["hints"] not in tuple(HintLevel):
-        raise AgentxError(f"plan: grid.hints entries are {', '.join(HintLevel)}, got {config['hints']!r}")
-    return engine
+    return point(plan, config, plan.concurrency[0]).deployment
 
 
 def check_config(plan: Plan, config: dict) -> None:
@@ -201,30 +204,18 @@ def check_config(plan: Plan, config: dict) -> None:
     workers(deployment(plan, config))
 
 
-def _retention(config: dict) -> str:
-    """The grid's window_retention (YAML reads a bare `off` as false)."""
-    value = config["window_retention"]
-    return "off" if value is False else str(value)
-
-
-def _flag(value) -> bool:
-    if not isinstance(value, bool):
-        raise AgentxError(f"plan: grid.store_rules entries are true or false, got {value!r}")
-    return value
-
-
 def config_name(config: dict) -> str:
     spec = spec_fields(config["spec_decode"])
     parts = [f"{config['gpus']}x{config['hardware']}", f"mem{config['kv_memory']:g}",
              f"cpu{config['cpu_offload_gb']:g}", f"r{config['replicas']}-{config['router']}"]
     if spec:
         parts.append(f"{spec['spec_decode']}-k{spec['draft_tokens']}-al{spec['acceptance_length']:g}")
-    if config["engine"] != "vllm" or config["parallelism"] != "tp":  # default names stay as they were
+    if config["engine"] != EngineConfig.engine or config["parallelism"] != EngineConfig.parallelism:  # (default names stay)
         parts.append(f"{config['engine']}-{config['parallelism']}")
     if config["kv_policy"] != EngineConfig.kv_policy or config["hints"] != "none":
         parts.append(f"{config['kv_policy']}-hints-{config['hints']}")
-    if _retention(config) != EngineConfig.window_retention:
-        parts.append(f"window-{_retention(config)}")
+    if config["window_retention"] != EngineConfig.window_retention:
+        parts.append(f"window-{config['window_retention']}")
     if config["ssd_drives"]:
         parts.append(f"ssd{config['ssd_drives']}")
     if config["store_rules"] is not True:
@@ -232,24 +223,18 @@ def config_name(config: dict) -> str:
     if int(config["prefill"]):
         decode = f"{config['decode_gpus'] or config['gpus']}{config['decode_parallelism'] or config['parallelism']}"
         parts.append(f"pd{config['prefill']}x{config['gpus']}-{config['decode']}x{decode}-{config['prefill_route']}")
+    parts += [f"{k}-{re.sub(r'[^A-Za-z0-9.-]', '-', str(v))}" for k, v in config.items() if k not in GRID_KEYS]
     return "_".join(parts)
 
 
 def run_point(plan: Plan, config: dict, concurrency: int, out: str) -> dict:
     """One virtual run (in whatever process runs it); the figures the answer needs."""
-    from agentx.replay.corpus import Corpus
-    from agentx.replay.settings import BenchSettings
     from agentx.virtual.runner import sim_bench
 
-    corpus = Corpus(tuple(plan.traces), max_context=plan.max_context,
-                    scenario=str(plan.scenario) if plan.scenario else None, range_ratio=plan.range_ratio)
-    settings = BenchSettings.build(out=out, url="virtual", concurrency=concurrency, duration=plan.duration, seed=plan.seed,
-                                   warmup_requests_per_lane=plan.warmup_requests_per_lane, cost_basis=plan.cost_basis,
-                                   agreement=plan.agreement, drain=plan.drain, hints=str(config["hints"]),
-                                   **corpus.labels)
-    sessions = corpus.sessions(concurrency)
-    sim = deployment(plan, config)
-    result = sim_bench(settings, sessions, sim, command=f"agentx sim plan ({config_name(config)}, c{concurrency})")
+    run = point(plan, config, concurrency)
+    sessions = run.corpus.sessions(concurrency, per_arrival=run.settings.plan.request_rate is not None)
+    result = sim_bench(run.settings.replace(out=out), sessions, run.deployment,
+                       command=f"agentx sim plan ({config_name(config)}, c{concurrency})")
     return point_figures(result)
 
 

@@ -26,10 +26,11 @@ import json
 import math
 import time
 
+from agentx import __version__
 from agentx.common import key64, peak_rss_mb
 from agentx.content.engine_blocks import EngineBlocks
 from agentx.engine.hints import Hints
-from agentx.engine.config import Deployment, EngineConfig
+from agentx.engine.config import Deployment, EngineConfig, changed_settings
 from agentx.engine.metrics import ServerStats, dcgm_series, samples
 from agentx.engine.disagg import Workers, workers
 from agentx.engine.timing import Roofline
@@ -47,18 +48,14 @@ TICK_S = 0.5  # wall seconds between progress snapshots
 
 
 def engine_settings(e: EngineConfig, sim: Deployment | None = None) -> str:
-    """The sim's settings that set a deployment apart beside its labels (SPEC §8 `engine_settings`)."""
+    """The sim's settings that set a deployment apart beside its labels (SPEC §8 `engine_settings`):
+    its timing profile and batching, then every other setting that differs from its default."""
     parts = [f"{sim.disaggregation()}"] if sim is not None and sim.prefill else []
     parts += [f"profile={Roofline(e).profile.key}", f"gpu_memory_utilization={e.gpu_memory_utilization:g}",
-             f"max_num_seqs={e.max_num_seqs}",
-             f"max_num_batched_tokens={e.max_num_batched_tokens}"]
-    if e.num_gpu_blocks_override:
-        parts.append(f"num_gpu_blocks_override={e.num_gpu_blocks_override}")
-    if e.kv_cache_dtype != "auto":
-        parts.append(f"kv_cache_dtype={e.kv_cache_dtype}")
-    if e.cpu_offload_gb and not e.store_rules:
-        parts.append("store_rules=off")
-    return ", ".join(parts)
+              f"max_num_seqs={e.max_num_seqs}",
+              f"max_num_batched_tokens={e.max_num_batched_tokens}"]
+    return ", ".join(parts + changed_settings(e, ("engine", "gpu_memory_utilization", "max_num_seqs",
+                                                  "max_num_batched_tokens")))
 
 
 def kv_offload_label(e: EngineConfig) -> str | None:
@@ -66,6 +63,23 @@ def kv_offload_label(e: EngineConfig) -> str | None:
     if not e.cpu_offload_gb:
         return None
     return f"{e.cpu_offload_gb:g} GB CPU" + (f" + {e.ssd_drives} x {e.ssd_drive} SSD" if e.ssd_drives else "")
+
+
+def simulated_labels(sim: Deployment, roof: Roofline | None = None) -> dict:
+    """The identity labels of a virtual run of `sim` (run.json's settings beside bench's)."""
+    e = sim.engine
+    roof = roof or Roofline(e)
+    return {
+        "engine": f"agentx-sim {e.engine} profile (virtual time)", "engine_version": __version__,  # (sim serve's too)
+        "hardware": e.hardware, "gpus": sim.gpus(),
+        "precision": e.precision, "kv_offload": kv_offload_label(e),
+        "router": sim.router if sim.replicas > 1 or sim.prefill else None, "url": None,
+        "parallelism": sim.label(),
+        "engine_settings": engine_settings(e, sim),
+        "spec_decoding": f"{e.spec_decode} K={e.draft_tokens} AL={roof.acceptance_length:g}" if e.spec_decode else None,
+        "simulated": {"hardware": e.hardware, "model": e.model, "gpus_per_replica": e.gpus,
+                      "replicas": sim.replicas, "router": sim.router, "deployment": roof.describe()},
+    }
 
 
 class VirtualRun(RunSkeleton):
@@ -83,16 +97,7 @@ class VirtualRun(RunSkeleton):
                                     clock_scale=1.0, server_metrics=None)
         self.sim = sim
         e = sim.engine
-        simulated = {
-            "engine": f"agentx-sim {e.engine} profile (virtual time)", "hardware": e.hardware, "gpus": sim.gpus(),
-            "precision": e.precision, "kv_offload": kv_offload_label(e),
-            "router": sim.router if sim.replicas > 1 or sim.prefill else None, "url": None,
-            "parallelism": sim.label(),
-            "engine_settings": engine_settings(e, sim),
-            "spec_decoding": f"{e.spec_decode} K={e.draft_tokens} AL={roof.acceptance_length:g}" if e.spec_decode else None,
-            "simulated": {"hardware": e.hardware, "model": e.model, "gpus_per_replica": e.gpus,
-                          "replicas": sim.replicas, "router": sim.router, "deployment": roof.describe()},
-        }
+        simulated = simulated_labels(sim, roof)
         super().__init__(settings, sessions, command, simulated, tokenizer=None)  # no text: block hashes only
         self.blocks = EngineBlocks(self.render.prompts, e.block_size)
         self.hashes: dict = {}  # (tree, stream) -> block hashes of the stream's last request
@@ -112,29 +117,39 @@ class VirtualRun(RunSkeleton):
         self.on_tick, self.next_tick = None, 0.0  # progress: called with snapshot() every TICK_S of wall time
         self.power = None  # power.jsonl: the modeled GPUs' DCGM readings (none without power figures)
         self.window_open, self.last_profile_end = False, None
+        self.t0 = self.cpu0 = 0.0  # the run's wall and CPU clocks at open()
 
     # ------------------------------------------------------------------ the loop
 
     def execute(self) -> None:
+        """Run the plan: open, loop, close (the real run's shape, replay/driver.py)."""
         # the traces, graphs and plan live for the whole run: out of the cyclic collector's sight
         gc.collect()
         gc.freeze()
         try:
-            self._execute()
+            self.open()
+            self.loop()
+            self.close()
         finally:
             gc.unfreeze()
 
-    def _execute(self) -> None:
+    def open(self) -> None:
+        """Everything before the first request: the run's CPU and wall clocks, the records, trees,
+        server-metrics and power files, the plan's start at modeled time 0."""
         folder = self.folder.path
-        t0, cpu0 = time.perf_counter(), time.process_time()
+        self.t0, self.cpu0 = time.perf_counter(), time.process_time()
         self.records = RecordWriter(folder)
         self.folder.open_trees()
         self.series = open(folder / "server_metrics.jsonl", "ab", buffering=0)
         if self.replicas.cores[0].power.known:
             self.power = open(folder / "power.jsonl", "ab", buffering=0)
             self.folder.info["power_source"] = POWER_SOURCE
+        self.plan.start(0.0)
+
+    def loop(self) -> None:
+        """The events in modeled time, the earliest first (requests due, finishes, KV handoffs,
+        samples, the window's end) between the busy cores' advances, until nothing is left."""
         plan, tick = self.plan, 0.0
-        plan.start(0.0)
         while True:
             for d in plan.due(self.time):
                 self._submit(d)
@@ -164,6 +179,11 @@ class VirtualRun(RunSkeleton):
                         self.on_tick(self.snapshot())
                 continue
             self._advance(first, min([events] + [self._bound(c) for c in busy if c is not first]))
+
+    def close(self) -> None:
+        """Everything after the loop: what is in flight drained or cancelled, the window's closing
+        power read, the files closed, the folder finished with the run's costs."""
+        plan = self.plan
         # drained: what is in flight was sent after the window (or outlived the request timeout): cancelled now
         self._drain(self.time if plan.cfg.drain else plan.profile_end + self.s.target.grace)
         if self.last_profile_end is not None:
@@ -172,7 +192,7 @@ class VirtualRun(RunSkeleton):
         self.series.close()
         if self.power:
             self.power.close()
-        self.folder.finish({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - cpu0,
+        self.folder.finish({"wall_s": time.perf_counter() - self.t0, "cpu_s": time.process_time() - self.cpu0,
                             "peak_rss_mb": peak_rss_mb(),
                             "modeled_s": self.time, "advance_turns": self.turns,
                             "decode_iterations": sum(c.spec_steps for c in self.replicas.cores)})

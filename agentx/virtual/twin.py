@@ -192,7 +192,9 @@ def replay(settings: BenchSettings, sessions: list, deployment: Deployment,
             raise NotTwinnable(f"the twin could not run ({type(e).__name__}: {str(e)[:200]})") from None
     rm = result["request_metrics"]
     ttft, itl = rm.get("ttft_s") or {}, rm.get("itl_s") or {}
+    norm, tp = rm.get("e2e_normalized_interactivity_tok_s") or {}, rm.get("throughput") or {}
     return {"checked": True, "ttft_p50_s": ttft.get("p50"), "ttft_p90_s": ttft.get("p90"), "itl_p50_s": itl.get("p50"),
+            "e2e_norm_intvty_p90": norm.get("p90"), "tput_per_gpu": tp.get("total_tok_s_per_gpu"),
             "succeeded": result["requests"]["succeeded"], "paired_ttft_s": paired,
             "client_delay_s": delay, "deployment": deployment.label(),
             "engine_settings": result["identity"].get("engine_settings"),

@@ -43,11 +43,11 @@ def run(url, out, sessions, **kw):
 @pytest.fixture(scope="module")
 def probed(model, sessions, tmp_path_factory):
     """One tokens-mode bench with `--probe-cache 2` against a server of micro-batches of one token
-    (so the probe's cold and warm answers are bitwise comparable): (its result, its folder). The
-    tokens-mode test and the probe test both read this run."""
+    (so the probe's cold and warm answers are bitwise comparable), and `--eval arith:4` after it:
+    (its result, its folder). The tokens-mode, probe and eval tests all read this run."""
     out = tmp_path_factory.mktemp("probed")
     with llamacpp_server(model, ctx=32768, slots=4, ubatch=1) as url:
-        return run(url, out, sessions, probe_cache=2), out
+        return run(url, out, sessions, probe_cache=2, evals="arith:4", eval_reference=0.9), out
 
 
 def test_tokens_mode_against_llamacpp(probed):
@@ -119,3 +119,25 @@ def test_bench_with_cache_probe_prints_identity_efficiency_and_no_mismatch(probe
     assert all(p["prefix"] == p["isl"] - 1 for p in items), items  # llama.cpp reuses all but the last token
     assert "cache probe: 0 mismatches in 2 probes (before the run)" in lines
     assert result["server_metrics"]["window"] == "exact"
+
+
+def test_bench_eval_against_llamacpp_stores_accuracy_and_the_random_model_fails_it(probed):
+    """`--eval` on a real server (the mechanism): four problems sent to llama.cpp after the run,
+    each answered (random weights: no right number), scored, stored in result.json and printed;
+    against a 90 % reference the point is NOT VALID for accuracy."""
+    import json
+
+    from agentx.data.evals import problems
+    from agentx.metrics.tables import result_lines
+
+    result, out = probed
+    acc = result["accuracy"]
+    assert (acc["eval"], acc["n"], acc["errors"], acc["reference"], acc["reference_source"]) == ("arith", 4, 0, 0.9,
+                                                                                                  "user")
+    assert acc["correct"] == 0 and acc["accuracy"] == 0 and acc["interval"][1] < 0.85
+    assert [w["id"] for w in acc["wrong"]] == [p.id for p in problems("arith")[:4]]
+    assert all(w["answer"] and w["error"] is None for w in acc["wrong"])  # the model's own text came back
+    rule = next(r for r in result["validity"]["rules"] if r["rule"] == "accuracy")
+    assert not rule["ok"] and not result["validity"]["valid"]
+    assert json.loads((out / "result.json").read_text())["accuracy"] == acc
+    assert "accuracy: arith 0/4 = 0.0% (95 % interval 0%-49%); reference 90% (user)" in result_lines(result)

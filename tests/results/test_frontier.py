@@ -138,7 +138,8 @@ def test_frontier_command_on_real_points(tmp_path, sweep_dir):
     res = run("frontier", "--db", db, "--at", "1")
     assert res.returncode == 0, res.stderr
     printed = " ".join(res.stdout.split())  # (rich wraps long lines)
-    assert "H200 / agentx-sim vllm profile (virtual time): tput_per_gpu against" in printed
+    assert "H200 / agentx-sim vllm profile (virtual time) / " in printed and "/ bf16 / " in printed  # the curve's key
+    assert ": tput_per_gpu against p90_e2e_norm_intvty" in printed
     assert "tput_per_gpu at p90_e2e_norm_intvty = 1" in printed
     joules = run("frontier", "--db", db, "--y", "joules_per_output_token")  # measured (bench --power)
     assert joules.returncode == 0 and "joules_per_output_token against p90_e2e_norm_intvty" in " ".join(joules.stdout.split())

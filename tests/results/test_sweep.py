@@ -213,8 +213,8 @@ def test_unhealthy_url_target_marks_points_failed(tmp_path):
     assert row["status"] == "failed" and "is not healthy" in row["failure"]
 
 
-def test_the_readme_recipe_is_valid(tmp_path):
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def test_the_documented_recipe_is_valid(tmp_path):
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "results-db.md").read_text()
     block = readme.split("```yaml\n", 1)[1].split("```", 1)[0]
     recipe = load_recipe(write(tmp_path / "readme.yaml", block))
     assert [d.kind for d in recipe.deployments] == ["sim", "command", "url"]

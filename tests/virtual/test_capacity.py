@@ -82,7 +82,7 @@ def load_plan_with(path, line: str):
 def test_bad_plans_name_the_problem(tmp_path):
     path = tmp_path / "p.yaml"
     for text, problem in (("grid: {concurrency: []}", "grid.concurrency"),
-                          ("grid: {concurrency: [1], colour: [red]}", "unknown keys colour"),
+                          ("grid: {concurrency: [1], colour: [red]}", "grid.colour: unknown key"),
                           ("grid: {concurrency: [1], hardware: [H9000]}", "unknown hardware preset"),
                           ("grid: {concurrency: [1], router: [random]}", "unknown router"),
                           ("spread_limit: -1\ngrid: {concurrency: [1]}", "spread_limit: want a number")):
@@ -133,5 +133,5 @@ def test_plan_grids_the_ssd_tier_and_the_store_rules_and_names_the_winner(tmp_pa
 
     assert f'<p id="winner">wins: {best["config"]}' in write_plan_report(tmp_path / "out").read_text()
     path.write_text(TIER_PLAN.replace("[true, false]", "[maybe]"))
-    with pytest.raises(AgentxError, match="store_rules entries are true or false"):
+    with pytest.raises(AgentxError, match=r"grid.store_rules\[0\]: Expected `bool`"):
         load_plan(path)

@@ -39,3 +39,18 @@ def test_sim_bench_writes_runs_that_report_summarises(tmp_path):
         assert again.returncode == 0 and "valid" in again.stdout
     bad = agentx("sim", "bench", "--router", "random", "--out", tmp_path / "x")
     assert bad.returncode == 2 and "unknown router" in bad.stderr
+
+
+def test_a_settings_file_sits_over_the_defaults_and_under_the_flags_given(tmp_path):
+    settings = tmp_path / "s.yaml"
+    settings.write_text("engine: trtllm\nduration: 30\nscenario: 1k1k\nprecision: fp8\nwindow_retention: off\n")
+    out = tmp_path / "run"
+    res = agentx("sim", "bench", "--settings", settings, "--duration", "20", "--concurrency", "2", "--out", out)
+    assert res.returncode == 0, res.stderr
+    run = json.loads((out / "run.json").read_text())["settings"]
+    assert run["duration"] == 20.0 and run["scenario"] == "1024:1024 r0.8"  # the flag given; the file's
+    assert run["engine"] == "agentx-sim trtllm profile (virtual time)" and run["precision"] == "fp8"
+    settings.write_text("engine: trtllm\ngrid: {concurrency: [1]}\n")
+    bad = agentx("sim", "bench", "--settings", settings, "--out", tmp_path / "x")
+    assert bad.returncode == 2 and f"{settings}: grid: unknown key" in " ".join(bad.stderr.split())
+    assert not (tmp_path / "x").exists()

@@ -132,6 +132,9 @@ def test_a_bench_run_against_the_sim_stores_its_twin_equal_to_sim_bench(tmp_path
     # exact: the twin and sim bench are the same plan on the same engine in virtual time
     assert (twin["ttft_p50_s"], twin["ttft_p90_s"], twin["itl_p50_s"]) == (
         rm["ttft_s"]["p50"], rm["ttft_s"]["p90"], rm["itl_s"]["p50"])
+    # and the figures `agentx demo` prints beside the run (SPEC section 8's p90_e2e_norm_intvty, tput_per_gpu)
+    assert twin["e2e_norm_intvty_p90"] == rm["e2e_normalized_interactivity_tok_s"]["p90"] > 0
+    assert twin["tput_per_gpu"] == rm["throughput"]["total_tok_s_per_gpu"] > 0
     rules = {r["rule"]: r for r in http["validity"]["rules"]}
     assert rules["twin_ttft"]["figure"] is not None and rules["twin_itl"]["figure"] is not None
     # the rules compare the requests both windows hold

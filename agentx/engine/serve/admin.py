@@ -9,6 +9,7 @@ from dataclasses import fields
 from aiohttp import web
 
 from agentx import __version__
+from agentx.data.evals import EVALS
 from agentx.engine.config import EngineConfig, ServeConfig, published_config
 from agentx.engine.metrics import exposition
 from agentx.engine.serve.loop import EngineLoop
@@ -23,12 +24,17 @@ def deployment_settings(cfg: ServeConfig) -> str:
     d = cfg.deployment
     e, default = d.engine, EngineConfig()
     parts = [f"{e.hardware} x{e.gpus} {e.model} {e.precision}"]
-    parts += [f"{f.name}={getattr(e, f.name)}" for f in fields(e)
-              if f.name not in ("hardware", "gpus", "model", "precision") and getattr(e, f.name) != getattr(default, f.name)]
+    parts += [f"{f.name}={getattr(e, f.name)}" for f in fields(e)  # (the seed is the draw, not the deployment)
+              if f.name not in ("hardware", "gpus", "model", "precision", "seed")
+              and getattr(e, f.name) != getattr(default, f.name)]
     if d.replicas > 1:
         parts.append(f"replicas={d.replicas} router={d.router}")
     if d.prefill:
         parts.append(d.disaggregation())
+    if cfg.answers != "tokens":
+        parts.append(f"answers={cfg.answers}")
+    if cfg.reasoning_share:
+        parts.append(f"reasoning_share={cfg.reasoning_share:g}")
     f = cfg.faults
     if f.rate:
         parts.append(f"faults={'+'.join(f.kinds)}@{f.rate:g} seed={f.seed} stall={f.stall_s:g}s")
@@ -50,10 +56,14 @@ class Admin:
         return web.Response()
 
     async def version(self, request):
-        """vLLM's /version ({"version"}), plus the engine's name, settings and precision (vLLM's has none)."""
-        return web.json_response({"version": __version__, "engine": "agentx-sim", "engine_settings": self.settings,
-                                  "precision": self.cfg.deployment.engine.precision,
-                                  "config": published_config(self.cfg)})  # what bench's twin replays on
+        """vLLM's /version ({"version"}), plus the engine's name, settings and precision (vLLM's has none);
+        with `--answers eval`, the clean model's accuracy on each bundled eval (every answer known: 1)."""
+        body = {"version": __version__, "engine": "agentx-sim", "engine_settings": self.settings,
+                "precision": self.cfg.deployment.engine.precision,
+                "config": published_config(self.cfg)}  # what bench's twin replays on
+        if self.cfg.answers == "eval":
+            body["eval_reference"] = {name: 1.0 for name in EVALS}
+        return web.json_response(body)
 
     async def metrics(self, request):
         engine = self.engine

@@ -12,12 +12,14 @@ import time
 
 from aiohttp import web
 
+from agentx.data.evals import known_answer
 from agentx.engine import api
 from agentx.engine.api import AnthropicShape, BadRequest, OpenAIShape
 from agentx.engine.config import ServeConfig
 from agentx.engine.core import Sequence
 from agentx.engine.disagg import answer_len, workers
 from agentx.engine.metrics import ServerStats
+from agentx.engine.output import CORRUPTION, EvalAnswer
 from agentx.engine.serve.admin import Admin
 from agentx.engine.serve.loop import ORDER_WAIT_S, EngineLoop, clock
 from agentx.engine.serve.prompt import parse_prompt
@@ -128,7 +130,7 @@ class SimServer:
             body = await read_body(request, self.cfg.request_timeout_s)
             mark = self.watch.mark()
             try:
-                req, prompt, max_tokens, tool = parse_prompt(body, style, self.tokenizer, self.core, self.model_name)
+                req, prompt, max_tokens, tool, text = parse_prompt(body, style, self.tokenizer, self.core, self.model_name)
                 self.watch.end(mark, "parse", lambda: {"body_bytes": len(body), "prompt_tokens": len(prompt)})
             except BadRequest as e:
                 self._count_error("bad_request")
@@ -144,6 +146,7 @@ class SimServer:
                 return self._fault_response(request, rid, fault, prompt, arrival, anthropic)
             mark = self.watch.mark()
             seq = self.core.new_sequence(rid, prompt, max_tokens, req.min_tokens, req.ignore_eos, fault == "corrupt")
+            self._answer(seq, text, req.ignore_eos, fault)
             seq.hints = req.agentx_hints
             seq.waiter = asyncio.Event()
             self.core.add(seq, engine.modeled_at(head), request.headers.get("X-Session-ID"))
@@ -153,6 +156,18 @@ class SimServer:
             turn.set()
             del engine.reading[turn]
             engine.queued.set()
+
+    def _answer(self, seq: Sequence, text: str | None, ignore_eos: bool, fault) -> None:
+        """`--answers eval`: a bundled eval problem is answered (`The answer is N.`, its length);
+        a `wrong` fault changes what the model computes from the prompt (the digest), so its
+        answer (an eval's final number too) is not the clean model's."""
+        value = known_answer(text) if self.cfg.answers == "eval" and text else None
+        if value is not None:
+            seq.answer = EvalAnswer(value, seq.digest)
+            if not ignore_eos:
+                seq.stop_len = min(seq.max_tokens, len(seq.answer.pieces(seq.digest)))
+        if fault == "wrong":
+            seq.digest ^= CORRUPTION
 
     def _shape(self, style: str, seq: Sequence, req, tool, arrival: float):
         """The answer's shape in the request's API, and whether its stream ends with the usage."""
@@ -190,7 +205,7 @@ class SimServer:
             self.stats.queue.observe(max(0.0, seq.scheduled_at - self.replies.arrival(seq)) / self.cfg.speed)
         if fault == "corrupt":  # silent, and only where the prompt read cached blocks
             fault = "corrupt" if seq.cached_tokens > 0 else None
-        elif fault:
+        elif fault and fault != "wrong":  # (wrong: silent, a complete answer, not the clean model's)
             self._count_error(fault)
         energy = {"arrival": energy_at_arrival, "end": self.engine.energy_j()} if energy_at_arrival is not None else None
         self._log(request, seq.id, arrival, first, len(seq.prompt), max(seq.cached_tokens, 0), len(seq.output),

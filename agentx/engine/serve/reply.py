@@ -4,6 +4,7 @@ one body at the end, each with the request's modeled timings, and the lag of eve
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 from aiohttp import web
@@ -67,8 +68,13 @@ class Replies:
                 await asyncio.sleep(self.cfg.faults.stall_s)
 
     def _frames(self, shape, seq: Sequence, sent: int, new: list[int]) -> list[bytes]:
-        """The SSE events of tokens sent..sent+len(new): reasoning up to `seq.reasoning`, then text."""
+        """The SSE events of tokens sent..sent+len(new): reasoning up to `seq.reasoning`, then text
+        (an eval answer's pieces first, `--answers eval`)."""
         json_word = self.tokenizer.json_word
+        if seq.answer is not None:
+            pieces = seq.answer.pieces(seq.digest)
+            return [shape.token_frame(json.dumps(pieces[sent + i]).encode() if sent + i < len(pieces) else
+                                      json_word(t)) for i, t in enumerate(new)]
         if sent + len(new) <= seq.reasoning:
             return [shape.reasoning_frame(json_word(t)) for t in new]
         if sent < seq.reasoning:
@@ -90,7 +96,11 @@ class Replies:
             request.transport.close()
             return web.Response(status=499)
         u = shape.usage(len(seq.prompt), len(seq.output), seq.cached_tokens)
-        if seq.reasoning:
+        if seq.answer is not None:
+            pieces = seq.answer.pieces(seq.digest)
+            body = shape.full_body("".join(pieces) + self.tokenizer.decode(seq.output[len(pieces):]),
+                                   seq.finish_reason, u)
+        elif seq.reasoning:
             thinking, text = (self.tokenizer.decode(part) for part in (seq.output[:seq.reasoning], seq.output[seq.reasoning:]))
             body = shape.full_body(text, seq.finish_reason, u, thinking)
         else:

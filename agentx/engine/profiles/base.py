@@ -1,0 +1,48 @@
+"""What the simulator models of one serving engine: the shape every engine's file fills in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Admission(StrEnum):
+    """When the scheduler admits a waiting request (engine/core.py)."""
+
+    # on the prompt's blocks; a running request short of a block preempts the latest admitted
+    # (recompute): vLLM, SGLang, ATOM
+    PREEMPT = "preempt"
+    # TensorRT-LLM's default capacity scheduler policy, GUARANTEED_NO_EVICT: only when the blocks
+    # of its whole answer (prompt plus max_tokens) are free beside those the running requests
+    # still need to finish, so nothing is ever preempted
+    NO_EVICT = "guaranteed-no-evict"
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """One engine, as `--engine` names it. Its fitted timing constants (per-iteration overhead,
+    KV streaming efficiency) are entries of presets.toml [timing.*] under the keys below; an
+    engine without an entry of its own takes the entry `default`."""
+
+    name: str  # --engine, the key of its overhead in presets.toml [timing.overhead_ms]
+    title: str  # as the engine's project names it
+    admission: Admission
+    # the prefix of its entries in presets.toml [timing.kv_efficiency] when its own attention
+    # kernels were fitted apart (TensorRT-LLM's: `trtllm-gqa`); "": the attention kind's shared entry
+    kv_kernels: str = ""
+    # the batch caps a deployment of it runs with unless --max-num-seqs / --max-num-batched-tokens
+    # say otherwise (every engine the same today: vLLM's 256 sequences and 8,192 tokens)
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+
+    @property
+    def no_evict(self) -> bool:
+        return self.admission is Admission.NO_EVICT
+
+    def overhead_key(self, release: str = "") -> str:
+        """Its entry of presets.toml [timing.overhead_ms]: a release fitted apart is `name-release`."""
+        return f"{self.name}-{release}" if release else self.name
+
+    def kv_efficiency_key(self, attention: str) -> str:
+        """Its entry of presets.toml [timing.kv_efficiency] for an attention kind (gqa, mla)."""
+        return f"{self.kv_kernels}-{attention}" if self.kv_kernels else attention

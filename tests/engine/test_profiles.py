@@ -1,0 +1,59 @@
+"""Engine profiles: one object per engine, and no module of the simulator compares engine names."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from agentx.engine import presets
+from agentx.engine.config import EngineConfig
+from agentx.engine.profiles import ENGINES, PROFILES, Admission, EngineName, engine_profile
+from agentx.errors import AgentxError
+
+ROOT = Path(__file__).resolve().parents[2] / "agentx"
+
+
+def test_every_engine_name_has_its_profile_and_is_a_choice_of_engine():
+    assert [p.name for p in PROFILES.values()] == [e.value for e in EngineName] == list(ENGINES)
+    assert EngineConfig().engine == ENGINES[0]
+    for name in ENGINES:
+        assert EngineConfig(engine=name).engine == name
+    with pytest.raises(AgentxError, match="engine: want one of vllm, sglang, trtllm, atom"):
+        EngineConfig(engine="tgi")
+    with pytest.raises(AgentxError, match="unknown engine 'tgi'"):
+        engine_profile("tgi")
+
+
+def test_the_profiles_carry_admission_and_the_keys_of_their_constants():
+    trt = engine_profile("trtllm")
+    assert trt.admission is Admission.NO_EVICT and trt.no_evict
+    assert [e for e in ENGINES if engine_profile(e).no_evict] == ["trtllm"]
+    assert trt.kv_efficiency_key("gqa") == "trtllm-gqa" and engine_profile("vllm").kv_efficiency_key("gqa") == "gqa"
+    assert engine_profile("vllm").overhead_key("0.10") == "vllm-0.10"
+    # each engine's fitted overhead is the entry its profile names (an engine not fitted: `default`)
+    table = presets._table()["timing"]["overhead_ms"]
+    assert {"vllm", "sglang", "trtllm", "atom"} <= set(table)
+    for name in ENGINES:
+        entry = table.get(name, table["default"])
+        assert presets.profile(name, "H200", "fp8", "llama-3.1-70b").overhead_ms == entry["value"]
+
+
+def _engine_name_compares(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            consts = [c for s in sides for c in ast.walk(s) if isinstance(c, ast.Constant)]
+            if any(c.value in ENGINES for c in consts if isinstance(c.value, str)):
+                found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
+    return found
+
+
+def test_no_module_of_the_simulator_compares_engine_names():
+    """Engine behaviour lives in engine/profiles/: a `cfg.engine == "trtllm"` elsewhere is a
+    profile field that was not made."""
+    files = [p for d in ("engine", "virtual") for p in sorted((ROOT / d).rglob("*.py")) if "profiles" not in p.parts]
+    assert len(files) > 30
+    assert [hit for p in files for hit in _engine_name_compares(p)] == []
