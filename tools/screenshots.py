@@ -53,9 +53,14 @@ def shoot(url: str, pages: dict[str, str], out: Path) -> list[str]:
         with chromium_page(width=width, height=height, allow=url, dark=scheme == "dark") as page:
             for name, path in pages.items():
                 page.page.goto(url + path)
-                page.page.evaluate("""async () => { for (const d of document.querySelectorAll('.chart')) {
-                    d.scrollIntoView(); await new Promise(r => setTimeout(r, 30)); } window.scrollTo(0, 0); }""")
-                page.page.wait_for_function(DRAWN, polling=100, timeout=600_000)
+                # a page draws a chart as it comes near the window: each chart not drawn yet brought there
+                # and waited for, until all are (a starved renderer may miss a quick pass)
+                page.page.evaluate("""async () => { for (let pass = 0; pass < 20; pass++) {
+                    const left = [...document.querySelectorAll('.chart')].filter(d => !d._fullLayout);
+                    if (!left.length) break;
+                    for (const d of left) { d.scrollIntoView(); await new Promise(r => setTimeout(r, 200)); } }
+                    window.scrollTo(0, 0); }""")
+                page.page.wait_for_function(DRAWN, polling=100, timeout=300_000)
                 page.page.wait_for_timeout(300)
                 findings += [f"{name} {scheme} {width}px: {w}" for w in looks_wrong(page)]
                 tall = page.page.evaluate("document.documentElement.scrollHeight")
