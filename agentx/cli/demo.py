@@ -115,16 +115,30 @@ def run_frontier(sessions: list, levels: list[int], duration: float, out: Path, 
 
 
 def frontier_line(results: list[tuple[int, dict]]) -> str:
-    """Which valid points are on the canonical frontier (SPEC section 5), and which are below it."""
+    """Which valid points are on the canonical frontier (SPEC section 5), which are below it, and
+    which answer nothing for low confidence (SPEC section 3, "Settled: confidence"): the frontier
+    of `agentx frontier` over the same points."""
+    from agentx.metrics.confidence import ANSWER_SPREAD_LIMIT, confidence
     from agentx.report.frontier_chart import frontier_rows
     from agentx.results.frontier import CANONICAL, pareto
 
     rows = [r for r in frontier_rows([(f"c{n}", result) for n, result in results]) if r["valid"]]
-    on = {r["id"] for r in pareto(rows, *CANONICAL)}
+    low = {r["id"]: confidence(r["spread"], ANSWER_SPREAD_LIMIT) for r in rows}
+    low = {name: c for name, c in low.items() if c["low"]}
+    on = {r["id"] for r in pareto([r for r in rows if r["id"] not in low], *CANONICAL)}
     names = [f"c{n}" for n, _ in results]
-    below = [n for n in names if n not in on]
-    return (f"frontier ({CANONICAL[1]} against {CANONICAL[0]}, SPEC section 5): {', '.join(n for n in names if n in on)}"
+    below = [n for n in names if n not in on and n not in low]
+    line = (f"frontier ({CANONICAL[1]} against {CANONICAL[0]}, SPEC section 5): "
+            f"{', '.join(n for n in names if n in on) or 'no point answers'}"
             + (f"; below it (another point has more of both, or NOT VALID): {', '.join(below)}" if below else ""))
+    if low:
+        need = sorted(c["need_trees"] for c in low.values() if c.get("need_trees"))
+        line += (f"; low confidence, no answer (SPEC section 3): {', '.join(n for n in names if n in low)}: a TTFT "
+                 f"interval over {ANSWER_SPREAD_LIMIT:.0%} wide or under 10 session trees"
+                 + (f" (about {need[0]:,}-{need[-1]:,} trees would do)" if need else "")
+                 + "; their rows are measurements of this sample of sessions, not an answer: a frontier to defend "
+                 "needs more sessions (docs/virtual-time.md)")
+    return line
 
 
 def run_point(sessions: list, n: int, duration: float, speed: float, out: Path, dataset: str) -> dict:
