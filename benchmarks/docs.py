@@ -76,7 +76,6 @@ TABLES = (
     Table("routers-synthetic", "python benchmarks/routers.py --traces synthetic --markdown", "virtual"),
     Table("tool-route", "python benchmarks/tool_route.py --markdown", "virtual"),
     Table("calibration", "python benchmarks/calibration.py --workers 2 --markdown", "virtual"),
-    Table("calibration-fits", "python benchmarks/calibration.py --fits --workers 2 --markdown", "virtual"),
     Table("anchors", "python benchmarks/anchors.py --markdown", "virtual"),
     Table("rack-scale", "python benchmarks/virtual_time.py --rack-only", "wall", fence=True),
     Table("client-ceiling", "python benchmarks/client_ceiling.py --only-agentic --aiperf /tmp/aiperf-venv/bin/aiperf",
