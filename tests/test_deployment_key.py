@@ -49,7 +49,8 @@ OTHER = {"hardware": "B200", "model": "llama-3.1-70b", "ssd_drive": "kioxia-cm7-
          "decode_parallelism": "dep", "router": "least-loaded", "kinds": ("http500",), "url": "http://10.0.0.1:9",
          "token_range": (500, 9000), "power": "nvidia-smi", "workers": "2", "ray": "auto", "mode": "schedule",
          "tokenizer": "tok.json", "evals": "arith:10", "headers": (("X-A", "b"),), "request_rate": 2.0,
-         "server_metrics": "none", "slo": (("p90_ttft_s", 1.0),), "arrival": "constant", "reasoning_field": "reasoning", "draft_tokens": 2, "run_id": "other"}
+         "server_metrics": "none", "slo": (("p90_ttft_s", 1.0),), "arrival": "constant", "reasoning_field": "reasoning", "draft_tokens": 2, "run_id": "other",
+         "engine_version": "0.10"}  # (a release the default engine, vLLM, has fitted apart)
 BASE = {  # (prefill and decode go together: each is changed with the other)
     "EngineConfig": {"ssd_drive": dict(cpu_offload_gb=100, ssd_drives=2), "ssd_drives": dict(cpu_offload_gb=100),
                      "spec_decode": dict(draft_tokens=1, acceptance_length=1.5),

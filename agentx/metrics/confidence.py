@@ -43,7 +43,8 @@ def confidence(ci: dict | None, limit: float = ANSWER_SPREAD_LIMIT) -> dict:
     if not limit:
         return out
     trees = trees or 1
-    need = max(trees, math.ceil(trees * (width / limit) ** 2))  # the width falls as 1 / sqrt(trees)
+    ratio = min(width / limit, 1e6)  # (bounded: a limit near 0 would overflow the square)
+    need = max(trees, math.ceil(trees * ratio ** 2))  # the width falls as 1 / sqrt(trees)
     if trees < MIN_TREES:
         need = max(need, MIN_TREES)
         out.update(low=True, need_trees=need, text=f"only {trees} session tree{'s' if trees != 1 else ''}: too few "

@@ -158,13 +158,21 @@ def wrapped(text: str, width: int = 60) -> str:
     return "<br>".join(lines)
 
 
-def short_names(keys: list[tuple]) -> list[str]:
+# a curve's labels in the order a name reads them: what a reader scans for first, the workload last
+NAME_ORDER = ("hardware", "engine", "model", *(k for k in fr.CURVE if k not in ("hardware", "engine", "model", "workload")),
+              "workload")
+
+
+def curve_name(key: dict) -> str:
+    """A curve's full name (its legend group, shown on hover): every label it has."""
+    return ", ".join(str(key[k]) for k in NAME_ORDER if key.get(k))
+
+
+def short_names(keys: list[dict]) -> list[str]:
     """A legend name per curve key (`frontier.CURVE`'s labels): only the labels that differ between
     the curves, hardware and engine first (the engine when none does), at most LEGEND_CHARS characters."""
-    first = [fr.CURVE.index(k) for k in ("hardware", "engine", "model")]
-    order = first + [i for i in range(len(fr.CURVE)) if i not in first]
-    varying = [i for i in order if len({k[i] for k in keys}) > 1] or [fr.CURVE.index("engine")]
-    names = [", ".join(str(k[i]) for i in varying if k[i]) or "?" for k in keys]
+    varying = [k for k in NAME_ORDER if len({key.get(k) for key in keys}) > 1] or ["engine"]
+    names = [", ".join(str(key[k]) for k in varying if key.get(k)) or "?" for key in keys]
     names = [n if len(n) <= LEGEND_CHARS else re.sub(r" \([^()]*\)", "", n) for n in names]  # asides go first
     return [n if len(n) <= LEGEND_CHARS else n[:LEGEND_CHARS].rsplit(" ", 1)[0].rstrip(",") + "…" for n in names]
 
@@ -243,10 +251,10 @@ def frontier_chart(rows: list[dict], x: str, y: str, palette: Palette | None = N
     scale = tuple(ranges[a]["log" if on else "linear"] for a, on in zip("xy", log))
     spots = iter(place_labels([(r[x], r[y], point_label(r)) for f in fronts for r in f], log, scale)
                  if labelled else [])
-    keys = [tuple(c.key[k] for k in fr.CURVE) for c in curves]
-    for curve, front, key, legend in zip(curves, fronts, keys, short_names(keys)):
+    for curve, front, legend in zip(curves, fronts, short_names([c.key for c in curves])):
         on = {r["id"] for r in curve.points} | {r["id"] for r in curve.low_confidence}
-        group = ", ".join(str(v) for v in (key[1], key[2], key[0], key[3]) if v)  # the full name, the legend's hover
+        group = curve_name(curve.key)  # the full name, the legend's hover
+        key = tuple(curve.key[k] for k in fr.CURVE)
         others = [r for r in by_curve[key] if r["id"] not in on and r.get("valid") is not False]
         color, symbol = palette.color(curve.key["hardware"]), palette.symbol(curve.key["engine"])
         for pts, is_front in ((front, True), (others, False)):

@@ -37,8 +37,8 @@ def agentic(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory):
-    """1k1k at 32 lanes for 600 modeled s: ~1,000 requests of alike lengths in ~64 trees."""
-    return _run(tmp_path_factory.mktemp("spread"), "1k1k", scenario_sessions("1k1k", 32), 32, 600.0)
+    """1k1k at 32 lanes for 600 modeled s: ~900 requests of alike lengths in sessions of 16, ~60 trees."""
+    return _run(tmp_path_factory.mktemp("spread"), "1k1k", scenario_sessions("1k1k", 32, 16), 32, 600.0)
 
 
 def test_a_resample_is_the_percentile_of_whole_trees_drawn_with_replacement(agentic):
