@@ -221,3 +221,12 @@ def test_a_scenario_point_never_joins_an_agentic_trace_curve(tmp_path):
     printed = " ".join(res.stdout.split())
     assert res.returncode == 0 and "workload 2000:200" in printed and "workload bundled WEKA sample" in printed
     assert printed.count("tput_per_gpu at p90_ttft = 1") == 2, printed
+
+
+def test_a_spread_limit_near_zero_still_answers_with_the_trees_it_needs():
+    """A limit of 1e-178 (schemathesis found it on /api/v1/frontier) squared the width over the limit
+    past a float: now the trees it would need are bounded, and the point is low confidence."""
+    from agentx.metrics.confidence import confidence
+
+    c = confidence({"trees": 40, "ttft_s": {"p50": {"width_rel": 0.3}, "p90": {"width_rel": 0.2}}}, 4.39e-178)
+    assert c["low"] and c["need_trees"] >= 40 * 10**12 and "session trees would narrow it" in c["text"]
