@@ -78,21 +78,29 @@ def check_bounds(cfg) -> None:
             raise AgentxError(f"must be <= {meta['max']:g}, got {value:g}", name)
 
 
+def declared_in(parts):
+    """(config type, field, its type hint) of each declared field of `parts`: config types, or
+    (type, names) pairs, which take only those names."""
+    for item in parts:
+        cfg_type, only = item if isinstance(item, tuple) else (item, None)
+        hints = typing.get_type_hints(cfg_type)
+        for f in declared(cfg_type):
+            if only is None or f.name in only:
+                yield cfg_type, f, hints[f.name]
+
+
 def settings_struct(name: str, parts, skip=(), listed: bool = False) -> type[msgspec.Struct]:
     """The Struct a file's mapping of settings decodes into: the declared fields of `parts` (config
     types, or (type, names) pairs; the first to declare a name gives it) less `skip`, each optional
     (unset: not given), typed as declared: choices as their values, numbers finite and bounded,
     text bounded. `listed`: each a list of such values (a plan's grid)."""
     found: dict[str, object] = {}
-    for item in parts:
-        cfg_type, only = item if isinstance(item, tuple) else (item, None)
-        hints = typing.get_type_hints(cfg_type)
-        for f in declared(cfg_type):
-            if f.name in found or f.name in skip or (only is not None and f.name not in only):
-                continue
-            choices = f.metadata["option"]["choices"]
-            kind = Literal[tuple(str(c) for c in choices)] if choices is not None else bounded(hints[f.name])
-            found[f.name] = list[kind] if listed else kind
+    for _, f, hint in declared_in(parts):
+        if f.name in found or f.name in skip:
+            continue
+        choices = f.metadata["option"]["choices"]
+        kind = Literal[tuple(str(c) for c in choices)] if choices is not None else bounded(hint)
+        found[f.name] = list[kind] if listed else kind
     return msgspec.defstruct(name, [(k, Union[v, msgspec.UnsetType], msgspec.UNSET) for k, v in found.items()],
                              forbid_unknown_fields=True)
 

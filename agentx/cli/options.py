@@ -26,7 +26,7 @@ import typer
 
 import msgspec
 
-from agentx.options import build_config, declared, pick  # noqa: F401  (pick: the tests')
+from agentx.options import build_config, declared_in, pick  # noqa: F401  (pick: the tests')
 
 
 def _choices_enum(name: str, choices) -> type[Enum]:
@@ -35,9 +35,8 @@ def _choices_enum(name: str, choices) -> type[Enum]:
     return Enum(name, {v: v for v in choices}, type=str)
 
 
-def _parameter(cfg_type, f, hints: dict, default, help_text: str | None) -> inspect.Parameter:
+def _parameter(cfg_type, f, kind, default, help_text: str | None) -> inspect.Parameter:
     meta = f.metadata["option"]
-    kind = hints[f.name]
     optional = type(None) in typing.get_args(kind)
     base = next((a for a in typing.get_args(kind) if a is not type(None)), kind) if optional else kind
     if meta["choices"] is not None:
@@ -91,17 +90,12 @@ def _is_config(kind, types) -> bool:
 def _flags(configs, taken: set[str], skip, help: dict, defaults: dict) -> list[inspect.Parameter]:
     """The flags of the configs' declared fields not `taken` by the command's own parameters."""
     added: list[inspect.Parameter] = []
-    for item in configs:
-        cfg_type, only = item if isinstance(item, tuple) else (item, None)
-        hints = typing.get_type_hints(cfg_type)
-        for f in declared(cfg_type):
-            if f.name in taken or f.name in skip or (only is not None and f.name not in only):
-                continue
-            if not f.metadata["option"]["cli"]:
-                continue
-            default = defaults.get(f.name, f.default if f.default is not MISSING else ...)
-            added.append(_parameter(cfg_type, f, hints, default, help.get(f.name)))
-            taken.add(f.name)
+    for cfg_type, f, kind in declared_in(configs):
+        if f.name in taken or f.name in skip or not f.metadata["option"]["cli"]:
+            continue
+        default = defaults.get(f.name, f.default if f.default is not MISSING else ...)
+        added.append(_parameter(cfg_type, f, kind, default, help.get(f.name)))
+        taken.add(f.name)
     return added
 
 
