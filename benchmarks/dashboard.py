@@ -14,9 +14,10 @@ the dashboard's frontier, point page and the point page's request timeline (firs
 browser context, its cache empty, in a browser that has already loaded a page; again with
 plotly.js in the browser's cache; and a third time, when Chrome has compiled it to its code
 cache) it prints the seconds from navigation until the HTML has arrived, until plotly.js has run
-(a performance mark), until the page is interactive (the charts of the first screen drawn: the
-pages draw a chart when it comes near the viewport; for the timeline rows, the timeline drawn
-when scrolled to as soon as the page has it), and until every chart is drawn when the page is
+(a performance mark), until the page is interactive (the charts of the first screen drawn, or the
+first chart, scrolled to, where none starts on the first screen: the pages draw a chart when it
+comes near the viewport; for the timeline rows, the timeline drawn when scrolled to as soon as the
+page has it), and until every chart is drawn when the page is
 scrolled through at once. Every browser step fails with a message naming it after 120 s.
 
     python benchmarks/dashboard.py [--requests 100000]
@@ -81,9 +82,12 @@ def tile(src: Path, dst: Path, n: int) -> int:
 
 
 # the charts whose box starts inside the first screen are drawn (the page draws the others when
-# they come near the viewport)
-FIRST_SCREEN = """() => { const c = [...document.querySelectorAll('.chart')].filter(d => d.offsetParent !== null
-    && d.getBoundingClientRect().top < innerHeight); return c.length > 0 && c.every(d => d._fullLayout && d.data); }"""
+# they come near the viewport); where none does (a point page's verdict banner, cards and table
+# fill a 900 px screen, so its first chart starts below it), the first chart, scrolled to
+FIRST_SCREEN = """() => { const shown = [...document.querySelectorAll('.chart')].filter(d => d.offsetParent !== null);
+    let c = shown.filter(d => d.getBoundingClientRect().top < innerHeight);
+    if (c.length === 0 && shown.length > 0) { c = [shown[0]]; if (!shown[0]._fullLayout) shown[0].scrollIntoView(); }
+    return c.length > 0 && c.every(d => d._fullLayout && d.data); }"""
 # the request timeline, scrolled to as soon as the page has it (a user going straight to it)
 TIMELINE = """() => { const d = document.getElementById('fig-timeline'); if (!d) return false; d.scrollIntoView();
     return !!(d._fullLayout && d.data && d.data.length); }"""
@@ -255,7 +259,7 @@ def main() -> None:
         served = served_times(big, args.points, Path(tmp) / "results.db")
         rows += [(name, visit, t) for name, visits in served for visit, t in visits]
         print(f"\n{'page (interactive: first screen drawn,':<38} {'visit':<16} {'HTML in s':>10} {'plotly.js run s':>16} "
-              f"{'interactive s':>14} {'all drawn (scrolled) s':>23} {'target s':>9}\n{'  or the timeline, scrolled to)':<38}")
+              f"{'interactive s':>14} {'all drawn (scrolled) s':>23} {'target s':>9}\n{'  or its first chart; or the timeline)':<38}")
         for name, visit, (html_s, plotly_s, first_s, all_s) in rows:
             goal = target(name)
             met = "" if goal is None else f"{goal:>5.1f} {'met' if first_s <= goal else 'MISSED'}"
