@@ -228,7 +228,7 @@ def workloads_shown(rows: list[dict]) -> str:
 
 def frontier_chart(rows: list[dict], x: str, y: str, palette: Palette | None = None,
                    log: tuple[bool, bool] = (False, False), spread_limit: float = ANSWER_SPREAD_LIMIT) -> dict:
-    """Every point of `rows` against (x, y), a curve per (model, hardware, engine, workload) through
+    """Every point of `rows` against (x, y), a curve per `frontier.CURVE` key (served model, workload) through
     the points on its frontier (SPEC §5's canonical-winner policy, agentx/results/frontier.py), an
     "optimal only" toggle; a colour per hardware and a marker per engine (`palette`), KV-offload
     points ringed, labels (concurrency, parallelism) placed apart. A trace's customdata holds the
