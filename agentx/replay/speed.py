@@ -1,14 +1,16 @@
 """The fastest speed at which a run against agentx-sim over HTTP can be valid on this host
-(`sim serve --speed auto`, `auto_speed()` for the demo; SPEC section 10, "Settled: speed auto").
+(`sim serve --speed auto`, and `agentx demo`'s default; SPEC section 10, "Settled: speed auto").
 
 At speed S every wall second of host work (the client's dispatch and parsing, the HTTP path, the
 sim's own per-iteration cost) becomes S modeled seconds, so the host-error and sim-lag rules of
 `metrics/validity.py` (measured minus modeled, as a share of the figure, HOST_ERROR_LIMIT) grow
 about linearly with S, while the client's dispatch-lateness rule (wall milliseconds,
 LATE_BOUND_MS) does not move with S. The probe: this host's timer lateness (asyncio sleeps), then
-a short real run at speed 1 against the sim (the same deployment flags and workload) whose
-validity rules give each share at S = 1; the fastest speed is MARGIN x limit / share over those
-rules, rounded down to SPEEDS. A host whose run at speed 1 already fails them has none."""
+a short real run at a probe speed against the sim (the same deployment flags and workload) whose
+host error, read against the figures of the run the speed is for (the demo: its point's twin) or
+the probe's own, gives each rule's share at that speed; the pick is the fastest of SPEEDS (up to a
+cap) whose share, scaled linearly, stays within PROBED_MARGIN at or below the probe's speed and
+MARGIN above it. A host whose probe already fails a rule that does not scale has none."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from agentx.metrics.summary import LATE_BOUND_MS
 SPEEDS = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0)
 # the share of each scaling rule's limit a pick may be predicted to use: at or below the probe's
 # speed, PROBED_MARGIN (what is left is the probe's noise and the host's drift since; SPEC section 10,
-# "Speed auto"); above it, MARGIN (also: a faster run loads the host more than the probe did)
+# "Settled: speed auto"); above it, MARGIN (also: a faster run loads the host more than the probe did)
 PROBED_MARGIN = 0.75
 MARGIN = 0.5
 SCALING_RULES = ("host_error_ttft", "host_error_itl", "sim_lag_ttft", "sim_lag_itl")
@@ -82,7 +84,7 @@ def choose(rules: list[dict], timer: dict, probe_speed: float = 1.0, cap: float 
     if not by_host:
         return SpeedChoice(SPEEDS[0], False, ceiling, timer, shares,
                            f"no speed can be valid on this host now: {worst[0]} {at} is {worst[1] * probe_speed:.0%} "
-                           f"of its limit, over {PROBED_MARGIN:.0%} even at speed {SPEEDS[0]:g}")
+                           f"of its limit: no listed speed keeps it under {PROBED_MARGIN:.0%}")
     speed = max([s for s in by_host if s <= cap], default=by_host[0])
     if worst is None:
         why = "no host-error figure bounds it"
