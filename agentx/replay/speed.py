@@ -48,6 +48,7 @@ class SpeedChoice:
     probe_speed: float = 1.0  # the speed the probe ran at
     lanes: int | None = None  # the probe's lanes (None: not probed, `choose()` alone)
     host_error: dict | None = None  # the probe's `host_error` (measured minus modeled, modeled s at probe_speed)
+    stalled: bool = False  # not valid for a rule no speed changes (the client's lateness, the timer, failures)
 
     def line(self) -> str:
         return f"speed auto: {self.speed:g} ({self.reason})"
@@ -76,7 +77,8 @@ def choose(rules: list[dict], timer: dict, probe_speed: float = 1.0, cap: float 
               if r["rule"] in SCALING_RULES and r["figure"] is not None and r["bound"]}
     if fixed or timer["p99"] > LATE_BOUND_MS:
         why = fixed[0]["reason"] if fixed else f"timer lateness p99 {timer['p99']:.1f} ms over {LATE_BOUND_MS} ms"
-        return SpeedChoice(SPEEDS[0], False, None, timer, shares, f"no speed can be valid on this host: {why}")
+        return SpeedChoice(SPEEDS[0], False, None, timer, shares, f"no speed can be valid on this host: {why}",
+                           stalled=True)
     worst = max(shares.items(), key=lambda kv: kv[1], default=None)
     ceiling = None if worst is None or worst[1] <= 0 else _ceiling(worst[1], probe_speed)
     by_host = [s for s in SPEEDS if ceiling is None or s <= ceiling]

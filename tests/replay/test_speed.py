@@ -45,12 +45,13 @@ def test_no_speed_when_speed_one_already_fails_a_rule_that_does_not_scale():
     late = choose([rule("client", 25.0, 10, ok=False, reason="the client could not keep the schedule"),
                    rule("host_error_ttft", 0.001)], QUIET)
     assert not late.valid and late.speed == SPEEDS[0] and "could not keep the schedule" in late.line()
+    assert late.stalled  # no speed changes it (the demo probes once more: one stall fails a short probe's p99)
     jittery = choose([rule("host_error_ttft", 0.001)], {"p50": 3.0, "p99": 40.0, "n": 200})
     assert not jittery.valid and "timer lateness p99 40.0 ms" in jittery.line()
     slower = choose([rule("host_error_ttft", 0.05, ok=False)], QUIET)  # over the limit at speed 1: 0.25 fits
     assert slower.valid and slower.speed == 0.25
     busy = choose([rule("host_error_ttft", 0.2, ok=False)], QUIET)  # 6.7 x the limit: under half of it below 0.08
-    assert not busy.valid and "no speed can be valid on this host now" in busy.line()
+    assert not busy.valid and "no speed can be valid on this host now" in busy.line() and not busy.stalled
 
 
 def test_the_probe_serves_the_users_deployment_not_its_address():
@@ -89,6 +90,26 @@ def test_the_demos_probe_runs_at_its_point_and_reads_the_host_error_against_the_
     against_twin = {r["rule"]: r["figure"] / r["bound"] / DEMO_SPEED for r in host_rules(choice.host_error,
                                                                                              point.reference)}
     assert against_twin and against_twin == choice.shares
+
+
+def test_the_demo_probes_once_more_after_a_stall_and_not_after_a_host_error(monkeypatch, capsys):
+    """A stand-in for the probe (a host's stall cannot be had on cue): the demo's answer to each kind
+    of refusal."""
+    from agentx.cli import demo
+    from agentx.replay import speed
+
+    point = type("Point", (), {"lanes": 8, "reference": {}, "last_end_s": 158.0})()
+    stall = choose([rule("client", 290.0, 10, ok=False, reason="the client could not keep the schedule")], QUIET)
+    busy = choose([rule("host_error_ttft", 0.2, ok=False)], QUIET)
+    fine = choose([rule("host_error_ttft", 0.006)], QUIET, probe_speed=2.0, cap=2.0)
+    for answers, probes, picked in (([stall, fine], 2, 2.0), ([stall, stall], 2, None), ([busy, fine], 1, None)):
+        calls = []
+        monkeypatch.setattr(speed, "auto_speed", lambda *a, **k: calls.append(k) or answers[len(calls) - 1])
+        choice = demo.probe_speed([], point, "bundled")
+        assert len(calls) == probes and (choice.speed if choice.valid else None) == picked
+        assert all(k["speed"] == demo.DEMO_SPEED and k["cap"] == demo.DEMO_SPEED for k in calls)
+    printed = capsys.readouterr().out
+    assert printed.count("probing again") == 2 and "so c8 should be valid here at speed 2 (about 79 wall s" in printed
 
 
 def test_sim_serve_refuses_a_speed_that_is_neither_a_number_nor_auto():
