@@ -62,26 +62,42 @@ def db_import_cmd(
     """Store run folders made by `agentx bench` / `demo` / `sweep` as points: each folder whole or
     not at all; a summary line ends a batch, which exits 2 if any folder was skipped or refused."""
     from agentx.errors import AgentxError
+    from agentx.results.importer import Refused, import_each
 
-    outcomes = []
+    outcomes, said = [], 0
     try:
-        from agentx.results.importer import Refused, import_each
-
-        outcomes.extend(import_each(_engine(db, db_init), paths))
+        for done in import_each(_engine(db, db_init), paths):
+            outcomes.append(done)
+            if not (len(outcomes) == 1 and isinstance(done, Refused)):  # a lone refusal is the error line
+                said = _say_outcomes(outcomes, said)
     except KeyboardInterrupt:  # each folder is one transaction: the one under way is rolled back
-        for done in outcomes:
-            _say_outcome(done)
+        _say_outcomes(outcomes, said)
         raise Interrupted(f"interrupted (Ctrl-C): {_import_summary(outcomes)}; the folder being read was "
                           "not stored") from None
-    refused = [o for o in outcomes if isinstance(o, Refused)]
-    if len(outcomes) == 1 and refused:
-        raise AgentxError(f"{refused[0].reason} (nothing stored)")
-    for done in outcomes:
-        _say_outcome(done)
+    if len(outcomes) == 1 and isinstance(outcomes[0], Refused):
+        raise AgentxError(f"{outcomes[0].reason} (nothing stored)")
+    _say_outcomes(outcomes, said)
     if any(not _stored_as_is(o) for o in outcomes):
         raise AgentxError(_import_summary(outcomes))
     if len(outcomes) > 1:
         _say_plain(_import_summary(outcomes))
+
+
+def _say_outcomes(outcomes: list, said: int) -> int:
+    """Say the outcomes from index `said` on, as each folder ends (a Ctrl-C after the batch cannot
+    lose the lines of points it stored); a Ctrl-C waits while they are said, so each stored point's
+    line is said exactly once. Returns how many are said."""
+    import signal
+
+    mask = getattr(signal, "pthread_sigmask", None)  # POSIX; elsewhere a Ctrl-C may land mid-line
+    blocked = mask(signal.SIG_BLOCK, {signal.SIGINT}) if mask else None
+    try:
+        for done in outcomes[said:]:
+            _say_outcome(done)
+        return len(outcomes)
+    finally:
+        if mask:
+            mask(signal.SIG_SETMASK, blocked)
 
 
 def _stored_as_is(done) -> bool:

@@ -14,18 +14,23 @@ last modeled second, as nvidia-smi's power.draw averages over 1 s) and `DCGM_FI_
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 AVERAGE_S = 1.0  # power and utilization are means over this much modeled time
 KEEP_S = 4.0  # iterations that ended this long before the latest one began are folded into a sum
-# (queries come at the engine's present, at most an iteration behind its latest one)
+# (queries come at the engine's present, at most an iteration behind its latest one, or at or after
+# the time `hold` names: a virtual run's window closes as its last profiled request ends, read after
+# its loop has run on through the grace or the drain)
 
 
 class PowerModel:
     def __init__(self, idle_w: float, tdp_w: float):
         self.idle_w, self.tdp_w = idle_w, tdp_w
         self.folded = 0.0  # busy seconds of iterations folded away
-        self.recent: deque = deque()  # (start, end, busy seconds) of later iterations, in order
+        self.total = 0.0  # busy seconds of every iteration so far
+        self.recent: deque = deque()  # (start, end, busy seconds, busy seconds before it) of later iterations
+        self.hold = -math.inf  # no iteration ending at or after this is folded away
 
     @property
     def known(self) -> bool:
@@ -33,20 +38,20 @@ class PowerModel:
 
     def iteration(self, start: float, duration: float, busy: float) -> None:
         if duration > 0 and busy > 0:
-            recent = self.recent
-            while recent and recent[0][1] < start - KEEP_S:
+            recent, busy = self.recent, min(busy, duration)
+            while recent and recent[0][1] < min(start - KEEP_S, self.hold):
                 self.folded += recent.popleft()[2]
-            recent.append((start, start + duration, min(busy, duration)))
+            recent.append((start, start + duration, busy, self.total))
+            self.total += busy
 
     def busy_s(self, t: float) -> float:
         """Busy seconds up to modeled time t (exact for t no earlier than KEEP_S before the
-        latest iteration's start)."""
-        total = self.folded
-        for start, end, busy in self.recent:
-            if start >= t:
-                break
-            total += busy if end <= t else busy * (t - start) / (end - start)
-        return total
+        latest iteration's start, or than `hold`); read from the latest iteration back, as reads
+        come near the present."""
+        for start, end, busy, before in reversed(self.recent):
+            if start < t:
+                return before + (busy if end <= t else busy * (t - start) / (end - start))
+        return self.folded
 
     def energy_j(self, t: float) -> float:
         """Joules one GPU of the group has drawn from modeled time 0 to t."""

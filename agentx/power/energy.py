@@ -3,7 +3,8 @@
 Per GPU, from its energy counter where every read in the window has one (the increase between
 the reads that bound the window, a decrease counting as a reset from zero, as Prometheus'
 `increase()` does), else by integrating its power over the reads (trapezoids). Summed over the
-GPUs. The window is [the "open" read, the "close" read] when both succeeded (`window: exact`),
+GPUs. The window is [the "open" read, the "close" read] when both succeeded (`window: exact`; a
+drained run's drain reads inside it count as its profile reads do: the peak is over the same span),
 else the first and last periodic reads in the profiling phase (`window: periodic`, a killed run).
 
 The result is valid (`valid`, which the result calls `power_valid`) unless: fewer than two reads
@@ -17,7 +18,7 @@ by default, every 30 s, unless started with `-c 1000`).
 from __future__ import annotations
 
 from agentx.power.readings import gpu_order
-from agentx.power.sampler import PowerSample
+from agentx.power.sampler import WINDOW_PHASES, PowerSample
 
 MAX_FAILED_SHARE = 0.10
 MAX_STILL_SHARE = 0.10  # of a counter's consecutive reads that may repeat a value
@@ -44,7 +45,7 @@ def _window(samples: list[PowerSample]) -> tuple[list[PowerSample], str, list[st
     opened = next((s for s in samples if s.phase == "open"), None)
     closed = next((s for s in samples if s.phase == "close"), None)
     if opened and closed:
-        rows = [s for s in samples if opened.t <= s.t <= closed.t and s.phase in ("open", "profile", "close")]
+        rows = [s for s in samples if opened.t <= s.t <= closed.t and s.phase in WINDOW_PHASES]
         rows = [opened] + [s for s in rows if s is not opened and s is not closed] + [closed]
         failed = [f"the {s.phase} read failed ({s.error})" for s in (opened, closed) if s.error]
         return rows, "exact", failed

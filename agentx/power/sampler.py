@@ -17,6 +17,9 @@ from agentx.power.readings import GpuReading, TelemetryError
 from agentx.records import iter_jsonl, read_jsonl
 
 Phase = Annotated[str, msgspec.Meta(max_length=20)]
+# the reads between "open" and "close": a drained run (--drain) closes when its last profiled
+# request ends, so its drain reads lie inside the window whose energy is counted
+WINDOW_PHASES = ("open", "profile", "drain", "close")
 
 
 class PowerSample(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -39,10 +42,9 @@ def read_power(path: Path) -> list[PowerSample]:
 
 
 def read_window_power(path: Path) -> list[PowerSample]:
-    """The reads of `read_power` that `energy.window_energy` looks at (open, profile, close),
-    a line at a time (a 72-GPU hour's warmup reads are never kept)."""
-    keep = ("open", "profile", "close")
-    return [s for _, s in iter_jsonl(path, PowerSample) if s.phase in keep] if path.exists() else []
+    """The reads of `read_power` that `energy.window_energy` looks at (open, profile, drain,
+    close), a line at a time (a 72-GPU hour's warmup reads are never kept)."""
+    return [s for _, s in iter_jsonl(path, PowerSample) if s.phase in WINDOW_PHASES] if path.exists() else []
 
 
 class PowerSampler:

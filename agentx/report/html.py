@@ -64,10 +64,11 @@ def point_view(name: str, result: dict, command: str, blobs: dict[str, dict], fl
     fetched from `flame_url` + tree on demand. With `parts_url` the page fetches the LAZY_PARTS
     (parts_url + part) while it draws the first screen, and `blobs` need only `series` and
     `histograms`: a 100k-request point's timelines are megabytes the first screen does not show."""
-    summary = summary_rows(result)
-    page = {"name": name, "deployment": deployment(result), "summary": summary, "cards": summary_cards(summary),
+    summary, invalid = summary_rows(result), _invalid_reasons(result)
+    cards = [c for c in summary_cards(summary) if not (invalid and c["label"] == "valid")]  # the banner says it
+    page = {"name": name, "deployment": deployment(result), "summary": summary, "cards": cards,
             "identity": result["identity"], "command": command or summary["provenance"]["command"] or "",
-            "download": download_url, "invalid": _invalid_reasons(result)}
+            "download": download_url, "invalid": invalid}
     figures = {"isl": token_histogram(blobs["histograms"], "isl"), "osl": token_histogram(blobs["histograms"], "osl"),
                **over_time(blobs["series"])}
     payload = {"name": name, "figures": figures, "flames": {str(t): f for t, f in (flames or {}).items()},

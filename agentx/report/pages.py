@@ -29,7 +29,7 @@ from agentx.report.rundata import RunData, read_run
 from agentx.report.toolkit import (BUNDLES, FAVICON_SVG, bundle_for, fmt_number, page_assets, plotly_digest, plotly_js,
                                    plotly_url, script_json, static_bytes, stored_json, templates, trace_types)
 from agentx.report.compare import figure_rows, overlay_charts, settings_rows
-from agentx.report.frontier_chart import X_LABELS, Y_LABELS, Palette, deployment_label, frontier_chart
+from agentx.report.frontier_chart import X_LABELS, Y_LABELS, Palette, deployment_label, frontier_chart, point_info
 from agentx.results import frontier as fr
 from agentx.results.api import MAX_ID, ItemId
 from agentx.results.query import KINDS, LABEL_FILTERS, Filters, filtered, unsound
@@ -130,12 +130,14 @@ class _Pages:
         """Colours and markers over every hardware and engine stored (a filter never reshuffles them)."""
         return Palette.of([r._mapping for r in self.rows(select(deployments.c.hardware, deployments.c.engine))])
 
-    def axis_figures(self, f: Filters) -> dict[int, dict]:
-        """Every axis metric of the points the filters match (a pinned tooltip shows them all)."""
+    def with_axis_figures(self, found: list[dict], f: Filters) -> list[dict]:
+        """The rows of `found` (the points the filters match) with every axis metric (the table and
+        a pinned tooltip show them all)."""
         q = filtered(select(points.c.id, *[fr.metric_column(k) for k in (*X_LABELS, *Y_LABELS)])
                      .join(deployments, points.c.deployment_id == deployments.c.id), f)
         rows = (dict(r._mapping) for r in self.rows(q.where(points.c.status == "ok")))
-        return {r["id"]: fr.with_derived(r) for r in rows if not unsound(r)}
+        figures = {r["id"]: fr.with_derived(r) for r in rows if not unsound(r)}
+        return [{**figures.get(r["id"], {}), **r} for r in found]
 
     def digest(self, dataset_id: int) -> dict | None:
         """The dataset's stored digest (datasets.summary), None when it has none."""
@@ -194,8 +196,7 @@ def _frontier_route(app: FastAPI, db: _Pages) -> None:
             raise HTTPException(422, str(e)) from None
         for bad in skipped:  # the page shows the others; the log says which row and why
             log_line(f"/: skipped corrupt point {bad['id']}: {bad['reason']}")
-        figures = db.axis_figures(f)
-        found = [{**figures.get(r["id"], {}), **r} for r in found]
+        found = db.with_axis_figures(found, f)
         shown = found[page * TABLE_PAGE:(page + 1) * TABLE_PAGE]
         more = [k for k in TABLE_METRICS if k not in (x, y)]
         table = [{"point": r["id"], "concurrency": r["concurrency"], "deployment": deployment_label(r),
@@ -219,8 +220,18 @@ def _frontier_route(app: FastAPI, db: _Pages) -> None:
                       nav=[(f"dataset {d.name} ({d.conversations} conversations)", f"/datasets/{d.id}") for d in sets],
                       empty_hint=" (import runs with `agentx db import RUN_DIR`, or change the filters)",
                       table_links=[f"/points/{r['id']}" for r in shown], filters=db.filter_choices(f), pages=pages,
-                      served=True, extras=frontier_extras(found, x, palette),
+                      served=True, extras={**frontier_extras([], x, palette), "info_url": "/points/"},
                       controls={"keep": keep, "log": (logx, logy), "target": at})
+
+    @app.get("/points/{point_id}/info", include_in_schema=False)
+    def point_tooltip(point_id: ItemId) -> Response:
+        """What the frontier page's pinned tooltip shows of a point (point_info), asked for on a
+        click: embedded for every point, it was 1 MB of a 1,000-point page."""
+        f = Filters(point=point_id)
+        found = db.with_axis_figures(fr.load_points(db.engine, f, *fr.CANONICAL), f)
+        if not found:
+            raise HTTPException(404, f"point {point_id} not found")
+        return Response(script_json(point_info(found)[str(point_id)]), media_type="application/json")
 
 
 def _page_filters(request: Request) -> Filters:

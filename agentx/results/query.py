@@ -30,6 +30,7 @@ class Filters:
     kv_offload: str | None = None
     router: str | None = None
     kind: str | None = None  # one of KINDS
+    point: int | None = None  # one point by id (a served page's pinned tooltip)
 
 
 def filtered(q: Select, f: Filters) -> Select:
@@ -43,6 +44,8 @@ def filtered(q: Select, f: Filters) -> Select:
         q = q.where(points.c.started_at >= f.since)
     if f.until is not None:
         q = q.where(points.c.started_at < f.until)
+    if f.point is not None:
+        q = q.where(points.c.id == f.point)
     if f.kind is not None:
         planned = points.c.sweep_id.in_(select(sweeps.c.id).where(sweeps.c.name.like("plan %")))
         q = q.where({"measured": ~points.c.simulated, "simulated": points.c.simulated & ~planned.is_(True),

@@ -331,6 +331,8 @@ class VirtualRun(RunSkeleton):
         self.records.write(rec)
         if rec.phase == "profile" and rec.error is None:
             self.last_profile_end = max(self.last_profile_end or rec.end, rec.end)
+            for core in self.replicas.cores:  # the window's closing read may come at this time
+                core.power.hold = self.last_profile_end
         self.plan.ended(d.key, at + self.client_delay_s)
         for tree in self.finished_trees():  # their rows written; their block hashes dropped
             for stream in range(len(tree.graph.streams)):

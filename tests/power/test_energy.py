@@ -91,3 +91,13 @@ def test_a_counter_that_stands_still_is_a_stale_source():
     p = window_energy(samples, "dcgm:u")
     assert not p["valid"] and p["energy_j"] == pytest.approx(1200)
     assert "GPU 0's energy counter did not change between 4 of 6 reads" in p["reasons"][0]
+
+
+def test_a_drained_window_peaks_over_its_drain_reads_too():
+    """--drain: the window closes when the last profiled request ends, after drain reads; its
+    energy covers them, so its peak does too (the average above the peak was a drained H200 run's)."""
+    samples = reads([("open", (0, 0)), ("profile", (100, 100)), ("drain", (1000, 1000)), ("close", (1100, 1100))])
+    samples[2] = PowerSample(2.0, "drain", [GpuReading(g, 900.0, A100.energy_j + 1000) for g in ("0", "1")])
+    p = window_energy(samples, "dcgm:u")
+    assert p["valid"] and p["reads"] == 4 and p["avg_w"] == pytest.approx(2 * 1100 / 3)
+    assert p["peak_w"] == pytest.approx(1800.0) and p["peak_w"] >= p["avg_w"]

@@ -64,7 +64,7 @@ def _paths(url: str) -> list[str]:
            "/api/v1/frontier", "/api/v1/frontier?overall=true", "/api/v1/frontier/interpolate?at=5",
            "/api/v1/deployments", "/api/v1/sweeps", "/api/v1/datasets", "/openapi.json", "/favicon.ico"]
     for i in ids:
-        out += [f"/points/{i}", f"/points/{i}/parts/timeline", f"/points/{i}/parts/timeline_lane",
+        out += [f"/points/{i}", f"/points/{i}/info", f"/points/{i}/parts/timeline", f"/points/{i}/parts/timeline_lane",
                 f"/points/{i}/parts/flames", f"/points/{i}/flames/0", f"/points/{i}/flames/7",
                 *(f"/api/v1/points/{i}{tail}" for tail in ("", "/result.json", "/series", "/histograms", "/timeline",
                                                            "/timeline?by=lane", "/inferencex"))]

@@ -225,3 +225,18 @@ def test_compare_filters_and_docs_bounds(served):
                 assert r.headers.get("Content-Encoding", "identity") == encoding
                 text = gzip.decompress(body) if encoding == "gzip" else body
                 assert len(text) > (1_000_000 if name.endswith(".js") else 100_000) and b"swagger" in text.lower()
+
+
+def test_the_pinned_tooltip_is_asked_for_not_embedded(served):
+    """The frontier page embeds no point's tooltip figures (1 kB a point: 1 MB of a 1,000-point
+    page, benchmarks/dashboard.py); a click asks /points/ID/info, which says what the API does."""
+    html = urllib.request.urlopen(served + "/", timeout=10).read().decode()
+    data = json.loads(html.split('<script type="application/json" id="data">')[1].split("</script>")[0])
+    assert data["info"] == {} and data["info_url"] == "/points/"
+    for p in api(served, "/points", status="ok"):
+        info = json.loads(urllib.request.urlopen(f"{served}/points/{p['id']}/info", timeout=10).read())
+        assert info["concurrency"] == p["concurrency"] and info["valid"] == p["valid"]
+        assert info["figures"]["tput_per_gpu"] == pytest.approx(p["tput_per_gpu"])
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(served + "/points/99999/info", timeout=10)
+    assert missing.value.code == 404

@@ -116,3 +116,18 @@ def test_over_http_drain_answers_every_profiled_request_and_cancels_only_later_o
     after = [r for r in records if r.phase == "drain"]
     assert all(r.start >= max(p.start for p in prof) for r in after)  # (often none is due in time)
     assert all(r.error in (None, "cancelled") for r in after)
+
+
+
+def test_a_drained_window_draws_no_more_than_its_gpus_can(tmp_path):
+    """The window's closing power read comes after the loop ran on through the drain, read back
+    at the last profiled request's end: its energy counter is the one at that time, not the
+    drain's end (it was: this run averaged 5,781 W over its 5,578 W peak, 722 W per 700 W GPU,
+    and its joules per token 6 % high; engine/power.py `hold`)."""
+    result = sim_bench(BenchSettings.build(out=str(tmp_path / "run"), url="virtual", concurrency=48, duration=1800.0,
+                                           seed=0, drain=True),
+                       load_sessions([sample_traces()]), Deployment(EngineConfig(hardware="H200")))
+    power = result["power"]
+    assert power["valid"] and power["method"] == "counter" and power["gpus"] == 8, power.get("reasons")
+    assert power["avg_w"] <= power["peak_w"], (power["avg_w"], power["peak_w"])
+    assert max(g["avg_w"] for g in power["per_gpu"]) <= 700.0  # H200's TDP
