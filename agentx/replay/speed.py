@@ -51,7 +51,7 @@ class SpeedChoice:
     stalled: bool = False  # not valid for a rule no speed changes (the client's lateness, the timer, failures)
 
     def line(self) -> str:
-        return f"speed auto: {self.speed:g} ({self.reason})"
+        return f"speed auto: {self.speed:g} ({self.reason})" if self.valid else f"speed auto: none ({self.reason})"
 
 
 def timer_lateness(n: int = 200, sleep_s: float = 0.002) -> dict:
