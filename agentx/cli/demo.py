@@ -22,7 +22,9 @@ from agentx.cli.common import _corpus, _warn, console
 # one whose twin a quiet host's jitter moves least at DEMO_SPEED (`virtual/jitter.py`, DEMO_DRAWS
 # draws each: about 6 CPU s), for DEMO_DURATION modeled seconds: its warmup, window and drain take
 # 75-110 wall s at speed 2, which keeps the demo within three minutes; which point holds changes
-# with the engine profile, so the demo finds it each time rather than naming one.
+# with the engine profile, so the demo finds it each time rather than naming one. `--speed auto` (the
+# default) then probes this host at that point and runs it at DEMO_SPEED, or slower where the probe
+# says its host error would not hold (`replay/speed.py`).
 DEMO_FRONTIER = "1,2,4,8,12,16,24,32"
 DEMO_FRONTIER_DURATION = 600.0
 DEMO_CANDIDATES = "8,12,16,24"
@@ -220,51 +222,66 @@ def next_steps(out: Path, point: Path | None) -> None:
                                                                    if point else ""))
 
 
-def pick_point(sessions: list, candidates: list[int], duration: float, speed: float, dataset: str) -> int:
-    """Of `candidates`, the lanes whose twin a quiet host's jitter moves least (virtual time)."""
+def pick_point(sessions: list, candidates: list[int], duration: float, speed: float, dataset: str):
+    """Of `candidates`, the lanes whose twin a quiet host's jitter moves least (virtual time): its
+    `virtual.jitter.Jitter` (one candidate: its twin alone, no draws)."""
     from agentx.replay.settings import BenchSettings
     from agentx.virtual.jitter import jitter
 
+    def run(n: int, draws: int):
+        settings = BenchSettings.build(url="virtual", concurrency=n, duration=duration, gpus=8, hardware="H200",
+                                       dataset=dataset, grace=30.0)
+        return jitter(settings, sessions, speed, draws)
+
     if len(candidates) == 1:
-        return candidates[0]
+        return run(candidates[0], 0)
     _words(f"which point: of {', '.join(f'c{n}' for n in candidates)}, the one whose figures a quiet host's jitter "
            f"moves least off its virtual twin at speed {speed:g} (virtual time: its twin, then {DEMO_DRAWS} replays "
            "with each end heard late and each TTFT measured late at random; the twin rules' limit is 2.5%)")
-    found = []
-    for n in candidates:
-        settings = BenchSettings.build(url="virtual", concurrency=n, duration=duration, gpus=8, hardware="H200",
-                                       dataset=dataset, grace=30.0)
-        found.append(jitter(settings, sessions, speed, DEMO_DRAWS))
+    found = [run(n, DEMO_DRAWS) for n in candidates]
     best = min(found, key=lambda j: (j.worst, j.last_end_s))
     _words("largest deviation over the draws: " + ", ".join(f"c{j.lanes} {j.worst:.1%}" for j in found)
            + f" -> c{best.lanes} (about {best.last_end_s / speed:,.0f} wall s over HTTP)"
            + ("" if best.worst <= 0.025 else "; even it moved past 2.5%: a quiet host's run may come NOT VALID"))
-    return best.lanes
+    return best
 
 
-def probe_speed(sessions: list, n: int, dataset: str) -> float | None:
-    """`--speed auto`: this host probed at `n` lanes (`replay/speed.py`: its timer, then 20 s over
-    HTTP at speed 1); the speed, or None where no speed can be valid here (printed)."""
-    from agentx.replay.speed import auto_speed
+def probe_speed(sessions: list, point, dataset: str, probe_s: float | None = None):
+    """`--speed auto`: this host probed at the point's lanes and the demo's speed (`replay/speed.py`:
+    its timer, then `probe_s` wall s over HTTP), the probe's host error read against the point's
+    twin; its `SpeedChoice` (printed): the fastest speed up to DEMO_SPEED at which the point's
+    host-error and sim-lag rules stay within their margin, or not `valid` where no speed can be."""
+    from agentx.replay.speed import PROBE_S, auto_speed
 
-    _say(f"speed auto: probing this host (its timer, then 20 s over HTTP at speed 1 at {n} lanes) ...")
-    choice = auto_speed(sessions, n, dataset=dataset)
-    _say(choice.line())
-    return choice.speed if choice.valid else None
+    n, probe_s = point.lanes, probe_s or PROBE_S
+    _say(f"speed auto: probing this host at c{n} (its timer, then {probe_s:g} wall s over HTTP at speed "
+         f"{DEMO_SPEED:g}; its host error read against c{n}'s twin) ...")
+    choice = auto_speed(sessions, n, probe_s=probe_s, speed=DEMO_SPEED, reference=point.reference, cap=DEMO_SPEED,
+                        dataset=dataset)
+    if choice.stalled:  # one stall of the host fails a short probe's p99: a second probe tells a busy host
+        _say(f"{choice.line()}; probing again ...")
+        choice = auto_speed(sessions, n, probe_s=probe_s, speed=DEMO_SPEED, reference=point.reference,
+                            cap=DEMO_SPEED, dataset=dataset)
+    _say(choice.line() + (f"; so c{n} should be valid here at speed {choice.speed:g} (about "
+                          f"{point.last_end_s / choice.speed:,.0f} wall s over HTTP)" if choice.valid else ""))
+    return choice
 
 
 def http_part(sessions: list, candidates: list[int], duration: float, speed: float | None, out: Path,
               corpus) -> tuple[Path | None, dict]:
-    """Part 2: the speed (`auto`: probed), the point, its run over HTTP; (its folder, its result).
-    Where `--speed auto` finds no speed can be valid here, the point is not run (NOT VALID)."""
+    """Part 2: the point (picked at the speed asked, `auto`: DEMO_SPEED), the speed (`auto`: this
+    host probed at that point), its run over HTTP; (its folder, its result). Where `--speed auto`
+    finds no speed can be valid here, the point is not run (NOT VALID)."""
     _say("2/2  one point over HTTP against the simulated engine, checked against its virtual twin")
-    lanes = max(candidates)  # `auto` probes at the most load the point can have
-    speed = speed or probe_speed(corpus.sessions(lanes), lanes, corpus.label)
+    point = pick_point(sessions, candidates, duration, speed or DEMO_SPEED, corpus.label)
     if speed is None:
-        _say("over HTTP: NOT VALID: not run: no speed can be valid on this host now (above); the frontier's figures "
-             "stand (virtual time)")
+        choice = probe_speed(sessions, point, corpus.label)
+        speed = choice.speed if choice.valid else None
+    if speed is None:
+        _say(f"c{point.lanes} over HTTP: NOT VALID: not run: no speed can be valid on this host now (above); the "
+             "frontier's figures stand (virtual time)")
         return None, {"validity": {"valid": False}}
-    n = pick_point(sessions, candidates, duration, speed, corpus.label)
+    n = point.lanes
     return out / f"c{n}", run_point(sessions, n, duration, speed, out, corpus.label)
 
 
@@ -275,10 +292,10 @@ def demo_cmd(
     concurrency: str = typer.Option(DEMO_CANDIDATES, "--concurrency", help="Lanes of the point over HTTP (part 2), "
                                     "or several: the one whose twin a host's jitter moves least (virtual time)."),
     duration: float = typer.Option(DEMO_DURATION, "--duration", min=1, help="Modeled seconds of the point over HTTP."),
-    speed: str = typer.Option(f"{DEMO_SPEED:g}", "--speed", help="How much faster than the modeled hardware the sim "
-                              "runs (the replay clock follows; each wall ms of host work becomes this many modeled "
-                              "ms), or `auto`: probe this host first (about 30 s) and take the fastest speed at which "
-                              "a run can be valid here."),
+    speed: str = typer.Option("auto", "--speed", help="How much faster than the modeled hardware the sim runs (the "
+                              "replay clock follows; each wall ms of host work becomes this many modeled ms), or "
+                              f"`auto` (the default): probe this host at the point first (about 30 s) and take the "
+                              f"fastest speed up to {DEMO_SPEED:g} at which its run should be valid here."),
     http: bool = typer.Option(True, "--http/--no-http", help="Part 2, the point over HTTP (--no-http: the frontier only)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default runs/demo-TIMESTAMP)."),
     allow_invalid: bool = typer.Option(False, "--allow-invalid", help=ALLOW_INVALID_HELP),

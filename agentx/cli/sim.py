@@ -57,7 +57,8 @@ def _speed(text: str, lanes: int) -> float:
     from agentx.replay.speed import auto_speed, serve_flags
 
     choice = auto_speed(_corpus([]).sessions(lanes), lanes, serve_flags(sys.argv[3:]))
-    console.print(choice.line(), highlight=False)
+    console.print(choice.line() + ("" if choice.valid else f"; serving at the slowest, {choice.speed:g}"),
+                  highlight=False)
     return choice.speed
 
 

@@ -174,6 +174,19 @@ def _relative_rules(rules: list, err: dict | None, metric: dict, name: str, what
               f"{text} (limit {HOST_ERROR_LIMIT:.0%})")
 
 
+def host_rules(host: dict | None, metric: dict) -> list[dict]:
+    """The sim-lag and host-error rules (`sim_lag_ttft`, `sim_lag_itl`, `host_error_ttft`,
+    `host_error_itl`): `host` (`host_error()`) as a share of `metric`'s TTFT and ITL percentiles
+    (`request_metrics`' `ttft_s` / `itl_s`, or another run's: `--speed auto` reads a probe's host
+    error against the figures of the run it is for)."""
+    rules: list[dict] = []
+    if host:
+        _relative_rules(rules, {"ttft_s": host["sim_lag_ttft_s"], "itl_s": host["sim_lag_itl_s"]}, metric, "sim_lag",
+                        "the simulated engine's own lag:")
+        _relative_rules(rules, host, metric, "host_error", "host error (measured minus modeled):")
+    return rules
+
+
 def _spread_rule(rules: list, ci: dict | None, agreement: float) -> None:
     """`spread`: the widest 95 % interval of TTFT p50 and p90 (SPEC section 3, "Spread") within
     agreement x sqrt(2) of the figure, over at least MIN_TREES session trees. `agreement` 0: the
@@ -252,11 +265,7 @@ def validity(prof: list[Record], ok: list[Record], run: dict, health: dict, rm: 
               f"the client could not keep the schedule ({verdict}: dispatch lateness p99 "
               f"{late if late is not None else float('nan'):,.1f} ms, limit {health.get('late_bound_ms')} ms wall; "
               f"client CPU {health.get('cpu_percent') or 0:.0f}%)")
-    metric = {"ttft_s": rm.get("ttft_s"), "itl_s": rm.get("itl_s")}
-    if host:
-        _relative_rules(rules, {"ttft_s": host["sim_lag_ttft_s"], "itl_s": host["sim_lag_itl_s"]}, metric, "sim_lag",
-                        "the simulated engine's own lag:")
-        _relative_rules(rules, host, metric, "host_error", "host error (measured minus modeled):")
+    rules += host_rules(host, {"ttft_s": rm.get("ttft_s"), "itl_s": rm.get("itl_s")})
     _twin_rules(rules, tw)
     agreement = (run.get("settings") or {}).get("agreement")
     _spread_rule(rules, ci, agreement or 0.0)

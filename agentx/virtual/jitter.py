@@ -23,6 +23,7 @@ from pathlib import Path
 import msgspec
 
 from agentx.engine.config import Deployment
+from agentx.metrics.summary import distribution
 from agentx.records import Record, read_records
 from agentx.replay.settings import BenchSettings
 from agentx.virtual.runner import VirtualRun
@@ -62,6 +63,9 @@ class Jitter:
     requests: int  # the twin's successful profiled requests
     last_end_s: float  # the twin's last end, warmup and drain included (modeled s; over the speed: wall s)
     deviations: tuple[float, ...]  # per draw, the largest of the paired TTFT p50 / p90 and ITL p50, sorted
+    # the twin's TTFT and ITL distributions (`request_metrics`' `ttft_s`, `itl_s`): the figures a run
+    # of this plan is judged against (`--speed auto` reads its probe's host error against them)
+    reference: dict
 
     @property
     def worst(self) -> float:
@@ -85,4 +89,7 @@ def jitter(settings: BenchSettings, sessions: list, speed: float, draws: int, si
             devs.append(max(abs(p["ttft_p50_rel"] or 0.0), abs(p["ttft_p90_rel"] or 0.0), abs(p["itl_p50_rel"] or 0.0))
                         if p else float("inf"))
     ok = [r for r in twin if r.phase == "profile" and r.error is None]
-    return Jitter(settings.plan.concurrency, len(ok), max((r.end or 0.0) for r in twin), tuple(sorted(devs)))
+    reference = {"ttft_s": distribution([r.ttft for r in ok]),
+                 "itl_s": distribution([r.itl for r in ok if r.itl is not None])}
+    return Jitter(settings.plan.concurrency, len(ok), max((r.end or 0.0) for r in twin), tuple(sorted(devs)),
+                  reference)

@@ -48,8 +48,9 @@ def test_the_demo_picks_the_candidate_its_host_jitter_moves_least(monkeypatch, c
 
     monkeypatch.setattr(demo, "DEMO_DRAWS", 2)
     found = {n: jitter(settings(n), SESSIONS, speed=2.0, draws=2) for n in (2, 4)}
-    picked = demo.pick_point(SESSIONS, [2, 4], 30.0, 2.0, "bundled")
+    picked = demo.pick_point(SESSIONS, [2, 4], 30.0, 2.0, "bundled").lanes
     assert picked == min(found, key=lambda n: (found[n].worst, found[n].last_end_s))
     printed = " ".join(capsys.readouterr().out.split())
     assert f"c2 {found[2].worst:.1%}, c4 {found[4].worst:.1%} -> c{picked}" in printed
-    assert demo.pick_point(SESSIONS, [4], 30.0, 2.0, "bundled") == 4  # one candidate: nothing to run
+    one = demo.pick_point(SESSIONS, [4], 30.0, 2.0, "bundled")  # one candidate: its twin alone, no draws
+    assert one.lanes == 4 and one.deviations == () and one.reference == found[4].reference
