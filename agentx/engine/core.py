@@ -141,6 +141,9 @@ class EngineCore:
         self.window_memo = None  # engine/window.py's decode state at a version
         # e.g. TensorRT-LLM's GUARANTEED_NO_EVICT: admit only what can finish without evicting anything
         self.no_evict = engine_profile(cfg.engine).no_evict
+        # (sequence, its computed tokens before) of lone prefill chunks run with their blocks not
+        # yet taken nor registered (`window.prefill_window`; `settle` does both)
+        self.owed: tuple[Sequence, int] | None = None
 
     # ------------------------------------------------------------------ requests
 
@@ -182,6 +185,7 @@ class EngineCore:
     def abort(self, seq: Sequence) -> None:
         if seq.finish_reason:
             return
+        self.settle()
         seq.finish_reason = "abort"
         self.version += 1
         if seq in self.waiting:
@@ -197,9 +201,21 @@ class EngineCore:
 
     # --------------------------------------------------------------- iteration
 
+    def settle(self) -> None:
+        """Take and register the blocks of the prefill chunks run without them (`owed`): the cache
+        as after those chunks one by one. Whoever reads or changes the cache calls this first."""
+        if self.owed is None:
+            return
+        seq, before = self.owed
+        self.owed = None
+        self.kv.grow(seq, seq.computed)
+        if before < seq.prompt_len:
+            self.commit_prefill(seq, before)
+
     def step(self) -> Step | None:
         if self.idle:
             return None
+        self.settle()
         self.version += 1
         work, scheduled = Work(), []
         self.kv.tiers.clock(self.now)

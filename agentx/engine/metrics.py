@@ -62,6 +62,7 @@ class ServerStats:
 
 def engine_series(core, labels: dict) -> list[tuple]:
     """(kind, name, doc, labels, value) of one engine core's gauges and counters."""
+    core.settle()  # (its cache as read)
     kv, src = core.kv, core.sources
     c = kv.counters
     out = [

@@ -67,6 +67,7 @@ class PrefixAware:
         for i, core in enumerate(cores):
             if loads[i] > bound:
                 continue
+            core.settle()  # (its cache as read)
             key = (sum(core.kv.match(cacheable)), -loads[i], -i)
             if best_key is None or key > best_key:
                 best, best_key = i, key
