@@ -4,7 +4,7 @@ Prints one line per file that differs (and the first differing line), or `same`.
 
     python benchmarks/same_run.py BEFORE_FOLDER AFTER_FOLDER
 
-A check for optimizations of `agentx sim bench` that must not move any figure (issue #42): run the
+(`advance_turns`, the loop turns, is a cost too.) A check for optimizations of `agentx sim bench` that must not move any figure (issue #42): run the
 same seeded `sim bench` before and after the change, then compare the two folders.
 """
 
@@ -15,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-VARYING = {"run_id", "start_time", "command", "wall_s", "cpu_s", "peak_rss_mb", "out", "host"}
+VARYING = {"run_id", "start_time", "command", "wall_s", "cpu_s", "peak_rss_mb", "advance_turns", "out", "host"}
 
 
 def _mask(obj):

@@ -36,7 +36,7 @@ from agentx.engine.power import PowerModel
 from agentx.engine.prefetch import Prefetcher
 from agentx.engine.tiers import build_tiers
 from agentx.engine.timing import Roofline, Work
-from agentx.engine.window import decode_window, prefill_window
+from agentx.engine.window import decode_window, prefill_window, settle
 from agentx.errors import AgentxError
 
 @dataclass(eq=False)
@@ -138,12 +138,9 @@ class EngineCore:
         self.power = PowerModel(self.roofline.hw.idle_w, self.roofline.hw.tdp_w)  # per GPU of the group
         self._blocked = None  # (head of the queue, budget, the cache's gains) last found blocked
         self.version = 0  # changes whenever a request is queued or aborted or an iteration runs
-        self.window_memo = None  # engine/window.py's decode state at a version
+        self.window_memo = self.owed = None  # window.py's: decode state at a version; prefill chunks owing blocks (settle)
         # e.g. TensorRT-LLM's GUARANTEED_NO_EVICT: admit only what can finish without evicting anything
         self.no_evict = engine_profile(cfg.engine).no_evict
-        # (sequence, its computed tokens before) of lone prefill chunks run with their blocks not
-        # yet taken nor registered (`window.prefill_window`; `settle` does both)
-        self.owed: tuple[Sequence, int] | None = None
 
     # ------------------------------------------------------------------ requests
 
@@ -185,7 +182,7 @@ class EngineCore:
     def abort(self, seq: Sequence) -> None:
         if seq.finish_reason:
             return
-        self.settle()
+        settle(self)
         seq.finish_reason = "abort"
         self.version += 1
         if seq in self.waiting:
@@ -201,21 +198,10 @@ class EngineCore:
 
     # --------------------------------------------------------------- iteration
 
-    def settle(self) -> None:
-        """Take and register the blocks of the prefill chunks run without them (`owed`): the cache
-        as after those chunks one by one. Whoever reads or changes the cache calls this first."""
-        if self.owed is None:
-            return
-        seq, before = self.owed
-        self.owed = None
-        self.kv.grow(seq, seq.computed)
-        if before < seq.prompt_len:
-            self.commit_prefill(seq, before)
-
     def step(self) -> Step | None:
         if self.idle:
             return None
-        self.settle()
+        settle(self)
         self.version += 1
         work, scheduled = Work(), []
         self.kv.tiers.clock(self.now)

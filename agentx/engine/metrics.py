@@ -13,6 +13,8 @@ from functools import cache
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+from agentx.engine.window import settle
+
 # vLLM's buckets
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
                 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
@@ -62,7 +64,7 @@ class ServerStats:
 
 def engine_series(core, labels: dict) -> list[tuple]:
     """(kind, name, doc, labels, value) of one engine core's gauges and counters."""
-    core.settle()  # (its cache as read)
+    settle(core)  # (its cache as read)
     kv, src = core.kv, core.sources
     c = kv.counters
     out = [

@@ -76,7 +76,7 @@ def prefill_window(core, until: float, finished: list, itl: list) -> bool:
     an offload tier: its store path is clocked iteration by iteration (`tiers.py`).
 
     Without hybrid attention the blocks are not even taken at the window's end: the core owes them
-    (`EngineCore.owed`) until anything reads or changes its cache (`EngineCore.settle`: its next
+    (`EngineCore.owed`) until anything reads or changes its cache (`settle`: the core's next
     step, an abort, a scrape, a router's or a transfer's look). Nothing else touches that cache in
     between, so one take and one registration of all the owed chunks leave it as the windows would,
     and a window of one iteration is worth running: the virtual runner's cores often may run only
@@ -93,7 +93,7 @@ def prefill_window(core, until: float, finished: list, itl: list) -> bool:
     if iterations < least or type(seq.hashes) not in CHAINS:
         return False
     if core.owed is not None and core.owed[0] is not seq:
-        core.settle()
+        settle(core)
     alloc = kv.seqs[seq]
     have, free = len(alloc.blocks), kv.free_blocks  # (their sum holds while blocks are owed)
     iterations = min(iterations, (((have + free) * bs - c) // budget))  # blocks for all of them
@@ -114,19 +114,25 @@ def prefill_window(core, until: float, finished: list, itl: list) -> bool:
         start += duration
     core.now = now
     core.version += 1
-    if core.hybrid:
-        if cumulative > seq.capacity:
-            kv.grow(seq, cumulative)
-            seq.capacity = len(alloc.blocks) * bs
-        seq.computed = cumulative
-        if c < seq.prompt_len:
-            core.commit_prefill(seq, c)
-        return True
     if core.owed is None:
         core.owed = (seq, c)
-    seq.capacity = max(seq.capacity, -(-cumulative // bs) * bs)  # (what `grow` will give it)
+    seq.capacity = max(seq.capacity, -(-cumulative // bs) * bs)  # (what `grow` gives it)
     seq.computed = cumulative
+    if core.hybrid:  # (its checkpoints: committed now)
+        settle(core)
     return True
+
+
+def settle(core) -> None:
+    """Take and register the blocks of the lone prefill chunks run without them (`core.owed`): the
+    cache as after those chunks one by one. Whoever reads or changes the cache calls this first."""
+    if core.owed is None:
+        return
+    seq, before = core.owed
+    core.owed = None
+    core.kv.grow(seq, seq.computed)
+    if before < seq.prompt_len:
+        core.commit_prefill(seq, before)
 
 
 def prefill_finish_bound(core) -> float | None:

@@ -39,10 +39,11 @@ from agentx.power.readings import GpuReading
 from agentx.power.sampler import PowerSample, sample_line
 from agentx.records import Record, RecordWriter
 from agentx.replay.folder import report
-from agentx.replay.plan import DONE, DRAIN, PROFILE, Dispatch
+from agentx.replay.plan import DONE, DRAIN, PROFILE, WARMUP1, Dispatch
 from agentx.replay.run import RunSkeleton
 from agentx.replay.session_ids import stream_session_id, stream_session_ids
 from agentx.replay.settings import BenchSettings
+from agentx.virtual.reach import Reach, warming
 
 TICK_S = 0.5  # wall seconds between progress snapshots
 
@@ -92,6 +93,8 @@ class VirtualRun(RunSkeleton):
         self.client_delay_s = client_delay_s
         self.replicas = workers(sim)
         self.disagg = self.replicas if isinstance(self.replicas, Workers) else None
+        # while warming up: which cores a finish can reach (`reach.py`; None: any)
+        self.reach = Reach(self.replicas) if Reach.applies(self.replicas, self.disagg is not None) else None
         roof = self.replicas.roofline
         settings = settings.replace(model=settings.target.model or roof.model.name, wire="tokens",
                                     clock_scale=1.0, server_metrics=None)
@@ -161,9 +164,10 @@ class VirtualRun(RunSkeleton):
             handoff = self.disagg.next_time() if self.disagg else None  # a KV transfer's arrival
             if nt is None and not busy and not self.done and handoff is None:
                 break  # nothing left to happen (no engine holds work, no timer or transfer is set)
-            events = min(math.inf if nt is None else nt, tick, self.done[0][0] if self.done else math.inf,
-                         plan.profile_end if plan.phase == PROFILE else drain_end if plan.phase == DRAIN else math.inf,
-                         math.inf if handoff is None else handoff)
+            known = min(math.inf if nt is None else nt, tick,
+                        plan.profile_end if plan.phase == PROFILE else drain_end if plan.phase == DRAIN else math.inf,
+                        math.inf if handoff is None else handoff)
+            events = min(known, self.done[0][0] if self.done else math.inf)
             first = min(busy, key=lambda c: c.now) if busy else None
             if first is None or events <= first.now:
                 self.time = max(self.time, events)
@@ -178,7 +182,7 @@ class VirtualRun(RunSkeleton):
                         self.next_tick = time.perf_counter() + TICK_S
                         self.on_tick(self.snapshot())
                 continue
-            self._advance(first, min([events] + [self._bound(c) for c in busy if c is not first]))
+            self._advance(first, self._until(first, busy, known, events))
 
     def close(self) -> None:
         """Everything after the loop: what is in flight drained or cancelled, the window's closing
@@ -205,6 +209,20 @@ class VirtualRun(RunSkeleton):
         self.turns += 1
         for seq in finished:
             heapq.heappush(self.done, (seq.finished_at, seq.replica, next(self.order), seq))
+
+    def _until(self, first, busy: list, known: float, events: float) -> float:
+        """How far `first` may run: to the next event (`known`: plan, sample, window's end; or a
+        finish) or another core's finish bound, whichever is first; while the plan warms up, only
+        the finishes and bounds of requests whose trees reach `first` count (`reach.py`)."""
+        stage = warming(self.plan) if self.reach else None
+        if stage is None:
+            return min([events] + [self._bound(c) for c in busy if c is not first])
+        if stage == WARMUP1:
+            return known  # (a finish sends nothing before stage 2)
+        reach, bit = self.reach, 1 << self.replicas.cores.index(first)
+        masks = reach.masks
+        done = min((t for t, _, _, seq in self.done if masks.get(seq, reach.full) & bit), default=math.inf)
+        return min([known, done] + [self._bound(c) for c in busy if c is not first and reach.held_by(c) & bit])
 
     def _bound(self, core) -> float:
         bound = self.bounds.get(core)
@@ -272,6 +290,8 @@ class VirtualRun(RunSkeleton):
         # the stream's session id as bench sends it (`TREE`, `TREE.k`) less bench's random run id
         self.bounds.pop(self.replicas.add(seq, now, stream_session_id(str(d.tree), stream[1])), None)
         self.inflight[seq] = (d, isl, osl, theo)
+        if self.reach:
+            self.reach.submitted(seq, d.tree, len(d.graph.streams))
 
     def _wake(self, now: float) -> None:
         for core in self.replicas.cores:
@@ -308,6 +328,8 @@ class VirtualRun(RunSkeleton):
         if self.disagg and self.disagg.prefilled(seq):
             return
         d, isl, osl, theo = self.inflight.pop(seq)
+        if self.reach:
+            self.reach.ended(seq)
         arrival = self._arrival(seq)
         produced = len(seq.output)
         rec = self.record(d, isl, osl, theo, arrival, seq.finished_at, ttft=seq.first_token_at - arrival,
