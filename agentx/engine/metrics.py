@@ -13,7 +13,7 @@ from functools import cache
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from agentx.engine.window import settle
+from agentx.engine.window import kv_usage
 
 # vLLM's buckets
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
@@ -64,13 +64,12 @@ class ServerStats:
 
 def engine_series(core, labels: dict) -> list[tuple]:
     """(kind, name, doc, labels, value) of one engine core's gauges and counters."""
-    settle(core)  # (its cache as read)
     kv, src = core.kv, core.sources
     c = kv.counters
     out = [
         ("gauge", "vllm:num_requests_running", "Requests in model execution batches.", labels, len(core.running)),
         ("gauge", "vllm:num_requests_waiting", "Requests waiting to be processed.", labels, len(core.waiting)),
-        ("gauge", "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels, kv.usage),
+        ("gauge", "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels, kv_usage(core)),
         *([("gauge", "vllm:cpu_cache_usage_perc", "CPU (offload tier) KV-cache usage. 1 means 100 percent usage.",
             labels, len(kv.cpu) / kv.cpu_blocks)] if kv.cpu_blocks else []),
         ("gauge", "vllm:cache_config_info", "Information of the KV cache config.",

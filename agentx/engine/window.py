@@ -135,6 +135,17 @@ def settle(core) -> None:
         core.commit_prefill(seq, before)
 
 
+def kv_usage(core) -> float:
+    """The cache's usage as `settle` would leave it, without settling: the owed blocks are taken
+    from the free ones (a scrape every modeled second need not take them chunk by chunk)."""
+    kv = core.kv
+    if core.owed is None:
+        return kv.usage
+    seq = core.owed[0]
+    owed = seq.capacity // kv.block_size - len(kv.seqs[seq].blocks)
+    return 1.0 - (kv.free_blocks - owed) / kv.num_blocks
+
+
 def prefill_finish_bound(core) -> float | None:
     """A time before which `core`, left alone, cannot finish a sequence while one sequence runs and
     it prefills with more than a budget of tokens left (else None): until the iteration in which its
