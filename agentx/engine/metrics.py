@@ -246,6 +246,23 @@ def dcgm_series(core, now: float) -> list[tuple[str, dict, float]]:
     return out
 
 
+def gpu_power(core, now: float) -> list[tuple[str, float, float]]:
+    """(gpu, watts, mJ) of every modeled GPU at modeled time `now`: `dcgm_series`' power and energy
+    values, without its rows (the virtual runner reads them every modeled second)."""
+    cores = getattr(core, "cores", None) or [core]
+    if not cores[0].power.known:
+        return []
+    out: list[tuple[str, float, float]] = []
+    labels = _gpu_labels(sum(c.cfg.gpus for c in cores), cores[0].roofline.hw.name)
+    first = 0
+    for c in cores:
+        _, watts, joules = c.power.reading(now)
+        mj = joules * 1000
+        out += [(gpu["gpu"], watts, mj) for gpu in labels[first : first + c.cfg.gpus]]
+        first += c.cfg.gpus
+    return out
+
+
 @cache
 def _gpu_labels(gpus: int, model_name: str) -> tuple[dict, ...]:
     return tuple({"gpu": str(i), "UUID": f"GPU-agentx-sim-{i:04d}", "device": f"nvidia{i}", "modelName": model_name}

@@ -31,7 +31,7 @@ from agentx.common import key64, peak_rss_mb
 from agentx.content.engine_blocks import EngineBlocks
 from agentx.engine.hints import Hints
 from agentx.engine.config import Deployment, EngineConfig, changed_settings
-from agentx.engine.metrics import ServerStats, dcgm_series, samples
+from agentx.engine.metrics import ServerStats, gpu_power, samples
 from agentx.engine.disagg import Workers, workers
 from agentx.engine.timing import Roofline
 from agentx.engine.window import decode_finish_bound, prefill_finish_bound
@@ -375,13 +375,8 @@ class VirtualRun(RunSkeleton):
         the window's bounds)."""
         if not self.power:
             return
-        gpus: dict[str, dict] = {}
-        for name, labels, value in dcgm_series(self.replicas, t):
-            if name == "DCGM_FI_DEV_POWER_USAGE":
-                gpus.setdefault(labels["gpu"], {})["power_w"] = value
-            elif name == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION":
-                gpus.setdefault(labels["gpu"], {})["energy_j"] = value / 1000  # mJ, as DCGM publishes it
-        reads = [GpuReading(gpu, **f) for gpu, f in gpus.items()]
+        # DCGM's power and energy series (mJ, as DCGM publishes it)
+        reads = [GpuReading(gpu, watts, mj / 1000) for gpu, watts, mj in gpu_power(self.replicas, t)]
         self.power.write(sample_line(PowerSample(t, phase, reads)))
 
 
