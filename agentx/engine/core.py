@@ -36,6 +36,7 @@ from agentx.engine.power import PowerModel
 from agentx.engine.prefetch import Prefetcher
 from agentx.engine.tiers import build_tiers
 from agentx.engine.timing import Roofline, Work
+from agentx.engine.mixed import mixed_window
 from agentx.engine.window import decode_window, prefill_window, settle
 from agentx.errors import AgentxError
 
@@ -269,14 +270,13 @@ class EngineCore:
     def advance(self, until: float, itl: list | None = None) -> list[Sequence]:
         """Run the iterations that start before `until` (modeled time), up to the first one in
         which sequences finish (the caller may add requests before the next); return those
-        sequences. Runs of pure-decode iterations between scheduling events, and of a lone
-        sequence's prefill chunks, are computed together (`agentx/engine/window.py`), with the same
-        token times as `step()`. Each
-        iteration with decodes appends (duration, decoding sequences) to `itl` when given."""
+        sequences. Runs of pure-decode iterations, of a lone sequence's prefill chunks, and of decodes
+        beside one prefill's chunks are computed together (`window.py`, `mixed.py`), with the same token
+        times as `step()`. Each iteration with decodes appends (duration, decodes) to `itl` when given."""
         finished: list[Sequence] = []
         log = itl if itl is not None else []
         while (self.running or self.waiting) and self.now < until and not finished:
-            if decode_window(self, until, finished, log) or prefill_window(self, until, finished, log):
+            if any(window(self, until, finished, log) for window in (decode_window, prefill_window, mixed_window)):
                 continue
             step = self.step()
             finished.extend(step.finished)
