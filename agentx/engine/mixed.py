@@ -82,6 +82,26 @@ def mixed_state(core) -> tuple | None:
     return batch, size, context, rem, chunk, most
 
 
+def mixed_finish_bound(core) -> float | None:
+    """A time before which `core`, left alone, cannot finish a sequence while it is in a mixed
+    window's shape (else None): until then the batch stays the same and its contexts only grow, so
+    no iteration is shorter than the next one. A decode with r tokens left needs at least
+    r / ceil(AL) iterations; the prefill, and whatever is admitted after it (no budget is left
+    before), at least the iterations its prompt takes; a preemption (blocks short) comes no earlier
+    than the first iteration whose growth may not fit, and admits nothing in it. Arrivals wait for
+    budget like the queue. A margin of 1e-6 of the span covers summing the durations one by one."""
+    state = mixed_state(core)
+    if state is None:
+        return None
+    batch, size, context, rem, chunk, most = state
+    seq, most_kept = core.running[-1], math.ceil(core.accept_len)
+    n = min(min(rem) // most_kept, most + 1)
+    n = min(n, _fitting(core, [k * most_kept for k in range(1, n + 1)], rem, seq, chunk) + 1)
+    pairs = size * context + batch * (size * (size + 1) // 2) + chunk * seq.computed + chunk * (chunk + 1) // 2
+    duration = core.roofline.iteration_s(Work(batch * size + chunk, pairs, context + seq.computed))
+    return core.now + duration * n * (1 - 1e-6)
+
+
 def _iterations(core, until: float, batch: int, size: int, context: int, first_end: int, prefilled: int,
                 chunk: int, most: int) -> tuple[list[int], list[float]]:
     """The decodes' tokens kept by the end of each iteration, and each iteration's duration."""
@@ -115,7 +135,7 @@ def _needed(core, cumulative: list[int], rem: list[int], seq, chunk: int, k: int
 def _fitting(core, cumulative: list[int], rem: list[int], seq, chunk: int) -> int:
     """The most of the iterations whose blocks are free (growth never runs short)."""
     free, k = core.kv.free_blocks, len(cumulative)
-    if k < 2 or _needed(core, cumulative, rem, seq, chunk, k) <= free:
+    if k < 1 or _needed(core, cumulative, rem, seq, chunk, k) <= free:
         return k
     lo, hi = 0, k  # needed(lo) <= free < needed(hi); needed(0) = 0
     while hi - lo > 1:

@@ -34,6 +34,7 @@ from agentx.engine.config import Deployment, EngineConfig, changed_settings
 from agentx.engine.metrics import ServerStats, gpu_power, samples
 from agentx.engine.disagg import Workers, workers
 from agentx.engine.timing import Roofline
+from agentx.engine.mixed import mixed_finish_bound
 from agentx.engine.window import decode_finish_bound, prefill_finish_bound
 from agentx.power.readings import GpuReading
 from agentx.power.sampler import PowerSample, sample_line
@@ -234,9 +235,10 @@ class VirtualRun(RunSkeleton):
     def _finish_bound(core) -> float:
         """A time before which `core` cannot finish a sequence unless a request reaches it first:
         from its decode window's iteration time when its batch only decodes, from its prefill's
-        chunks when one sequence runs and prefills, else from the iteration overhead
-        (`EngineCore.finish_bound()`)."""
-        return max(decode_finish_bound(core) or 0.0, prefill_finish_bound(core) or 0.0, core.finish_bound())
+        chunks when one sequence runs and prefills, from a mixed window's shape (`engine/mixed.py`),
+        else from the iteration overhead (`EngineCore.finish_bound()`)."""
+        return max(decode_finish_bound(core) or 0.0, prefill_finish_bound(core) or 0.0, mixed_finish_bound(core) or 0.0,
+                   core.finish_bound())
 
     def _drain(self, deadline: float) -> None:
         """After the window: let requests in flight finish (up to the grace), cancel the rest."""

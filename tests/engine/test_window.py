@@ -199,3 +199,30 @@ def test_mixed_windows_give_the_step_by_step_times_and_state(kw, monkeypatch):
     assert a.power.recent == b.power.recent and a.power.folded == b.power.folded
     assert (a.generation_tokens, a.preemptions, a.spec_steps) == (b.generation_tokens, b.preemptions, b.spec_steps)
     assert windows[0] >= 5  # decodes beside prefill chunks were windowed
+
+
+@pytest.mark.parametrize("kw", [dict(max_num_batched_tokens=512),
+                                dict(max_num_batched_tokens=512, num_gpu_blocks_override=900, max_model_len=8_192)])
+def test_the_mixed_finish_bound_comes_before_every_finish(kw):
+    """Whenever a core has the mixed shape, no sequence finishes before `mixed_finish_bound`
+    unless a request arrives first (step by step, with arrivals)."""
+    from agentx.engine.mixed import mixed_finish_bound
+
+    core, arrivals, i, checked, bound = EngineCore(EngineConfig(**kw)), workload(seed=7, n=40, rate=4.0), 0, 0, None
+    while i < len(arrivals) or not core.idle:
+        while i < len(arrivals) and arrivals[i][0] <= core.now:
+            t, sid, prompt, max_tokens, eos = arrivals[i]
+            core.add(core.new_sequence(sid, prompt, max_tokens, ignore_eos=eos), t)
+            i += 1
+            bound = None  # (a bound holds until a request arrives)
+        if core.idle:
+            core.now = arrivals[i][0]
+            continue
+        if bound is None:
+            bound = mixed_finish_bound(core)
+            checked += bound is not None and bound > core.now
+        step = core.step()
+        if step.finished:
+            assert bound is None or min(s.finished_at for s in step.finished) >= bound
+            bound = None
+    assert checked >= 5
