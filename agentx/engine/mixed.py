@@ -24,6 +24,7 @@ import math
 from bisect import bisect_right
 
 from agentx.engine.timing import Work
+from agentx.engine.window import grow_in_order
 
 
 def mixed_window(core, until: float, finished: list, itl: list) -> bool:
@@ -158,9 +159,7 @@ def _apply(core, cumulative: list[int], rem: list[int], chunk: int, finished: li
     before = seq.computed
     for b in range(seq.capacity // bs, -(-(before + k * chunk) // bs)):  # first needed once a chunk passes b
         grows.append(((b * bs - before) // chunk, last, b))
-    grows.sort()
-    for _, i, b in grows:
-        kv.grow(running[i], (b + 1) * bs)
+    grow_in_order(kv, running, grows, bs)
     done, tokens = [], 0
     for i, s in enumerate(running[:-1]):
         kept = min(kept_total, rem[i])

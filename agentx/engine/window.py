@@ -258,9 +258,7 @@ def _apply(core, cumulative: list[int], rem: list[int], finished: list) -> None:
         have, need = seq.capacity // bs, -(-(seq.computed + kept) // bs)
         for b in range(have, need):  # block b is first needed once the sequence keeps past it
             grows.append((bisect_right(cumulative, b * bs - seq.computed), i, b))
-    grows.sort()
-    for _, i, b in grows:
-        kv.grow(running[i], (b + 1) * bs)
+    grow_in_order(kv, running, grows, bs)
     done, tokens = [], 0
     for i, seq in enumerate(running):
         kept = min(kept_total, rem[i])
@@ -279,3 +277,17 @@ def _apply(core, cumulative: list[int], rem: list[int], finished: list) -> None:
     if done:
         core.running = [s for s in running if s.finish_reason is None]
         finished.extend(done)
+
+
+def grow_in_order(kv, running: list, grows: list, bs: int) -> None:
+    """Take the blocks `grows` lists as (iteration, running index, block), in that order: a run of
+    them for one sequence in one take (the same blocks, in the same order, as one at a time)."""
+    grows.sort()
+    k, n = 0, len(grows)
+    while k < n:
+        i, b = grows[k][1], grows[k][2]
+        k += 1
+        while k < n and grows[k][1] == i:
+            b = grows[k][2]
+            k += 1
+        kv.grow(running[i], (b + 1) * bs)
