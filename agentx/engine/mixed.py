@@ -21,6 +21,7 @@ tests/engine/test_window.py).
 from __future__ import annotations
 
 import math
+import weakref
 from bisect import bisect_right
 
 from agentx.engine.timing import Work
@@ -56,7 +57,22 @@ def mixed_window(core, until: float, finished: list, itl: list) -> bool:
 
 def mixed_state(core) -> tuple | None:
     """(decodes, tokens each computes, their summed context, tokens left per decode, the chunk,
-    the most iterations the prefill may run without completing its prompt), or None."""
+    the most iterations the prefill may run without completing its prompt), or None; remembered
+    while the core is unchanged (its version, clock and cache's gains: the runner's finish bound
+    and the window that follows it read the same state)."""
+    key = (core.version, core.now, core.kv.gains)
+    memo = _MEMO.get(core)
+    if memo is not None and memo[0] == key:
+        return memo[1]
+    state = _mixed_state(core)
+    _MEMO[core] = (key, state)
+    return state
+
+
+_MEMO: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # core -> (key, mixed_state)
+
+
+def _mixed_state(core) -> tuple | None:
     from agentx.engine.kvcache import CHAINS
     from agentx.engine.window import _next_block_cached
 
