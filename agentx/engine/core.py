@@ -36,7 +36,8 @@ from agentx.engine.power import PowerModel
 from agentx.engine.prefetch import Prefetcher
 from agentx.engine.tiers import build_tiers
 from agentx.engine.timing import Roofline, Work
-from agentx.engine.window import decode_window, prefill_window
+from agentx.engine.mixed import mixed_window
+from agentx.engine.window import decode_window, prefill_window, settle
 from agentx.errors import AgentxError
 
 @dataclass(eq=False)
@@ -138,7 +139,7 @@ class EngineCore:
         self.power = PowerModel(self.roofline.hw.idle_w, self.roofline.hw.tdp_w)  # per GPU of the group
         self._blocked = None  # (head of the queue, budget, the cache's gains) last found blocked
         self.version = 0  # changes whenever a request is queued or aborted or an iteration runs
-        self.window_memo = None  # engine/window.py's decode state at a version
+        self.window_memo = self.owed = None  # window.py's: decode state at a version; prefill chunks owing blocks (settle)
         # e.g. TensorRT-LLM's GUARANTEED_NO_EVICT: admit only what can finish without evicting anything
         self.no_evict = engine_profile(cfg.engine).no_evict
 
@@ -182,6 +183,7 @@ class EngineCore:
     def abort(self, seq: Sequence) -> None:
         if seq.finish_reason:
             return
+        settle(self)
         seq.finish_reason = "abort"
         self.version += 1
         if seq in self.waiting:
@@ -200,6 +202,7 @@ class EngineCore:
     def step(self) -> Step | None:
         if self.idle:
             return None
+        settle(self)
         self.version += 1
         work, scheduled = Work(), []
         self.kv.tiers.clock(self.now)
@@ -267,14 +270,13 @@ class EngineCore:
     def advance(self, until: float, itl: list | None = None) -> list[Sequence]:
         """Run the iterations that start before `until` (modeled time), up to the first one in
         which sequences finish (the caller may add requests before the next); return those
-        sequences. Runs of pure-decode iterations between scheduling events, and of a lone
-        sequence's prefill chunks, are computed together (`agentx/engine/window.py`), with the same
-        token times as `step()`. Each
-        iteration with decodes appends (duration, decoding sequences) to `itl` when given."""
+        sequences. Runs of pure-decode iterations, of a lone sequence's prefill chunks, and of decodes
+        beside one prefill's chunks are computed together (`window.py`, `mixed.py`), with the same token
+        times as `step()`. Each iteration with decodes appends (duration, decodes) to `itl` when given."""
         finished: list[Sequence] = []
         log = itl if itl is not None else []
         while (self.running or self.waiting) and self.now < until and not finished:
-            if decode_window(self, until, finished, log) or prefill_window(self, until, finished, log):
+            if any(window(self, until, finished, log) for window in (decode_window, prefill_window, mixed_window)):
                 continue
             step = self.step()
             finished.extend(step.finished)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from agentx.engine.config import Deployment
 from agentx.engine.core import EngineCore, Sequence
+from agentx.engine.window import settle
 from agentx.engine.replicas import Replicas
 from agentx.engine.routing import RouterName, router
 
@@ -126,6 +127,7 @@ class Workers:
             return False
         stage.sent_at = seq.finished_at
         stage.decode = self._decode_worker(seq, stage.session)
+        settle(self.cores[stage.decode])
         held = self.cores[stage.decode].kv.match(seq.hashes)[0] * self.cfg.block_size
         stage.moved = max(0, seq.prompt_len - held)
         stage.transfer_s = self.transfer(seq.replica, stage.moved)
@@ -157,6 +159,7 @@ class Workers:
     def _receive(self, i: int, seq: Sequence) -> None:
         """The prompt's blocks written into the decode worker's cache (as a finished prefill
         leaves them: cached, reusable), ready for the sequence to take; not a lookup."""
+        settle(self.cores[i])
         kv = self.cores[i].kv
         phantom = ("kv-transfer", id(seq))
         if kv.allocate(phantom, seq.hashes, seq.prompt_len, count=False) is not None:

@@ -76,6 +76,18 @@ class LRU:
         if n == 1:
             return self._pop_one()
         taken, stamp = [], self.stamp
+        run = self.runs[0]
+        blocks, pos, st = run
+        if pos + n <= len(blocks):  # (the common case: one run holds them, all still free)
+            window = blocks[pos : pos + n]
+            if (stamp[window] == st).all():
+                run[1] = pos + n
+                self.entries -= n
+                if pos + n == len(blocks):
+                    self.runs.popleft()
+                stamp[window] = -1
+                self.count -= n
+                return window
         while n:
             run = self.runs[0]
             blocks, pos, st = run

@@ -13,6 +13,8 @@ from functools import cache
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+from agentx.engine.window import kv_usage
+
 # vLLM's buckets
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
                 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
@@ -67,7 +69,7 @@ def engine_series(core, labels: dict) -> list[tuple]:
     out = [
         ("gauge", "vllm:num_requests_running", "Requests in model execution batches.", labels, len(core.running)),
         ("gauge", "vllm:num_requests_waiting", "Requests waiting to be processed.", labels, len(core.waiting)),
-        ("gauge", "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels, kv.usage),
+        ("gauge", "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels, kv_usage(core)),
         *([("gauge", "vllm:cpu_cache_usage_perc", "CPU (offload tier) KV-cache usage. 1 means 100 percent usage.",
             labels, len(kv.cpu) / kv.cpu_blocks)] if kv.cpu_blocks else []),
         ("gauge", "vllm:cache_config_info", "Information of the KV cache config.",
@@ -240,6 +242,23 @@ def dcgm_series(core, now: float) -> list[tuple[str, dict, float]]:
         for gpu in labels[first : first + c.cfg.gpus]:
             out += [("DCGM_FI_DEV_GPU_UTIL", gpu, round(util * 100)), ("DCGM_FI_DEV_POWER_USAGE", gpu, watts),
                     ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", gpu, joules * 1000)]
+        first += c.cfg.gpus
+    return out
+
+
+def gpu_power(core, now: float) -> list[tuple[str, float, float]]:
+    """(gpu, watts, mJ) of every modeled GPU at modeled time `now`: `dcgm_series`' power and energy
+    values, without its rows (the virtual runner reads them every modeled second)."""
+    cores = getattr(core, "cores", None) or [core]
+    if not cores[0].power.known:
+        return []
+    out: list[tuple[str, float, float]] = []
+    labels = _gpu_labels(sum(c.cfg.gpus for c in cores), cores[0].roofline.hw.name)
+    first = 0
+    for c in cores:
+        _, watts, joules = c.power.reading(now)
+        mj = joules * 1000
+        out += [(gpu["gpu"], watts, mj) for gpu in labels[first : first + c.cfg.gpus]]
         first += c.cfg.gpus
     return out
 

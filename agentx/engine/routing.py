@@ -20,6 +20,7 @@ import zlib
 from enum import StrEnum
 
 from agentx.engine.core import EngineCore, Sequence
+from agentx.engine.window import settle
 from agentx.errors import AgentxError
 
 SLACK_REQUESTS, SLACK_FRACTION = 2, 0.25
@@ -67,6 +68,7 @@ class PrefixAware:
         for i, core in enumerate(cores):
             if loads[i] > bound:
                 continue
+            settle(core)  # (its cache as read)
             key = (sum(core.kv.match(cacheable)), -loads[i], -i)
             if best_key is None or key > best_key:
                 best, best_key = i, key

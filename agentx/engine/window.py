@@ -63,7 +63,8 @@ def decode_finish_bound(core) -> float | None:
 
 
 def prefill_window(core, until: float, finished: list, itl: list) -> bool:
-    """Run >= 2 iterations of a lone prefill on `core` together; False (nothing done) if none fits.
+    """Run iterations of a lone prefill on `core` together (>= 2, or >= 1 without hybrid
+    attention); False (nothing done) if none fits.
 
     When one sequence runs and it is prefilling with more than a full budget of tokens left, each
     iteration computes exactly `max_num_batched_tokens` of its prompt and nothing else: no token is
@@ -72,7 +73,14 @@ def prefill_window(core, until: float, finished: list, itl: list) -> bool:
     ends as after the same iterations one by one as long as no block runs short (the window stops
     before) and no commit finds its blocks cached by another sequence (none else runs; the window
     is not opened when the next one is cached already), so taking and registering commute. Not with
-    an offload tier: its store path is clocked iteration by iteration (`tiers.py`)."""
+    an offload tier: its store path is clocked iteration by iteration (`tiers.py`).
+
+    Without hybrid attention the blocks are not even taken at the window's end: the core owes them
+    (`EngineCore.owed`) until anything reads or changes its cache (`settle`: the core's next
+    step, an abort, a scrape, a router's or a transfer's look). Nothing else touches that cache in
+    between, so one take and one registration of all the owed chunks leave it as the windows would,
+    and a window of one iteration is worth running: the virtual runner's cores often may run only
+    one iteration before another core's event (issue #42)."""
     from agentx.engine.kvcache import CHAINS
 
     if len(core.running) != 1 or core.kv.cpu_blocks:  # (a tier's store path is clocked per iteration)
@@ -81,12 +89,15 @@ def prefill_window(core, until: float, finished: list, itl: list) -> bool:
     c, bs = seq.computed, core.cfg.block_size
     left = seq.context_len - c
     iterations = (left - 1) // budget  # those that leave more than nothing of the prompt to compute
-    if iterations < 2 or type(seq.hashes) not in CHAINS:
+    least = 2 if core.hybrid else 1  # (hybrid: its checkpoints are committed at the window's end)
+    if iterations < least or type(seq.hashes) not in CHAINS:
         return False
+    if core.owed is not None and core.owed[0] is not seq:
+        settle(core)
     alloc = kv.seqs[seq]
-    have, free = len(alloc.blocks), kv.free_blocks
+    have, free = len(alloc.blocks), kv.free_blocks  # (their sum holds while blocks are owed)
     iterations = min(iterations, (((have + free) * bs - c) // budget))  # blocks for all of them
-    if iterations < 2 or (c < seq.prompt_len and _next_block_cached(kv, seq.hashes, alloc)):
+    if iterations < least or (c < seq.prompt_len and _next_block_cached(kv, seq.hashes, alloc)):
         return False
     roof, now, cumulative, durations = core.roofline, core.now, c, []
     pairs_own = budget * (budget + 1) // 2
@@ -95,7 +106,7 @@ def prefill_window(core, until: float, finished: list, itl: list) -> bool:
         durations.append(duration)
         now += duration
         cumulative += budget
-    if len(durations) < 2:
+    if len(durations) < least:
         return False
     start, overhead, transfer = core.now, roof.overhead_s, roof.transfer_s(0)
     for duration in durations:  # each iteration's power, as step() records it
@@ -103,13 +114,36 @@ def prefill_window(core, until: float, finished: list, itl: list) -> bool:
         start += duration
     core.now = now
     core.version += 1
-    if cumulative > seq.capacity:
-        kv.grow(seq, cumulative)
-        seq.capacity = len(alloc.blocks) * bs
+    if core.owed is None:
+        core.owed = (seq, c)
+    seq.capacity = max(seq.capacity, -(-cumulative // bs) * bs)  # (what `grow` gives it)
     seq.computed = cumulative
-    if c < seq.prompt_len:
-        core.commit_prefill(seq, c)
+    if core.hybrid:  # (its checkpoints: committed now)
+        settle(core)
     return True
+
+
+def settle(core) -> None:
+    """Take and register the blocks of the lone prefill chunks run without them (`core.owed`): the
+    cache as after those chunks one by one. Whoever reads or changes the cache calls this first."""
+    if core.owed is None:
+        return
+    seq, before = core.owed
+    core.owed = None
+    core.kv.grow(seq, seq.computed)
+    if before < seq.prompt_len:
+        core.commit_prefill(seq, before)
+
+
+def kv_usage(core) -> float:
+    """The cache's usage as `settle` would leave it, without settling: the owed blocks are taken
+    from the free ones (a scrape every modeled second need not take them chunk by chunk)."""
+    kv = core.kv
+    if core.owed is None:
+        return kv.usage
+    seq = core.owed[0]
+    owed = seq.capacity // kv.block_size - len(kv.seqs[seq].blocks)
+    return 1.0 - (kv.free_blocks - owed) / kv.num_blocks
 
 
 def prefill_finish_bound(core) -> float | None:
@@ -224,9 +258,7 @@ def _apply(core, cumulative: list[int], rem: list[int], finished: list) -> None:
         have, need = seq.capacity // bs, -(-(seq.computed + kept) // bs)
         for b in range(have, need):  # block b is first needed once the sequence keeps past it
             grows.append((bisect_right(cumulative, b * bs - seq.computed), i, b))
-    grows.sort()
-    for _, i, b in grows:
-        kv.grow(running[i], (b + 1) * bs)
+    grow_in_order(kv, running, grows, bs)
     done, tokens = [], 0
     for i, seq in enumerate(running):
         kept = min(kept_total, rem[i])
@@ -245,3 +277,17 @@ def _apply(core, cumulative: list[int], rem: list[int], finished: list) -> None:
     if done:
         core.running = [s for s in running if s.finish_reason is None]
         finished.extend(done)
+
+
+def grow_in_order(kv, running: list, grows: list, bs: int) -> None:
+    """Take the blocks `grows` lists as (iteration, running index, block), in that order: a run of
+    them for one sequence in one take (the same blocks, in the same order, as one at a time)."""
+    grows.sort()
+    k, n = 0, len(grows)
+    while k < n:
+        i, b = grows[k][1], grows[k][2]
+        k += 1
+        while k < n and grows[k][1] == i:
+            b = grows[k][2]
+            k += 1
+        kv.grow(running[i], (b + 1) * bs)

@@ -31,18 +31,20 @@ from agentx.common import key64, peak_rss_mb
 from agentx.content.engine_blocks import EngineBlocks
 from agentx.engine.hints import Hints
 from agentx.engine.config import Deployment, EngineConfig, changed_settings
-from agentx.engine.metrics import ServerStats, dcgm_series, samples
+from agentx.engine.metrics import ServerStats, gpu_power, samples
 from agentx.engine.disagg import Workers, workers
 from agentx.engine.timing import Roofline
+from agentx.engine.mixed import mixed_finish_bound
 from agentx.engine.window import decode_finish_bound, prefill_finish_bound
 from agentx.power.readings import GpuReading
 from agentx.power.sampler import PowerSample, sample_line
 from agentx.records import Record, RecordWriter
 from agentx.replay.folder import report
-from agentx.replay.plan import DONE, DRAIN, PROFILE, Dispatch
+from agentx.replay.plan import DONE, DRAIN, PROFILE, WARMUP1, Dispatch
 from agentx.replay.run import RunSkeleton
 from agentx.replay.session_ids import stream_session_id, stream_session_ids
 from agentx.replay.settings import BenchSettings
+from agentx.virtual.reach import Reach, warming
 
 TICK_S = 0.5  # wall seconds between progress snapshots
 
@@ -92,6 +94,8 @@ class VirtualRun(RunSkeleton):
         self.client_delay_s = client_delay_s
         self.replicas = workers(sim)
         self.disagg = self.replicas if isinstance(self.replicas, Workers) else None
+        # while warming up: which cores a finish can reach (`reach.py`; None: any)
+        self.reach = Reach(self.replicas) if Reach.applies(self.replicas, self.disagg is not None) else None
         roof = self.replicas.roofline
         settings = settings.replace(model=settings.target.model or roof.model.name, wire="tokens",
                                     clock_scale=1.0, server_metrics=None)
@@ -161,9 +165,10 @@ class VirtualRun(RunSkeleton):
             handoff = self.disagg.next_time() if self.disagg else None  # a KV transfer's arrival
             if nt is None and not busy and not self.done and handoff is None:
                 break  # nothing left to happen (no engine holds work, no timer or transfer is set)
-            events = min(math.inf if nt is None else nt, tick, self.done[0][0] if self.done else math.inf,
-                         plan.profile_end if plan.phase == PROFILE else drain_end if plan.phase == DRAIN else math.inf,
-                         math.inf if handoff is None else handoff)
+            known = min(math.inf if nt is None else nt, tick,
+                        plan.profile_end if plan.phase == PROFILE else drain_end if plan.phase == DRAIN else math.inf,
+                        math.inf if handoff is None else handoff)
+            events = min(known, self.done[0][0] if self.done else math.inf)
             first = min(busy, key=lambda c: c.now) if busy else None
             if first is None or events <= first.now:
                 self.time = max(self.time, events)
@@ -178,7 +183,7 @@ class VirtualRun(RunSkeleton):
                         self.next_tick = time.perf_counter() + TICK_S
                         self.on_tick(self.snapshot())
                 continue
-            self._advance(first, min([events] + [self._bound(c) for c in busy if c is not first]))
+            self._advance(first, self._until(first, busy, known, events))
 
     def close(self) -> None:
         """Everything after the loop: what is in flight drained or cancelled, the window's closing
@@ -206,6 +211,20 @@ class VirtualRun(RunSkeleton):
         for seq in finished:
             heapq.heappush(self.done, (seq.finished_at, seq.replica, next(self.order), seq))
 
+    def _until(self, first, busy: list, known: float, events: float) -> float:
+        """How far `first` may run: to the next event (`known`: plan, sample, window's end; or a
+        finish) or another core's finish bound, whichever is first; while the plan warms up, only
+        the finishes and bounds of requests whose trees reach `first` count (`reach.py`)."""
+        stage = warming(self.plan) if self.reach else None
+        if stage is None:
+            return min([events] + [self._bound(c) for c in busy if c is not first])
+        if stage == WARMUP1:
+            return known  # (a finish sends nothing before stage 2)
+        reach, bit = self.reach, 1 << self.replicas.cores.index(first)
+        masks = reach.masks
+        done = min((t for t, _, _, seq in self.done if masks.get(seq, reach.full) & bit), default=math.inf)
+        return min([known, done] + [self._bound(c) for c in busy if c is not first and reach.held_by(c) & bit])
+
     def _bound(self, core) -> float:
         bound = self.bounds.get(core)
         if bound is None:
@@ -216,9 +235,10 @@ class VirtualRun(RunSkeleton):
     def _finish_bound(core) -> float:
         """A time before which `core` cannot finish a sequence unless a request reaches it first:
         from its decode window's iteration time when its batch only decodes, from its prefill's
-        chunks when one sequence runs and prefills, else from the iteration overhead
-        (`EngineCore.finish_bound()`)."""
-        return max(decode_finish_bound(core) or 0.0, prefill_finish_bound(core) or 0.0, core.finish_bound())
+        chunks when one sequence runs and prefills, from a mixed window's shape (`engine/mixed.py`),
+        else from the iteration overhead (`EngineCore.finish_bound()`)."""
+        return max(decode_finish_bound(core) or 0.0, prefill_finish_bound(core) or 0.0, mixed_finish_bound(core) or 0.0,
+                   core.finish_bound())
 
     def _drain(self, deadline: float) -> None:
         """After the window: let requests in flight finish (up to the grace), cancel the rest."""
@@ -272,6 +292,8 @@ class VirtualRun(RunSkeleton):
         # the stream's session id as bench sends it (`TREE`, `TREE.k`) less bench's random run id
         self.bounds.pop(self.replicas.add(seq, now, stream_session_id(str(d.tree), stream[1])), None)
         self.inflight[seq] = (d, isl, osl, theo)
+        if self.reach:
+            self.reach.submitted(seq, d.tree, len(d.graph.streams))
 
     def _wake(self, now: float) -> None:
         for core in self.replicas.cores:
@@ -308,6 +330,8 @@ class VirtualRun(RunSkeleton):
         if self.disagg and self.disagg.prefilled(seq):
             return
         d, isl, osl, theo = self.inflight.pop(seq)
+        if self.reach:
+            self.reach.ended(seq)
         arrival = self._arrival(seq)
         produced = len(seq.output)
         rec = self.record(d, isl, osl, theo, arrival, seq.finished_at, ttft=seq.first_token_at - arrival,
@@ -355,13 +379,8 @@ class VirtualRun(RunSkeleton):
         the window's bounds)."""
         if not self.power:
             return
-        gpus: dict[str, dict] = {}
-        for name, labels, value in dcgm_series(self.replicas, t):
-            if name == "DCGM_FI_DEV_POWER_USAGE":
-                gpus.setdefault(labels["gpu"], {})["power_w"] = value
-            elif name == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION":
-                gpus.setdefault(labels["gpu"], {})["energy_j"] = value / 1000  # mJ, as DCGM publishes it
-        reads = [GpuReading(gpu, **f) for gpu, f in gpus.items()]
+        # DCGM's power and energy series (mJ, as DCGM publishes it)
+        reads = [GpuReading(gpu, watts, mj / 1000) for gpu, watts, mj in gpu_power(self.replicas, t)]
         self.power.write(sample_line(PowerSample(t, phase, reads)))
 
 

@@ -166,3 +166,63 @@ def test_prefill_windows_give_the_step_by_step_times_and_state(kw, monkeypatch):
         (b.kv.counters, b.kv.cached, list(b.kv.free), b.kv.ref.tolist())
     assert a.power.recent == b.power.recent and a.power.folded == b.power.folded
     assert windows[0] >= 5  # prefills were windowed
+
+
+@pytest.mark.parametrize("kw", [dict(max_num_batched_tokens=512),
+                                dict(max_num_batched_tokens=512, num_gpu_blocks_override=900, max_model_len=8_192),
+                                dict(max_num_batched_tokens=640, spec_decode="eagle3", draft_tokens=3,
+                                     acceptance_length=2.6)])
+def test_mixed_windows_give_the_step_by_step_times_and_state(kw, monkeypatch):
+    """Decodes beside one prefill's chunks computed together (engine/mixed.mixed_window), the
+    cache short of blocks in the second case, speculative decoding in the third: the same times
+    and state as one iteration at a time."""
+    import agentx.engine.core as core_module
+
+    windows, run = [0], core_module.mixed_window
+
+    def counted(*args):
+        done = run(*args)
+        windows[0] += done
+        return done
+
+    monkeypatch.setattr(core_module, "mixed_window", counted)
+    cfg = EngineConfig(**kw)
+    arrivals = workload(seed=5, n=40, rate=4.0)
+    a, seqs_a, itl_a, steps_a = drive(cfg, arrivals, windows=False)
+    b, seqs_b, itl_b, steps_b = drive(cfg, arrivals, windows=True)
+    for x, y in zip(seqs_a, seqs_b):
+        assert (x.first_token_at, x.finished_at, x.output, x.cached_tokens, x.preemptions, x.finish_reason) == \
+               (y.first_token_at, y.finished_at, y.output, y.cached_tokens, y.preemptions, y.finish_reason)
+    assert itl_a == itl_b and a.now == b.now
+    assert (a.kv.counters, a.kv.cached, list(a.kv.free), a.kv.ref.tolist()) == \
+        (b.kv.counters, b.kv.cached, list(b.kv.free), b.kv.ref.tolist())
+    assert a.power.recent == b.power.recent and a.power.folded == b.power.folded
+    assert (a.generation_tokens, a.preemptions, a.spec_steps) == (b.generation_tokens, b.preemptions, b.spec_steps)
+    assert windows[0] >= 5  # decodes beside prefill chunks were windowed
+
+
+@pytest.mark.parametrize("kw", [dict(max_num_batched_tokens=512),
+                                dict(max_num_batched_tokens=512, num_gpu_blocks_override=900, max_model_len=8_192)])
+def test_the_mixed_finish_bound_comes_before_every_finish(kw):
+    """Whenever a core has the mixed shape, no sequence finishes before `mixed_finish_bound`
+    unless a request arrives first (step by step, with arrivals)."""
+    from agentx.engine.mixed import mixed_finish_bound
+
+    core, arrivals, i, checked, bound = EngineCore(EngineConfig(**kw)), workload(seed=7, n=40, rate=4.0), 0, 0, None
+    while i < len(arrivals) or not core.idle:
+        while i < len(arrivals) and arrivals[i][0] <= core.now:
+            t, sid, prompt, max_tokens, eos = arrivals[i]
+            core.add(core.new_sequence(sid, prompt, max_tokens, ignore_eos=eos), t)
+            i += 1
+            bound = None  # (a bound holds until a request arrives)
+        if core.idle:
+            core.now = arrivals[i][0]
+            continue
+        if bound is None:
+            bound = mixed_finish_bound(core)
+            checked += bound is not None and bound > core.now
+        step = core.step()
+        if step.finished:
+            assert bound is None or min(s.finished_at for s in step.finished) >= bound
+            bound = None
+    assert checked >= 5

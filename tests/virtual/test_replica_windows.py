@@ -16,8 +16,13 @@ from agentx.virtual.runner import VirtualRun
 
 
 class StepByStep(VirtualRun):
-    """The reference: one iteration (`EngineCore.step`) per loop turn, and other replicas' finishes
-    bounded only by the iteration overhead."""
+    """The reference: one iteration (`EngineCore.step`) per loop turn, other replicas' finishes
+    bounded only by the iteration overhead, and every finish bounding every core, warmup included
+    (no `virtual/reach.py`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.reach = None
 
     @staticmethod
     def _finish_bound(core) -> float:
