@@ -22,8 +22,11 @@ from agentx.engine.fit import GRIDS, PRIORS, fit, held_out, key_of, term_table
 COLLECTIVE = ("assumed, not fitted: 70 % of the datasheet scale-up bandwidth for NCCL / RCCL ring all-reduce "
               "and all-to-all (their latency is inside overhead_ms); its bandwidth term is 15 % of an iteration in "
               "the DSR1 DEP8 8k1k H200 row, under 8 % in every other calibration row")
+# GPUs without a calibration row of their own whose memory system is a fitted GPU's (Blackwell:
+# 8 TB/s of HBM3e per GPU in every preset, B300 and GB300 too): they take that GPU's MBU
+SIBLINGS = {"B300": "B200", "GB200": "B200", "GB300": "B200"}
 DEFAULTS = {"mfu": "the median of the fitted precision classes (a class without a calibration row)",
-            "mbu": "the median of the fitted vendors (a vendor without a calibration row)",
+            "mbu": "the median of the fitted GPUs (GPUs with neither a calibration row nor a fitted sibling)",
             "overhead_ms": "the median of the fitted engine x vendor entries (an engine build without a calibration row)",
             "moe_efficiency": "the median of the fitted vendor x precision classes (a pairing without a calibration row)",
             "kv_efficiency": "the median of the fitted attention kinds, TensorRT-LLM's own included",
@@ -75,10 +78,11 @@ def timing_section(rows, table, values) -> str:
                    f"fitted on all {len(rows)} fit rows" if len(users) == len(rows) else f"fitted on {', '.join(users)}")
             grid = GRIDS[name]
             edge = " (AT A GRID BOUND)" if value in (round(float(grid[0]), 2), round(float(grid[-1]), 2)) and "unused" not in how else ""
-            if edge and name == "moe_efficiency" and value == 1.0:
-                edge = (" (at 1, the physical ceiling, not a grid's edge: routed experts as efficient as the dense GEMMs; "
-                        "its rows would take more)")
             out.append(f'"{key}" = {{ value = {value:g}, source = "{how}; prior {p.value:g}{edge}" }}')
+        if name == "mbu":
+            for gpu, sibling in SIBLINGS.items():
+                out.append(f'"{gpu}" = {{ value = {values[name][sibling]:g}, source = "no calibration row: '
+                           f'{sibling}\'s fitted value (the same HBM3e memory system, 8 TB/s)" }}')
         dense = {key_of("moe_efficiency", r) for r in rows if not table[r.id].experts}
         fitted = [v for k, v in values[name].items() if not (name == "moe_efficiency" and k in dense)]
         out.append(f'default = {{ value = {statistics.median(fitted):g}, source = "{DEFAULTS[name]}" }}')

@@ -60,10 +60,8 @@ class EngineConfig:
                             "(`agentx sim presets`).")
     store_rules: bool = option(True, "The KV store path's rules (vLLM's AgentX work): only each turn's new blocks "
                                "written, one copy per block per tier, no write repeated while in flight (SPEC 6).")
-    max_num_seqs: int = option(0, "Most sequences in a batch (0: the engine's default: vLLM, TensorRT-LLM, ATOM "
-                               "256; SGLang 2,048).", min=0)
-    max_num_batched_tokens: int = option(0, "Most tokens in one iteration (0: the engine's default: 8,192; SGLang "
-                                         "16,384 on GPUs of 160 GiB or more).", min=0)
+    max_num_seqs: int = option(DEFAULT.max_num_seqs, "Most sequences in a batch.", min=1)
+    max_num_batched_tokens: int = option(DEFAULT.max_num_batched_tokens, "Most tokens in one iteration.", min=1)
     max_model_len: int = option(0, "0: the model's maximum context.", min=0)
     num_gpu_blocks_override: int = option(0, "This many KV blocks instead of the memory arithmetic.", min=0)
     # timing model (see agentx/engine/timing.py); 0 / None: the engine profile's (presets.toml [timing])
@@ -91,8 +89,6 @@ class EngineConfig:
         check_bounds(self)
         if self.precision == "fp4":  # the published name: the FP4 format this GPU runs
             object.__setattr__(self, "precision", fp4_format(self.hardware))
-        if not (self.max_num_seqs and self.max_num_batched_tokens):  # 0: the engine's own default
-            self._engine_batch_defaults()
         releases = engine_profile(self.engine).releases
         if self.engine_version and self.engine_version not in releases:
             raise AgentxError(f"--engine-version {self.engine_version!r}: {self.engine} has "
@@ -108,15 +104,6 @@ class EngineConfig:
         for ok, problem in checks:
             if not ok:
                 raise AgentxError(f"engine config: {problem}")
-
-    def _engine_batch_defaults(self) -> None:
-        """Fill a batch cap left at 0 with the engine's default for this GPU (its profile's
-        `batch_defaults`: SGLang's step budget depends on the GPU's memory)."""
-        from agentx.engine import presets
-
-        seqs, tokens = engine_profile(self.engine).batch_defaults(presets.hardware(self.hardware).hbm_bytes)
-        object.__setattr__(self, "max_num_seqs", self.max_num_seqs or seqs)
-        object.__setattr__(self, "max_num_batched_tokens", self.max_num_batched_tokens or tokens)
 
 
 @dataclass(frozen=True)

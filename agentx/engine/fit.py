@@ -5,10 +5,7 @@ only one number, its iteration time, so per-row constants would fit anything and
 
 - MFU per precision class (fp8; fp4 on FP4 tensor cores; fp4 weight-only elsewhere): GEMM
   efficiency is a property of the kernels of a number format;
-- MBU per GPU vendor: how much of the datasheet HBM bandwidth streams in practice (the same
-  share on every GPU of a vendor: per GPU kind, a GPU whose rows all sit in one hardware x engine
-  group had nothing to take its value from when that group was left out, and H100's ran to the
-  grid bound on its five rows);
+- MBU per GPU kind: how much of the datasheet HBM bandwidth streams in practice;
 - the per-iteration overhead per engine and GPU vendor (scheduler, launches, sampling, collective
   latency; the ROCm builds apart), and apart for an engine release whose rows show it (vLLM 0.10);
 - the MoE efficiency per GPU vendor and precision class (routed-expert grouped GEMMs, of few

@@ -134,9 +134,7 @@ def precision_class(precision: str, hardware_key: str) -> str:
 
 
 def timing_key(name: str, engine: str, hardware_key: str, precision: str, model_key: str, release: str = "") -> str:
-    """The entry of constant `name` a deployment takes: MFU by precision class, MBU by GPU vendor
-    (one share of the datasheet HBM bandwidth per vendor's memory system and streaming kernels, so
-    that a GPU without rows of its own, or left out, takes its vendor's), the
+    """The entry of constant `name` a deployment takes: MFU by precision class, MBU by GPU, the
     overhead by engine (release) and GPU vendor (each engine ships a ROCm build of its own), the MoE
     efficiency by GPU vendor and precision class (a kernel library's grouped GEMMs, not a model's:
     a model without rows takes its vendor's and format's), KV efficiency by attention kind.
@@ -155,7 +153,7 @@ def timing_key(name: str, engine: str, hardware_key: str, precision: str, model_
     if name == "moe_efficiency":  # the vendor's grouped-GEMM kernels for the number format
         m = model(model_key)
         return f"{hardware(hardware_key).vendor}-{precision_class(precision, hardware_key)}" if m.experts else "dense"
-    return hardware(hardware_key).vendor  # mbu: the vendor's, every GPU of it alike
+    return hardware_key  # mbu
 
 
 def profile(engine: str, hardware_key: str, precision: str, model_key: str, release: str = "") -> Profile:
@@ -211,7 +209,7 @@ def preset_tables() -> list:
                        f"{m.experts_per_token} of {m.experts}" if m.experts else "-",
                        f"{m.params_total / 1e9:.1f}B / {m.params_active / 1e9:.1f}B", f"{m.max_context:,}", f"{m.vocab:,}")
     profiles = Table("constant", "key", "value", "source", title="Timing constants (a deployment takes MFU by "
-                     "precision class, MBU by GPU vendor, overhead by engine x vendor, MoE efficiency by vendor x precision, KV "
+                     "precision class, MBU by GPU, overhead by engine x vendor, MoE efficiency by vendor x precision, KV "
                      "efficiency by attention kind, TensorRT-LLM's apart)")
     for name, key, value, source in timing_entries():
         profiles.add_row(name, key, f"{value:g}", source)

@@ -61,15 +61,3 @@ def test_no_module_of_the_simulator_compares_engine_names():
     files = [p for d in ("engine", "virtual") for p in sorted((ROOT / d).rglob("*.py")) if "profiles" not in p.parts]
     assert len(files) > 30
     assert [hit for p in files for hit in _engine_name_compares(p)] == []
-
-
-def test_batch_caps_left_at_zero_take_the_engines_default_for_the_gpu():
-    """SGLang ships 2,048 running requests and a 16,384-token chunk on GPUs of 160 GiB or more
-    (8,192 below: H200); the others 256 / 8,192 here; a cap given stays as given."""
-    caps = {(e, h): (c.max_num_seqs, c.max_num_batched_tokens)
-            for e in ENGINES for h in ("H200", "B200") for c in [EngineConfig(engine=e, hardware=h)]}
-    assert caps[("sglang", "H200")] == (2048, 8192) and caps[("sglang", "B200")] == (2048, 16384)
-    assert caps[("vllm", "H200")] == caps[("vllm", "B200")] == caps[("trtllm", "B200")] == (256, 8192)
-    given = EngineConfig(engine="sglang", hardware="B200", max_num_seqs=64)
-    assert (given.max_num_seqs, given.max_num_batched_tokens) == (64, 16384)
-    assert EngineConfig(engine="sglang", hardware="B200", max_num_batched_tokens=4096).max_num_batched_tokens == 4096

@@ -2,5 +2,4 @@
 
 from agentx.engine.profiles.base import Admission, EngineProfile
 
-# batch defaults: 256 / 8,192, vLLM's (ATOM's own not found)
 PROFILE = EngineProfile(name="atom", title="ATOM", admission=Admission.PREEMPT)

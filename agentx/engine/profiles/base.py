@@ -6,11 +6,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 
-# SGLang's memory tier for its larger chunked-prefill default: 160 GiB (server_args.py, gpu_mem <
-# 160 * 1024 MiB: H100, H200; at or above: B200, MI300X and later)
-LARGE_GPU_BYTES = 160 * 2**30
-
-
 class Admission(StrEnum):
     """When the scheduler admits a waiting request (engine/core.py)."""
 
@@ -36,20 +31,12 @@ class EngineProfile:
     # kernels were fitted apart (TensorRT-LLM's: `trtllm-gqa`); "": the attention kind's shared entry
     kv_kernels: str = ""
     # the batch caps a deployment of it runs with unless --max-num-seqs / --max-num-batched-tokens
-    # say otherwise (`batch_defaults`; each engine's file says where its figures come from)
+    # say otherwise (every engine the same today: vLLM's 256 sequences and 8,192 tokens)
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
-    # the step token budget on GPUs of LARGE_GPU_BYTES or more, where the engine ships a larger one
-    # (SGLang's --chunked-prefill-size); 0: max_num_batched_tokens on every GPU
-    large_gpu_batched_tokens: int = 0
     # releases whose per-iteration overhead was fitted apart (`--engine-version`, presets.toml
     # [timing.overhead_ms] `name-release-vendor`), from calibration rows that ran their images
     releases: tuple[str, ...] = ()
-
-    def batch_defaults(self, hbm_bytes: float) -> tuple[int, int]:
-        """(max_num_seqs, max_num_batched_tokens) on a GPU of `hbm_bytes` (as the engine sees it)."""
-        large = self.large_gpu_batched_tokens and hbm_bytes >= LARGE_GPU_BYTES
-        return self.max_num_seqs, self.large_gpu_batched_tokens if large else self.max_num_batched_tokens
 
     @property
     def no_evict(self) -> bool:
