@@ -25,7 +25,7 @@ import weakref
 from bisect import bisect_right
 
 from agentx.engine.timing import Work
-from agentx.engine.window import grow_in_order
+from agentx.engine.window import grow_in_order, keep_decoded
 
 
 def mixed_window(core, until: float, finished: list, itl: list) -> bool:
@@ -176,17 +176,7 @@ def _apply(core, cumulative: list[int], rem: list[int], chunk: int, finished: li
     for b in range(seq.capacity // bs, -(-(before + k * chunk) // bs)):  # first needed once a chunk passes b
         grows.append(((b * bs - before) // chunk, last, b))
     grow_in_order(kv, running, grows, bs)
-    done, tokens = [], 0
-    for i, s in enumerate(running[:-1]):
-        kept = min(kept_total, rem[i])
-        s.capacity = len(kv.seqs[s].blocks) * bs
-        s.computed += kept
-        core._emit(s, kept)
-        tokens += kept
-        if len(s.output) >= s.stop_len:
-            s.finish_reason = "length" if len(s.output) >= s.max_tokens else "stop"
-            s.finished_at = core.now
-            done.append(s)
+    done, tokens = keep_decoded(core, running[:-1], rem, kept_total)
     seq.capacity = len(kv.seqs[seq].blocks) * bs
     seq.computed = before + k * chunk
     core.commit_prefill(seq, before)

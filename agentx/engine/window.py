@@ -259,17 +259,7 @@ def _apply(core, cumulative: list[int], rem: list[int], finished: list) -> None:
         for b in range(have, need):  # block b is first needed once the sequence keeps past it
             grows.append((bisect_right(cumulative, b * bs - seq.computed), i, b))
     grow_in_order(kv, running, grows, bs)
-    done, tokens = [], 0
-    for i, seq in enumerate(running):
-        kept = min(kept_total, rem[i])
-        seq.capacity = len(kv.seqs[seq].blocks) * bs
-        seq.computed += kept
-        core._emit(seq, kept)
-        tokens += kept
-        if len(seq.output) >= seq.stop_len:
-            seq.finish_reason = "length" if len(seq.output) >= seq.max_tokens else "stop"
-            seq.finished_at = core.now
-            done.append(seq)
+    done, tokens = keep_decoded(core, running, rem, kept_total)
     core.generation_tokens += tokens
     core.spec_steps += len(cumulative)
     for seq in done:
@@ -277,6 +267,23 @@ def _apply(core, cumulative: list[int], rem: list[int], finished: list) -> None:
     if done:
         core.running = [s for s in running if s.finish_reason is None]
         finished.extend(done)
+
+
+def keep_decoded(core, seqs: list, rem: list[int], kept_total: int) -> tuple[list, int]:
+    """Each decoding sequence keeps min(kept_total, its remaining) tokens (its blocks already
+    grown): (the sequences that finished, the tokens kept)."""
+    bs, done, tokens = core.cfg.block_size, [], 0
+    for i, seq in enumerate(seqs):
+        kept = min(kept_total, rem[i])
+        seq.capacity = len(core.kv.seqs[seq].blocks) * bs
+        seq.computed += kept
+        core._emit(seq, kept)
+        tokens += kept
+        if len(seq.output) >= seq.stop_len:
+            seq.finish_reason = "length" if len(seq.output) >= seq.max_tokens else "stop"
+            seq.finished_at = core.now
+            done.append(seq)
+    return done, tokens
 
 
 def grow_in_order(kv, running: list, grows: list, bs: int) -> None:
