@@ -60,6 +60,17 @@ CASES = [
 ]
 
 
+def assert_same_run(a, b, seqs_a, seqs_b, itl_a, itl_b) -> None:
+    """Two engines driven alike (drive) ended in the same times, tokens, cache and power state."""
+    for x, y in zip(seqs_a, seqs_b):
+        assert (x.first_token_at, x.finished_at, x.output, x.cached_tokens, x.preemptions, x.finish_reason) == \
+               (y.first_token_at, y.finished_at, y.output, y.cached_tokens, y.preemptions, y.finish_reason)
+    assert itl_a == itl_b and a.now == b.now
+    assert (a.kv.counters, a.kv.cached, list(a.kv.free), a.kv.ref.tolist()) == \
+        (b.kv.counters, b.kv.cached, list(b.kv.free), b.kv.ref.tolist())
+    assert a.power.recent == b.power.recent and a.power.folded == b.power.folded
+
+
 @pytest.mark.parametrize("kw", CASES)
 def test_windows_give_the_step_by_step_times_and_state(kw):
     cfg = EngineConfig(**kw)
@@ -158,13 +169,7 @@ def test_prefill_windows_give_the_step_by_step_times_and_state(kw, monkeypatch):
     arrivals = workload(seed=11, n=20, rate=0.1)
     a, seqs_a, itl_a, _ = drive(cfg, arrivals, windows=False)
     b, seqs_b, itl_b, _ = drive(cfg, arrivals, windows=True)
-    for x, y in zip(seqs_a, seqs_b):
-        assert (x.first_token_at, x.finished_at, x.output, x.cached_tokens, x.preemptions, x.finish_reason) == \
-               (y.first_token_at, y.finished_at, y.output, y.cached_tokens, y.preemptions, y.finish_reason)
-    assert itl_a == itl_b and a.now == b.now
-    assert (a.kv.counters, a.kv.cached, list(a.kv.free), a.kv.ref.tolist()) == \
-        (b.kv.counters, b.kv.cached, list(b.kv.free), b.kv.ref.tolist())
-    assert a.power.recent == b.power.recent and a.power.folded == b.power.folded
+    assert_same_run(a, b, seqs_a, seqs_b, itl_a, itl_b)
     assert windows[0] >= 5  # prefills were windowed
 
 
@@ -190,13 +195,7 @@ def test_mixed_windows_give_the_step_by_step_times_and_state(kw, monkeypatch):
     arrivals = workload(seed=5, n=40, rate=4.0)
     a, seqs_a, itl_a, steps_a = drive(cfg, arrivals, windows=False)
     b, seqs_b, itl_b, steps_b = drive(cfg, arrivals, windows=True)
-    for x, y in zip(seqs_a, seqs_b):
-        assert (x.first_token_at, x.finished_at, x.output, x.cached_tokens, x.preemptions, x.finish_reason) == \
-               (y.first_token_at, y.finished_at, y.output, y.cached_tokens, y.preemptions, y.finish_reason)
-    assert itl_a == itl_b and a.now == b.now
-    assert (a.kv.counters, a.kv.cached, list(a.kv.free), a.kv.ref.tolist()) == \
-        (b.kv.counters, b.kv.cached, list(b.kv.free), b.kv.ref.tolist())
-    assert a.power.recent == b.power.recent and a.power.folded == b.power.folded
+    assert_same_run(a, b, seqs_a, seqs_b, itl_a, itl_b)
     assert (a.generation_tokens, a.preemptions, a.spec_steps) == (b.generation_tokens, b.preemptions, b.spec_steps)
     assert windows[0] >= 5  # decodes beside prefill chunks were windowed
 
