@@ -60,27 +60,30 @@ class Page:
     def graphs(self) -> list[dict]:
         return self.page.evaluate(GRAPHS)
 
-    def draw_all(self, count: int) -> None:
+    def draw_all(self, count: int = 0) -> None:
         """Scroll every chart into view (a page draws a chart when it comes near the viewport) and
-        wait until `count` graphs are drawn. Paced by timers, not animation frames: beside busy
-        processes a headless Chromium's renderer has stopped producing frames, and an await on a
-        frame never returns (an evaluate has no timeout; it held a suite run for 25 minutes)."""
+        wait until `count` graphs are drawn (0: every chart of the page). Paced by timers, not animation
+        frames: beside busy processes a headless Chromium's renderer has stopped producing frames, and an
+        await on a frame never returns (an evaluate has no timeout; it held a suite run for 25 minutes)."""
         self.page.evaluate("""async () => { for (const d of document.querySelectorAll('.chart')) {
             d.scrollIntoView(); await new Promise(r => setTimeout(r, 30)); } }""")
-        self.page.wait_for_function(f"pending.size === 0 && document.querySelectorAll('.js-plotly-plot').length >= {count}"
-                                    " && [...document.querySelectorAll('.js-plotly-plot')].every(d => d._fullData)",
-                                    polling=100)
+        every = "[...document.querySelectorAll('.chart')].every(d => d._fullLayout)" if count == 0 else "true"
+        self.page.wait_for_function("(typeof pending === 'undefined' || pending.size === 0)"
+                                    f" && document.querySelectorAll('.js-plotly-plot').length >= {count}"
+                                    " && [...document.querySelectorAll('.js-plotly-plot')].every(d => d._fullData)"
+                                    f" && {every}", polling=100)
 
-    def visit(self, url: str, ready: str = "", charts: int = 0, tries: int = 3) -> None:
+    def visit(self, url: str, ready: str = "", charts: int | None = None, tries: int = 3) -> None:
         """Open `url` and wait until the JS expression `ready` holds (or, with `charts`, until
-        draw_all draws them). A page whose renderer stopped (a starved host, above) times out and
-        is opened again in a new page, up to `tries` times; the last timeout is raised."""
+        draw_all draws them). A page whose renderer stopped (a starved host, above; seen in a
+        quiet one too, once in ~10 visits of a point page at 390 px) times out and is opened again
+        in a new page, up to `tries` times; the last timeout is raised."""
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
         for attempt in range(tries):
             try:
                 self.page.goto(url)
-                if charts:
+                if charts is not None:
                     self.draw_all(charts)
                 else:
                     self.page.wait_for_function(ready, polling=100)
