@@ -19,8 +19,7 @@ from tests.report.browser import (POINT_GRAPHS, assert_every_graph_has_points, a
 def test_sweep_report_in_chromium(sweep, tmp_path):
     path = write_report(sweep)
     with chromium_page() as page:
-        page.page.goto(path.as_uri())
-        page.draw_all(13)
+        page.visit(path.as_uri(), charts=13)
         frontiers = {"frontier"}
         assert_every_graph_has_points(page, POINT_GRAPHS | frontiers)
         assert page.page.inner_text("#points button.active").startswith("c2")
@@ -95,8 +94,7 @@ def test_sweep_report_in_chromium(sweep, tmp_path):
 def test_run_report_in_chromium(sweep, tmp_path):
     path = write_report(sweep / "c2", tmp_path / "c2.html")
     with chromium_page() as page:
-        page.page.goto(path.as_uri())
-        page.draw_all(12)
+        page.visit(path.as_uri(), charts=12)
         assert_every_graph_has_points(page, POINT_GRAPHS)
         hover = page.page.get_attribute("section.summary:not([hidden]) td[title]", "title")
         assert "first chunk" in hover  # the definition of TTFT, on hover
@@ -109,8 +107,7 @@ def test_replica_run_report_in_chromium(replica_run, tmp_path):
     CPU tier; the in-flight chart both of its lines."""
     path = write_report(replica_run, tmp_path / "replicas.html")
     with chromium_page() as page:
-        page.page.goto(path.as_uri())
-        page.draw_all(12)
+        page.visit(path.as_uri(), charts=12)
         assert_every_graph_has_points(page, POINT_GRAPHS)
         names = page.page.evaluate("document.getElementById('fig-kv').data.map(t => t.name)")
         assert len(names) == 6 and "GPU replica 1 %" in names and "CPU tier replica 0 %" in names
