@@ -262,8 +262,10 @@ def probe_speed(sessions: list, point, dataset: str, probe_s: float | None = Non
         _say(f"{choice.line()}; probing again ...")
         choice = auto_speed(sessions, n, probe_s=probe_s, speed=DEMO_SPEED, reference=point.reference,
                             cap=DEMO_SPEED, dataset=dataset)
-    _say(choice.line() + (f"; so c{n} should be valid here at speed {choice.speed:g} (about "
-                          f"{point.last_end_s / choice.speed:,.0f} wall s over HTTP)" if choice.valid else ""))
+    wall = f"(about {point.last_end_s / choice.speed:,.0f} wall s over HTTP)"
+    verdict = (f"; so c{n} should be valid here at speed {choice.speed:g} {wall}" if point.worst <= 0.025 else
+               f"; this host holds it, but c{n}'s own jitter moved past 2.5% (above): its run may come NOT VALID {wall}")
+    _say(choice.line() + (verdict if choice.valid else ""))
     return choice
 
 

@@ -98,7 +98,7 @@ def test_the_demo_probes_once_more_after_a_stall_and_not_after_a_host_error(monk
     from agentx.cli import demo
     from agentx.replay import speed
 
-    point = type("Point", (), {"lanes": 8, "reference": {}, "last_end_s": 158.0})()
+    point = type("Point", (), {"lanes": 8, "reference": {}, "last_end_s": 158.0, "worst": 0.018})()
     stall = choose([rule("client", 290.0, 10, ok=False, reason="the client could not keep the schedule")], QUIET)
     busy = choose([rule("host_error_ttft", 0.2, ok=False)], QUIET)
     fine = choose([rule("host_error_ttft", 0.006)], QUIET, probe_speed=2.0, cap=2.0)
@@ -110,6 +110,11 @@ def test_the_demo_probes_once_more_after_a_stall_and_not_after_a_host_error(monk
         assert all(k["speed"] == demo.DEMO_SPEED and k["cap"] == demo.DEMO_SPEED for k in calls)
     printed = capsys.readouterr().out
     assert printed.count("probing again") == 2 and "so c8 should be valid here at speed 2 (about 79 wall s" in printed
+    point.worst = 0.042  # a point whose own jitter moved past the twin rules' 2.5 %: the host holding it is not enough
+    monkeypatch.setattr(speed, "auto_speed", lambda *a, **k: fine)
+    demo.probe_speed([], point, "bundled")
+    printed = capsys.readouterr().out
+    assert "should be valid" not in printed and "c8's own jitter moved past 2.5% (above): its run may come NOT VALID" in printed
 
 
 def test_sim_serve_refuses_a_speed_that_is_neither_a_number_nor_auto():
