@@ -41,6 +41,9 @@ class EngineConfig:
                                  "current entry.")
     parallelism: str = option("tp", "How --gpus split a model instance: tp, tep (TP attention + EP experts) or "
                               "dep (attention data-parallel + EP experts, e.g. DEP8).", choices=PARALLELISMS)
+    pp: int = option(1, "Pipeline-parallel stages the instance's --gpus are split into: each stage holds its "
+                     "share of the layers on gpus / pp GPUs split by --parallelism (PP2 x TP4: --gpus 8 --pp 2); "
+                     "the batch runs as up to pp micro-batches in flight (SPEC section 6).", min=1)
     kv_cache_dtype: str = option("auto", "KV cache precision: auto (BF16 beside bf16 weights, FP8 beside fp8 and FP4 "
                                  "weights), bf16 or fp8 (vLLM's --kv-cache-dtype).", choices=KV_DTYPES)
     gpu_memory_utilization: float = option(0.9, "Share of GPU memory the engine may use.", gt=0, max=1)
@@ -98,6 +101,7 @@ class EngineConfig:
             (not self.spec_decode or self.draft_tokens >= 1, "spec_decode needs draft_tokens >= 1"),
             (self.acceptance_length == 0 or 1 <= self.acceptance_length <= self.draft_tokens + 1,
              "acceptance_length must be in [1, draft_tokens + 1]"),
+            (self.gpus % self.pp == 0, f"--gpus {self.gpus} does not split into --pp {self.pp} equal stages"),
             (not self.ssd_drives or self.cpu_offload_gb > 0, "an SSD tier sits under DRAM: ssd_drives needs "
              "cpu_offload_gb > 0"),
         ]
@@ -164,7 +168,7 @@ class Deployment:
 # hardware, model, GPUs, precision, parallelism, the KV offload tiers (`kv_offload`), speculative
 # decoding (`spec_decoding`); and the seed, which is the draw (answer lengths, faults), not the
 # deployment: runs of other seeds are the same deployment's other samples (the spread, SPEC 3).
-LABELLED = ("hardware", "model", "gpus", "precision", "parallelism", "cpu_offload_gb", "ssd_drives", "ssd_drive",
+LABELLED = ("hardware", "model", "gpus", "precision", "parallelism", "pp", "cpu_offload_gb", "ssd_drives", "ssd_drive",
             "spec_decode", "draft_tokens", "acceptance_length", "seed")
 
 
@@ -177,8 +181,11 @@ def changed_settings(e: EngineConfig, skip: tuple[str, ...] = ()) -> list[str]:
 
 
 def parallelism_label(e: EngineConfig, instances: int = 1) -> str:
-    one = f"{e.parallelism.upper()}{e.gpus}"
-    return one if instances == 1 else f"{instances} x {one}"
+    """TP8, DEP8, PP2 x TP4 (two pipeline stages of TP4), 2 x (PP2 x TP4)."""
+    one = f"{e.parallelism.upper()}{e.gpus // e.pp}"
+    if e.pp > 1:
+        one = f"PP{e.pp} x {one}"
+    return one if instances == 1 else (f"{instances} x ({one})" if e.pp > 1 else f"{instances} x {one}")
 
 
 REASONING_FIELDS = ("reasoning_content", "reasoning")
