@@ -26,6 +26,13 @@ def fp4_format(hardware_key: str) -> str:
     return "nvfp4" if hw.vendor == "nvidia" and hw.fp4_flops else "mxfp4"
 
 
+def engine_batch_defaults(engine: str, hardware_key: str) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) as `engine`'s server sets them on this GPU (its profile)."""
+    from agentx.engine import presets
+
+    return engine_profile(engine).batch_defaults(presets.hardware(hardware_key).hbm_bytes)
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     hardware: str = option("H200", "Hardware preset (see `agentx sim presets`).")
@@ -63,8 +70,10 @@ class EngineConfig:
                             "(`agentx sim presets`).")
     store_rules: bool = option(True, "The KV store path's rules (vLLM's AgentX work): only each turn's new blocks "
                                "written, one copy per block per tier, no write repeated while in flight (SPEC 6).")
-    max_num_seqs: int = option(DEFAULT.max_num_seqs, "Most sequences in a batch.", min=1)
-    max_num_batched_tokens: int = option(DEFAULT.max_num_batched_tokens, "Most tokens in one iteration.", min=1)
+    max_num_seqs: int = option(0, "Most sequences in a batch (0: the engine's own default on this GPU, "
+                               "`agentx sim presets`).", min=0)
+    max_num_batched_tokens: int = option(0, "Most tokens in one iteration (0: the engine's own default on this "
+                                         "GPU).", min=0)
     max_model_len: int = option(0, "0: the model's maximum context.", min=0)
     num_gpu_blocks_override: int = option(0, "This many KV blocks instead of the memory arithmetic.", min=0)
     # timing model (see agentx/engine/timing.py); 0 / None: the engine profile's (presets.toml [timing])
@@ -92,6 +101,11 @@ class EngineConfig:
         check_bounds(self)
         if self.precision == "fp4":  # the published name: the FP4 format this GPU runs
             object.__setattr__(self, "precision", fp4_format(self.hardware))
+        own = engine_batch_defaults(self.engine, self.hardware)
+        if not self.max_num_seqs:
+            object.__setattr__(self, "max_num_seqs", own[0])
+        if not self.max_num_batched_tokens:
+            object.__setattr__(self, "max_num_batched_tokens", own[1])
         releases = engine_profile(self.engine).releases
         if self.engine_version and self.engine_version not in releases:
             raise AgentxError(f"--engine-version {self.engine_version!r}: {self.engine} has "
@@ -175,7 +189,8 @@ LABELLED = ("hardware", "model", "gpus", "precision", "parallelism", "pp", "cpu_
 def changed_settings(e: EngineConfig, skip: tuple[str, ...] = ()) -> list[str]:
     """`name=value` of each engine setting that differs from its default, less LABELLED and `skip`:
     what else sets a deployment apart (the deployment key's `engine_settings`)."""
-    default = EngineConfig()
+    default = replace(EngineConfig(), **dict(zip(("max_num_seqs", "max_num_batched_tokens"),
+                                                 engine_batch_defaults(e.engine, e.hardware))))
     return [f"{f.name}={getattr(e, f.name)}" for f in fields(e)
             if f.name not in LABELLED + skip and getattr(e, f.name) != getattr(default, f.name)]
 
