@@ -153,16 +153,16 @@ def tp_choice(row: Row) -> list[int]:
 
 def row_engine(row: Row, **timing) -> EngineConfig:
     """The deployment a row runs on: the TP of `tp_choice` (the first whose weights fit), the
-    engine's batch limits not binding (every recipe allows at least the concurrency: vLLM's
-    --max-num-seqs is the concurrency or 1024, TensorRT-LLM's max_batch_size 512 to 2048, SGLang's
-    unset) unless the recipe sets a cap (`max_num_seqs`), and the recipe's token budget, KV precision and memory split."""
+    recipe's batch cap where it sets one (`max_num_seqs`), else the engine's own (its profile:
+    vLLM 1,024, SGLang 2,048, TensorRT-LLM 2,048, ATOM 512, none binding at the rows'
+    concurrency), and the recipe's token budget, KV precision and memory split."""
     from agentx.engine.timing import Roofline
 
     problems = []
     for tp in tp_choice(row):
         cfg = EngineConfig(hardware=row.hardware, model=row.model, gpus=tp, precision=row.precision,
                            engine=row.engine, engine_version=row.engine_release, parallelism=parallelism(row, tp),
-                           max_num_seqs=row.max_num_seqs or max(256, row.concurrency),
+                           max_num_seqs=row.max_num_seqs or 0,
                            max_num_batched_tokens=row.max_num_batched_tokens, kv_cache_dtype=row.kv_cache_dtype,
                            gpu_memory_utilization=1.0 if row.kv_free_fraction else row.gpu_memory_utilization,
                            **timing)

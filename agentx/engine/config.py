@@ -26,6 +26,13 @@ def fp4_format(hardware_key: str) -> str:
     return "nvfp4" if hw.vendor == "nvidia" and hw.fp4_flops else "mxfp4"
 
 
+def engine_batch_defaults(engine: str, hardware_key: str) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) as `engine`'s server sets them on this GPU (its profile)."""
+    from agentx.engine import presets
+
+    return engine_profile(engine).batch_defaults(presets.hardware(hardware_key).hbm_bytes)
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     hardware: str = option("H200", "Hardware preset (see `agentx sim presets`).")
@@ -41,6 +48,9 @@ class EngineConfig:
                                  "current entry.")
     parallelism: str = option("tp", "How --gpus split a model instance: tp, tep (TP attention + EP experts) or "
                               "dep (attention data-parallel + EP experts, e.g. DEP8).", choices=PARALLELISMS)
+    pp: int = option(1, "Pipeline-parallel stages the instance's --gpus are split into: each stage holds its "
+                     "share of the layers on gpus / pp GPUs split by --parallelism (PP2 x TP4: --gpus 8 --pp 2); "
+                     "the batch runs as up to pp micro-batches in flight (SPEC section 6).", min=1)
     kv_cache_dtype: str = option("auto", "KV cache precision: auto (BF16 beside bf16 weights, FP8 beside fp8 and FP4 "
                                  "weights), bf16 or fp8 (vLLM's --kv-cache-dtype).", choices=KV_DTYPES)
     gpu_memory_utilization: float = option(0.9, "Share of GPU memory the engine may use.", gt=0, max=1)
@@ -60,8 +70,10 @@ class EngineConfig:
                             "(`agentx sim presets`).")
     store_rules: bool = option(True, "The KV store path's rules (vLLM's AgentX work): only each turn's new blocks "
                                "written, one copy per block per tier, no write repeated while in flight (SPEC 6).")
-    max_num_seqs: int = option(DEFAULT.max_num_seqs, "Most sequences in a batch.", min=1)
-    max_num_batched_tokens: int = option(DEFAULT.max_num_batched_tokens, "Most tokens in one iteration.", min=1)
+    max_num_seqs: int = option(0, "Most sequences in a batch (0: the engine's own default on this GPU, "
+                               "`agentx sim presets`).", min=0)
+    max_num_batched_tokens: int = option(0, "Most tokens in one iteration (0: the engine's own default on this "
+                                         "GPU).", min=0)
     max_model_len: int = option(0, "0: the model's maximum context.", min=0)
     num_gpu_blocks_override: int = option(0, "This many KV blocks instead of the memory arithmetic.", min=0)
     # timing model (see agentx/engine/timing.py); 0 / None: the engine profile's (presets.toml [timing])
@@ -89,6 +101,11 @@ class EngineConfig:
         check_bounds(self)
         if self.precision == "fp4":  # the published name: the FP4 format this GPU runs
             object.__setattr__(self, "precision", fp4_format(self.hardware))
+        own = engine_batch_defaults(self.engine, self.hardware)
+        if not self.max_num_seqs:
+            object.__setattr__(self, "max_num_seqs", own[0])
+        if not self.max_num_batched_tokens:
+            object.__setattr__(self, "max_num_batched_tokens", own[1])
         releases = engine_profile(self.engine).releases
         if self.engine_version and self.engine_version not in releases:
             raise AgentxError(f"--engine-version {self.engine_version!r}: {self.engine} has "
@@ -98,6 +115,7 @@ class EngineConfig:
             (not self.spec_decode or self.draft_tokens >= 1, "spec_decode needs draft_tokens >= 1"),
             (self.acceptance_length == 0 or 1 <= self.acceptance_length <= self.draft_tokens + 1,
              "acceptance_length must be in [1, draft_tokens + 1]"),
+            (self.gpus % self.pp == 0, f"--gpus {self.gpus} does not split into --pp {self.pp} equal stages"),
             (not self.ssd_drives or self.cpu_offload_gb > 0, "an SSD tier sits under DRAM: ssd_drives needs "
              "cpu_offload_gb > 0"),
         ]
@@ -164,21 +182,25 @@ class Deployment:
 # hardware, model, GPUs, precision, parallelism, the KV offload tiers (`kv_offload`), speculative
 # decoding (`spec_decoding`); and the seed, which is the draw (answer lengths, faults), not the
 # deployment: runs of other seeds are the same deployment's other samples (the spread, SPEC 3).
-LABELLED = ("hardware", "model", "gpus", "precision", "parallelism", "cpu_offload_gb", "ssd_drives", "ssd_drive",
+LABELLED = ("hardware", "model", "gpus", "precision", "parallelism", "pp", "cpu_offload_gb", "ssd_drives", "ssd_drive",
             "spec_decode", "draft_tokens", "acceptance_length", "seed")
 
 
 def changed_settings(e: EngineConfig, skip: tuple[str, ...] = ()) -> list[str]:
     """`name=value` of each engine setting that differs from its default, less LABELLED and `skip`:
     what else sets a deployment apart (the deployment key's `engine_settings`)."""
-    default = EngineConfig()
+    default = replace(EngineConfig(), **dict(zip(("max_num_seqs", "max_num_batched_tokens"),
+                                                 engine_batch_defaults(e.engine, e.hardware))))
     return [f"{f.name}={getattr(e, f.name)}" for f in fields(e)
             if f.name not in LABELLED + skip and getattr(e, f.name) != getattr(default, f.name)]
 
 
 def parallelism_label(e: EngineConfig, instances: int = 1) -> str:
-    one = f"{e.parallelism.upper()}{e.gpus}"
-    return one if instances == 1 else f"{instances} x {one}"
+    """TP8, DEP8, PP2 x TP4 (two pipeline stages of TP4), 2 x (PP2 x TP4)."""
+    one = f"{e.parallelism.upper()}{e.gpus // e.pp}"
+    if e.pp > 1:
+        one = f"PP{e.pp} x {one}"
+    return one if instances == 1 else (f"{instances} x ({one})" if e.pp > 1 else f"{instances} x {one}")
 
 
 REASONING_FIELDS = ("reasoning_content", "reasoning")

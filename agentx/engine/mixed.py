@@ -115,7 +115,8 @@ def mixed_finish_bound(core) -> float | None:
     n = min(min(rem) // most_kept, most + 1)
     n = min(n, _fitting(core, [k * most_kept for k in range(1, n + 1)], rem, seq, chunk) + 1)
     pairs = size * context + batch * (size * (size + 1) // 2) + chunk * seq.computed + chunk * (chunk + 1) // 2
-    duration = core.roofline.iteration_s(Work(batch * size + chunk, pairs, context + seq.computed))
+    work = Work(batch * size + chunk, pairs, context + seq.computed, sequences=batch + 1)
+    duration = core.roofline.iteration_s(work)
     return core.now + duration * n * (1 - 1e-6)
 
 
@@ -128,7 +129,7 @@ def _iterations(core, until: float, batch: int, size: int, context: int, first_e
     while now < until and kept < first_end and len(durations) < most:
         a = math.floor((g + 1) * al) - math.floor(g * al)
         work = Work(batch * size + chunk, size * context + batch * pairs_per_seq + chunk * prefilled + pairs_chunk,
-                    context + prefilled)
+                    context + prefilled, sequences=batch + 1)
         duration = roof.iteration_s(work)
         now += duration
         durations.append(duration)

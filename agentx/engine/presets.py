@@ -218,7 +218,24 @@ def preset_tables() -> list:
     for key in _table()["ssd"]:
         d = ssd_drive(key)
         drives.add_row(key, d.name, f"{d.capacity_bytes / 1e12:.2f}", f"{d.read_bw / 1e9:.1f}", f"{d.write_bw / 1e9:.1f}")
-    return [hw, models, profiles, drives]
+    return [hw, models, engine_table(), profiles, drives]
+
+
+def engine_table():
+    """A Rich table of each engine's own batch caps (what `--max-num-seqs` / `--max-num-batched-tokens`
+    0 take), with their source."""
+    from rich.table import Table
+
+    from agentx.engine.profiles import PROFILES
+
+    table = Table("engine", "admission", "max_num_seqs", "max_num_batched_tokens", "source",
+                  title="Engines' own batch defaults (--engine; 0 in --max-num-seqs / --max-num-batched-tokens)")
+    for p in PROFILES.values():
+        small = p.batch_defaults(0)
+        split = f" (under {p.large_gib:g} GiB: {small[0]:,} / {small[1]:,})" if small != p.batch_defaults(1e15) else ""
+        table.add_row(p.name, p.admission.value, f"{p.max_num_seqs:,}", f"{p.max_num_batched_tokens:,}{split}",
+                      p.defaults_source)
+    return table
 
 
 def source_table(key: str):

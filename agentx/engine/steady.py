@@ -69,9 +69,11 @@ def steady_mix(roof: Roofline, isl: float, osl: float, concurrency: int) -> Mix:
     served = mixed * chunk / demand
     pieces = math.ceil(isl / budget)  # chunks of one prompt; a chunk reads the prompt's earlier ones
     prefix = (pieces - 1) / 2 * budget if pieces > 1 else 0.0
-    decode = Work(new_tokens=round(batch), attn_pairs=round(batch * context), kv_read_tokens=round(batch * context))
+    decode = Work(new_tokens=round(batch), attn_pairs=round(batch * context), kv_read_tokens=round(batch * context),
+                  sequences=round(batch))
     both = Work(new_tokens=round(batch + chunk), attn_pairs=round(batch * context + chunk * isl / 2),
-                kv_read_tokens=round(batch * context + prefix * max(1.0, chunk / isl)))
+                kv_read_tokens=round(batch * context + prefix * max(1.0, chunk / isl)),
+                sequences=round(batch) + 1)
     phases = tuple(p for p in (Phase(1 - mixed, decode), Phase(mixed, both)) if p.share > 0)
     return Mix(batch, chunk, served, phases, batch * (isl + osl) / osl * served / cfg.gpus)
 

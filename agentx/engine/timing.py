@@ -39,6 +39,10 @@ Per iteration, per GPU of the tensor-parallel group (everything is split evenly 
   (each attending its context) in FLOPs, expert reads and KV writes; the drafter's own cost
   (one MTP / EAGLE layer) is not modeled. The core decides how many tokens are kept.
 
+Pipeline parallelism (`pp` stages of gpus / pp GPUs, ceil(layers / pp) layers each): an iteration
+is pp stage times of one of min(pp, sequences) micro-batches plus the hops between stages
+(`pipeline_s`); a stage's per-GPU work is the whole model's over pp x tp GPUs.
+
 KV layout per GPU: GQA shards KV heads over TP (replicated when there are fewer KV heads than
 GPUs, as vLLM does); MLA's latent is replicated on every rank. KV capacity per GPU is
 HBM x gpu_memory_utilization - weights / GPUs.
@@ -49,7 +53,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agentx.engine import presets
-from agentx.engine.config import EngineConfig
+from agentx.engine.config import EngineConfig, parallelism_label
 from agentx.errors import AgentxError
 
 
@@ -61,12 +65,19 @@ class Work:
     attn_pairs: int = 0  # (query token, context token) pairs attended
     kv_read_tokens: int = 0  # context tokens whose KV is read
     loaded_tokens: int = 0  # tokens whose KV comes from the CPU tier
+    sequences: int = 0  # sequences scheduled (a pipeline splits them into up to pp micro-batches; 0: one)
 
     def add(self, computed: int, n: int) -> None:
         """A sequence with `computed` tokens in cache computing `n` more."""
+        self.sequences += 1
         self.new_tokens += n
         self.attn_pairs += n * computed + n * (n + 1) // 2
         self.kv_read_tokens += computed
+
+    def part(self, m: int) -> "Work":
+        """One of `m` equal micro-batches of this work (rounded up)."""
+        return Work(-(-self.new_tokens // m), -(-self.attn_pairs // m), -(-self.kv_read_tokens // m), 0,
+                    -(-self.sequences // m))
 
 
 # bytes per weight of each precision (FP4 formats with their block scales: NVFP4 one FP8 scale per
@@ -101,6 +112,12 @@ class Roofline:
         if self.norm < 1:
             raise AgentxError(f"roofline_norm {self.norm:g} is below 1: the busy time would exceed compute plus memory")
         g, dep = cfg.gpus, cfg.parallelism == "dep"
+        if cfg.pp > m.layers:
+            raise AgentxError(f"--pp {cfg.pp}: {m.name} has {m.layers} layers to split into stages", "pp")
+        self.tp = g // cfg.pp  # GPUs of one pipeline stage
+        self.stage_layers = -(-m.layers // cfg.pp)  # the largest stage's layers: it paces the pipeline
+        share = self.stage_layers / m.layers
+        self.shard = self.tp / share  # what one GPU's share of the whole model's work is divided by (g at pp 1)
         self.dtype_bytes = KV_BYTES[cfg.precision if cfg.kv_cache_dtype == "auto" else cfg.kv_cache_dtype]
         self.peak_flops, self.attn_flops = self._peaks(hw, cfg.precision)
         # dense matmuls of an experts-only FP4 checkpoint: BF16 weights, BF16 GEMMs
@@ -108,17 +125,19 @@ class Roofline:
             else self.peak_flops
         kv_layers = m.kv_layers or m.layers
         if m.attention == "mla":
-            full = kv_layers * (m.kv_lora_rank + m.qk_rope_head_dim) * self.dtype_bytes
-            self.kv_bytes_per_token = full / g if dep else full  # MLA's latent: on every TP rank
+            full = kv_layers * share * (m.kv_lora_rank + m.qk_rope_head_dim) * self.dtype_bytes
+            self.kv_bytes_per_token = full / self.tp if dep else full  # MLA's latent: on every TP rank
             self.attn_flops_per_pair = 2 * m.heads * (2 * m.kv_lora_rank + m.qk_rope_head_dim) * m.layers
         else:
-            full = kv_layers * m.kv_heads * m.head_dim * 2 * self.dtype_bytes
-            heads_per_gpu = max(1.0, m.kv_heads / g)  # replicated below one head per GPU
-            self.kv_bytes_per_token = full / g if dep else kv_layers * heads_per_gpu * m.head_dim * 2 * self.dtype_bytes
+            full = kv_layers * share * m.kv_heads * m.head_dim * 2 * self.dtype_bytes
+            heads_per_gpu = max(1.0, m.kv_heads / self.tp)  # replicated below one head per GPU
+            self.kv_bytes_per_token = full / self.tp if dep else full / m.kv_heads * heads_per_gpu
             self.attn_flops_per_pair = 4 * m.heads * m.head_dim * kv_layers
-        # kv_bytes_per_token is per GPU and token (with attention DP: averaged over the ranks)
+        # kv_bytes_per_token is per GPU (of the largest stage) and token (with attention DP: averaged over the ranks)
         self._split_weights(m, cfg.precision)
-        weights_per_gpu = (self.dense_bytes + self.expert_bytes / g) if dep else self.weight_bytes / g
+        self.stage_share = share
+        weights_per_gpu = (self.dense_bytes * share + self.expert_bytes / self.shard) if dep \
+            else self.weight_bytes / self.shard
         free = hw.hbm_bytes * cfg.gpu_memory_utilization - weights_per_gpu
         if free <= 0:
             raise AgentxError(
@@ -187,15 +206,15 @@ class Roofline:
         plus the routed experts the tokens touch: 1 - (1 - k/E)^tokens of them, counted 1 /
         moe_efficiency times: expert GEMMs of a few tokens each stream their weights less well; their
         FLOPs count the same way in compute_s)."""
-        g = self.cfg.gpus
+        g = self.shard
         touched = 1.0 - (1.0 - self.k_over_e) ** tokens if self.model.experts else 1.0
         experts = self.expert_bytes * touched / g / self.moe_eff
-        if self.cfg.parallelism == "dep":  # every rank its own replica of the dense part
-            return self.dense_bytes + experts
+        if self.cfg.parallelism == "dep":  # every rank its own replica of the dense part (of its stage)
+            return self.dense_bytes * self.stage_share + experts
         return self.dense_bytes / g + experts
 
     def compute_s(self, work: Work) -> float:
-        g = self.cfg.gpus
+        g = self.shard
         experts = self.expert_params * self.k_over_e if self.model.experts else 0.0  # active routed
         dense = self.model.params_active - experts
         matmul = 2 * (dense / self.dense_flops + experts / self.moe_eff / self.peak_flops) * work.new_tokens / (g * self.mfu)
@@ -214,28 +233,44 @@ class Roofline:
         the profile's per-iteration overhead): TP: two all-reduces per layer of every token's hidden
         state (ring: 2 (g-1)/g of it crosses each link); TEP: one all-reduce (attention) plus the MoE
         all-to-all; DEP: the all-to-all only (dispatch and combine of k expert copies per token)."""
-        g, m = self.cfg.gpus, self.model
+        g, m = self.tp, self.model
         if g == 1 or not tokens or not self.hw.scale_up_bw:
             return 0.0
         hidden = tokens * m.hidden * ACTIVATION_BYTES / g  # this GPU's share of the batch
         ring = 2 * (g - 1) / g * hidden * g  # an all-reduce moves the whole batch's hidden state
         a2a = 2 * m.experts_per_token * hidden * (g - 1) / g if m.experts else 0.0
         per_layer = {"tp": 2 * ring, "tep": ring + a2a, "dep": a2a or 2 * ring}[self.cfg.parallelism]
-        return m.layers * per_layer / (self.hw.scale_up_bw * self.collective_eff)
+        return self.stage_layers * per_layer / (self.hw.scale_up_bw * self.collective_eff)
 
     def transfer_s(self, tokens: int) -> float:
         """Moving `tokens` tokens of KV (all TP shards) between HBM and host DRAM."""
         return tokens * self.kv_bytes_per_token * self.cfg.gpus / self.host_bw
 
+    def busy_s(self, work: Work) -> float:
+        """One stage's time for `work` (the whole model's at pp 1): roofline plus collectives."""
+        return overlap(self.compute_s(work), self.memory_s(work), self.norm) + self.collective_s(work.new_tokens)
+
+    def pipeline_s(self, work: Work) -> float:
+        """An iteration through pp stages: the batch split into m = min(pp, sequences) micro-batches in
+        flight (vLLM keeps pp batches in flight: vllm/config/vllm.py `max_concurrent_batches`), each
+        crossing every stage and the pp - 1 hops between them, so it ends after pp stage times of one
+        micro-batch. With m < pp (one long prompt, a small batch) the stages idle (pp - m) / pp of it:
+        the pipeline bubble; the per-GPU work of a stage is the whole model's over pp x tp GPUs."""
+        m = max(1, min(self.cfg.pp, work.sequences))
+        part = work.part(m)
+        hop = part.new_tokens * self.model.hidden * ACTIVATION_BYTES / self.tp  # each TP rank sends its slice
+        link = self.hw.scale_up_bw * self.collective_eff if self.hw.scale_up_bw else self.hw.host_link_bw
+        return self.cfg.pp * self.busy_s(part) + (self.cfg.pp - 1) * hop / link
+
     def iteration_s(self, work: Work) -> float:
         if not work.new_tokens:
             return 0.0
-        busy = overlap(self.compute_s(work), self.memory_s(work), self.norm) + self.collective_s(work.new_tokens)
+        busy = self.busy_s(work) if self.cfg.pp == 1 else self.pipeline_s(work)
         return busy + self.overhead_s + self.transfer_s(work.loaded_tokens)
 
     def describe(self) -> str:
         return (
-            f"{self.cfg.gpus} x {self.hw.name} {self.cfg.parallelism.upper()}{self.cfg.gpus}, {self.model.name} "
+            f"{self.cfg.gpus} x {self.hw.name} {parallelism_label(self.cfg)}, {self.model.name} "
             f"({self.cfg.precision}), {self.cfg.engine} profile {self.profile.key}; "
             f"KV cache {self.kv_capacity_tokens:,} tokens"
             + (f", CPU tier {self.cpu_capacity_tokens:,} tokens" if self.cpu_capacity_tokens else "")

@@ -58,7 +58,8 @@ def decode_finish_bound(core) -> float | None:
         return None
     (batch, size, context, rem), limit = window
     n = min(min(rem), limit) // math.ceil(core.accept_len)
-    duration = core.roofline.iteration_s(Work(batch * size, size * context + batch * size * (size + 1) // 2, context))
+    duration = core.roofline.iteration_s(Work(batch * size, size * context + batch * size * (size + 1) // 2, context,
+                                                 sequences=batch))
     return core.now + duration * n * (1 - 1e-6)
 
 
@@ -102,7 +103,7 @@ def prefill_window(core, until: float, finished: list, itl: list) -> bool:
     roof, now, cumulative, durations = core.roofline, core.now, c, []
     pairs_own = budget * (budget + 1) // 2
     while len(durations) < iterations and now < until:
-        duration = roof.iteration_s(Work(budget, budget * cumulative + pairs_own, cumulative))
+        duration = roof.iteration_s(Work(budget, budget * cumulative + pairs_own, cumulative, sequences=1))
         durations.append(duration)
         now += duration
         cumulative += budget
@@ -164,7 +165,7 @@ def prefill_finish_bound(core) -> float | None:
     if seq.computed < seq.prompt_len and _next_block_cached(core.kv, seq.hashes, core.kv.seqs[seq]):
         return None
     roof = core.roofline
-    shortest = roof.iteration_s(Work(budget, budget * (budget + 1) // 2, 0))
+    shortest = roof.iteration_s(Work(budget, budget * (budget + 1) // 2, 0, sequences=1))
     return core.now + ((iterations - 1) * shortest + roof.overhead_s) * (1 - 1e-6)
 
 
@@ -238,7 +239,7 @@ def _iterations(core, until: float, batch: int, size: int, context: int, first_e
         a = math.floor((g + 1) * al) - math.floor(g * al)
         if kept + a > limit:
             break
-        duration = roof.iteration_s(Work(batch * size, size * context + batch * pairs_per_seq, context))
+        duration = roof.iteration_s(Work(batch * size, size * context + batch * pairs_per_seq, context, sequences=batch))
         now += duration
         itl.append((duration, batch))
         kept += a

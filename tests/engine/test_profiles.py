@@ -61,3 +61,32 @@ def test_no_module_of_the_simulator_compares_engine_names():
     files = [p for d in ("engine", "virtual") for p in sorted((ROOT / d).rglob("*.py")) if "profiles" not in p.parts]
     assert len(files) > 30
     assert [hit for p in files for hit in _engine_name_compares(p)] == []
+
+
+@pytest.mark.parametrize("engine, hardware, seqs, tokens", [
+    ("vllm", "H100", 1024, 8192),  # vLLM's API server on a GPU of >= 70 GiB (arg_utils.get_batch_defaults)
+    ("vllm", "B200", 1024, 8192),
+    ("sglang", "H200", 2048, 8192),  # --chunked-prefill-size 8,192 under 160 GiB (server_args.py)
+    ("sglang", "B200", 2048, 16384),  # ... 16,384 at or above
+    ("sglang", "MI300X", 2048, 16384),
+    ("trtllm", "B200", 2048, 8192),  # BuildConfig's max_batch_size / max_num_tokens
+    ("atom", "MI355X", 512, 16384),  # ATOM's EngineArgs
+])
+def test_each_engine_runs_with_its_own_batch_defaults_unless_told(engine, hardware, seqs, tokens):
+    from agentx.virtual.settings import sim_bench_config
+
+    cfg = EngineConfig(engine=engine, hardware=hardware)
+    assert (cfg.max_num_seqs, cfg.max_num_batched_tokens) == (seqs, tokens)
+    assert engine_profile(engine).defaults_source  # each cited
+    told = EngineConfig(engine=engine, hardware=hardware, max_num_seqs=64, max_num_batched_tokens=4096)
+    assert (told.max_num_seqs, told.max_num_batched_tokens) == (64, 4096)
+    run = sim_bench_config({"engine": engine, "hardware": hardware, "model": "llama-3.1-70b", "precision": "fp8"}, [1])
+    assert (run.deployment.engine.max_num_seqs, run.deployment.engine.max_num_batched_tokens) == (seqs, tokens)
+
+
+def test_an_engines_own_defaults_are_not_a_changed_setting():
+    from agentx.engine.config import changed_settings
+
+    assert changed_settings(EngineConfig(engine="sglang", hardware="B200")) == ["engine=sglang"]
+    assert "max_num_batched_tokens=8192" in changed_settings(EngineConfig(engine="sglang", hardware="B200",
+                                                                          max_num_batched_tokens=8192))

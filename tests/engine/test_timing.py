@@ -158,3 +158,60 @@ def test_experts_only_fp4_checkpoint_runs_its_dense_matmuls_at_the_bf16_rate():
     assert llama.compute_s(w) == pytest.approx(2 * 8192 * llama.model.params_active / (9e15 * 0.5))
     hopper = Roofline(EngineConfig(hardware="H200", gpus=1, model="gpt-oss-120b", precision="mxfp4", mfu=0.5))
     assert hopper.dense_flops == hopper.peak_flops == presets.hardware("H200").bf16_flops  # weight-only FP4
+
+
+def _decodes(n: int, context: int) -> Work:
+    work = Work()
+    for _ in range(n):
+        work.add(context, 1)
+    return work
+
+
+def _prompts(n: int, tokens: int) -> Work:
+    work = Work()
+    for _ in range(n):
+        work.add(0, tokens)
+    return work
+
+
+def test_pipeline_stages_differ_from_tp8_in_the_physically_expected_directions():
+    """PP2 x TP4 against TP8 on the same 8 GPUs: every GPU holds an eighth of the weights either way,
+    but a token crosses both stages one after the other, each stage's all-reduces span 4 GPUs and
+    half the layers, and one sequence cannot be split into micro-batches (the bubble)."""
+    tp8 = Roofline(EngineConfig(hardware="H200", gpus=8, model="llama-3.1-70b", precision="fp8"))
+    pp2 = Roofline(EngineConfig(hardware="H200", gpus=8, pp=2, model="llama-3.1-70b", precision="fp8"))
+    assert "PP2 x TP4" in pp2.describe() and "TP8" in tp8.describe()
+    assert (pp2.tp, pp2.stage_layers) == (4, 40)
+    assert pp2.kv_capacity_tokens == tp8.kv_capacity_tokens  # 8 KV heads: one per GPU either way
+    # a stage's all-reduces: 4 GPUs, 40 layers
+    assert pp2.collective_s(4096) < tp8.collective_s(4096) / 2
+    # memory-bound decode: each of the two micro-batches reads its stage's weights, one stage after the other
+    decode = _decodes(64, 2000)
+    assert pp2.iteration_s(decode) > tp8.iteration_s(decode)
+    assert pp2.iteration_s(_decodes(1, 2000)) > 1.5 * tp8.iteration_s(_decodes(1, 2000)) - tp8.overhead_s
+    # one long prompt: one micro-batch, so only one stage works at a time (the bubble) ...
+    lone = _prompts(1, 8192)
+    assert pp2.iteration_s(lone) > tp8.iteration_s(lone)
+    compute = pp2.compute_s(lone)  # (the whole model's FLOPs over 8 GPUs: TP8's)
+    assert compute == pytest.approx(tp8.compute_s(lone))
+    assert pp2.pipeline_s(lone) >= 2 * compute
+    # ... two prompts fill it: the same FLOPs as TP8 on all 8 GPUs, with smaller all-reduces
+    two = _prompts(2, 4096)
+    assert pp2.iteration_s(two) < tp8.iteration_s(two)
+    assert pp2.pipeline_s(two) < pp2.pipeline_s(_prompts(1, 8192))
+
+
+def test_pipeline_stages_hold_their_layers_kv_so_mla_gains_capacity():
+    """MLA's latent is replicated on every TP rank: two stages of half the layers each hold about
+    half the KV per token per GPU (61 layers: the larger stage has 31), so about twice the tokens."""
+    tp8 = Roofline(EngineConfig(hardware="H200", gpus=8, model="deepseek-r1", precision="fp8"))
+    pp2 = Roofline(EngineConfig(hardware="H200", gpus=8, pp=2, model="deepseek-r1", precision="fp8"))
+    assert pp2.kv_bytes_per_token == pytest.approx(tp8.kv_bytes_per_token * 31 / 61)
+    assert 1.8 < pp2.kv_capacity_tokens / tp8.kv_capacity_tokens < 2.0
+
+
+def test_pipeline_stages_must_split_the_gpus_and_the_layers():
+    with pytest.raises(AgentxError, match="does not split into --pp 3"):
+        EngineConfig(gpus=8, pp=3)
+    with pytest.raises(AgentxError, match="layers to split"):
+        Roofline(EngineConfig(hardware="H200", gpus=128, pp=128, model="llama-3.1-70b", precision="fp8"))

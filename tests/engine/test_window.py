@@ -57,6 +57,7 @@ CASES = [
     dict(model="deepseek-v3", precision="fp8", hardware="B200", spec_decode="mtp", draft_tokens=1),  # AL 1.85 (preset)
     dict(spec_decode="eagle3", draft_tokens=3, acceptance_length=2.6, num_gpu_blocks_override=3_000,
          max_model_len=32_768),
+    dict(pp=2),  # PP2 x TP4: an iteration's micro-batches follow its sequences
 ]
 
 
@@ -151,7 +152,8 @@ def test_a_window_that_does_not_fit_two_iterations_changes_nothing():
 
 
 @pytest.mark.parametrize("kw", [dict(max_num_batched_tokens=512),
-                                dict(max_num_batched_tokens=512, num_gpu_blocks_override=700, max_model_len=8_192)])
+                                dict(max_num_batched_tokens=512, num_gpu_blocks_override=700, max_model_len=8_192),
+                                dict(max_num_batched_tokens=512, pp=4)])
 def test_prefill_windows_give_the_step_by_step_times_and_state(kw, monkeypatch):
     """A lone sequence's prefill chunks computed together (engine/window.prefill_window), the cache
     short of blocks in the second case: the same times and state as one iteration at a time."""
@@ -176,7 +178,8 @@ def test_prefill_windows_give_the_step_by_step_times_and_state(kw, monkeypatch):
 @pytest.mark.parametrize("kw", [dict(max_num_batched_tokens=512),
                                 dict(max_num_batched_tokens=512, num_gpu_blocks_override=900, max_model_len=8_192),
                                 dict(max_num_batched_tokens=640, spec_decode="eagle3", draft_tokens=3,
-                                     acceptance_length=2.6)])
+                                     acceptance_length=2.6),
+                                dict(max_num_batched_tokens=512, pp=2)])
 def test_mixed_windows_give_the_step_by_step_times_and_state(kw, monkeypatch):
     """Decodes beside one prefill's chunks computed together (engine/mixed.mixed_window), the
     cache short of blocks in the second case, speculative decoding in the third: the same times

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from agentx.engine.calibration import held_out_id, implied_gpus, load_table, row_engine, tp_choice
+from agentx.engine.profiles import engine_profile
 from agentx.engine.config import EngineConfig
 from agentx.engine.fit import held_out, predict
 from agentx.engine.timing import Roofline
@@ -49,7 +50,9 @@ def test_deployments_come_from_the_recipe_and_the_published_figures_agree_with_i
             with pytest.raises(AgentxError, match="leaves no KV cache"):
                 Roofline(replace(cfg, gpus=smaller))
         assert cfg.parallelism == ("tep" if r.ep > 1 or cfg.gpus in r.ep_tps else "tp") or r.attention_dp
-        assert cfg.max_num_seqs == (r.max_num_seqs or max(256, r.concurrency))
+        # the recipe's cap, else the engine's own (its profile), which never binds at the row's concurrency
+        own = engine_profile(r.engine).batch_defaults(Roofline(cfg).hw.hbm_bytes)[0]
+        assert cfg.max_num_seqs == (r.max_num_seqs or own) and (r.max_num_seqs or own >= r.concurrency)
 
 
 def test_leave_one_out_never_fits_a_row_on_itself():

@@ -27,7 +27,7 @@ grid:
   replicas: [1, 2]
 """
 CONFIGS = ["8xH200_mem0.9_cpu0_r1-round-robin", "8xH200_mem0.9_cpu0_r2-round-robin"]
-SIM_SETTINGS = "profile=vllm.H200.bf16, gpu_memory_utilization=0.9, max_num_seqs=256, max_num_batched_tokens=8192"  # the sim's defaults
+SIM_SETTINGS = "profile=vllm.H200.bf16, gpu_memory_utilization=0.9, max_num_seqs=1024, max_num_batched_tokens=8192"  # vLLM's own on H200
 
 
 @pytest.fixture(scope="module")

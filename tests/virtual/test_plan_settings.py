@@ -113,3 +113,20 @@ def test_flags_given_to_sim_plan_win_over_the_plans_top_keys_not_over_its_grid(t
     monkeypatch.setattr(capacity, "load_plan", stop)
     CliRunner().invoke(app, ["sim", "plan", str(path), "--duration", "45", "--engine", "sglang"])
     assert seen == [{"duration": 45.0, "engine": "sglang"}]  # (max_num_seqs, seed, ...: at their defaults, not given)
+
+
+def test_pipeline_stages_are_a_grid_axis_and_flow_into_the_deployment(tmp_path):
+    """`pp` (sim bench --pp) is a grid key: each value its own configuration, named so, and the point
+    is the run `sim bench --gpus 8 --pp 2` builds; its label reads PP2 x TP4."""
+    path = tmp_path / "p.yaml"
+    path.write_text("model: llama-3.1-70b\nprecision: fp8\ngrid: {concurrency: [4], gpus: [8], pp: [1, 2]}\n")
+    plan = load_plan(path)
+    assert [c["pp"] for c in plan.configs] == [1, 2]
+    assert [config_name(c).split("_")[-1] for c in plan.configs] == ["pp-1", "pp-2"]
+    run = point(plan, plan.configs[1], 4)
+    assert run.deployment.engine.pp == 2 and run.deployment.label() == "PP2 x TP4"
+    flags = sim_bench_config({"model": "llama-3.1-70b", "precision": "fp8", "gpus": 8, "pp": 2}, [4])
+    assert flags.deployment == run.deployment
+    path.write_text("grid: {concurrency: [1], gpus: [8], pp: [3]}\n")
+    with pytest.raises(AgentxError, match="p.yaml: .*does not split into --pp 3"):
+        load_plan(path)

@@ -30,13 +30,24 @@ class EngineProfile:
     # the prefix of its entries in presets.toml [timing.kv_efficiency] when its own attention
     # kernels were fitted apart (TensorRT-LLM's: `trtllm-gqa`); "": the attention kind's shared entry
     kv_kernels: str = ""
-    # the batch caps a deployment of it runs with unless --max-num-seqs / --max-num-batched-tokens
-    # say otherwise (every engine the same today: vLLM's 256 sequences and 8,192 tokens)
+    # the engine's own batch caps, as its server ships them (what a deployment runs with unless
+    # --max-num-seqs / --max-num-batched-tokens say otherwise): the most running sequences, and the
+    # step token budget on a GPU below / at or above `large_gib` GiB of memory (its source in `defaults_source`)
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
+    large_gib: float = 0.0  # 0: one budget whatever the memory
+    small_seqs: int = 0  # the sequence cap below large_gib (0: max_num_seqs)
+    small_tokens: int = 0  # the token budget below large_gib (0: max_num_batched_tokens)
+    defaults_source: str = ""
     # releases whose per-iteration overhead was fitted apart (`--engine-version`, presets.toml
     # [timing.overhead_ms] `name-release-vendor`), from calibration rows that ran their images
     releases: tuple[str, ...] = ()
+
+    def batch_defaults(self, memory_bytes: float) -> tuple[int, int]:
+        """(max_num_seqs, max_num_batched_tokens) as the engine sets them on a GPU of this memory."""
+        if self.large_gib and memory_bytes < self.large_gib * 2**30:
+            return self.small_seqs or self.max_num_seqs, self.small_tokens or self.max_num_batched_tokens
+        return self.max_num_seqs, self.max_num_batched_tokens
 
     @property
     def no_evict(self) -> bool:
