@@ -24,7 +24,9 @@ requests as before; only the order in which the loop visits the cores changes
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
+from bisect import insort
 
 from agentx.engine.timing import Work
 from agentx.engine.window import _window_state
@@ -38,7 +40,9 @@ class Lags:
 
     def __init__(self, plan, replicas, client_delay_s: float):
         self.plan, self.replicas, self.client_delay = plan, replicas, client_delay_s
-        self.of: dict = {}  # sequence -> lag (none while warming up: 0)
+        self.of: dict = {}  # sequence -> (lag, n, sequence) (none while warming up: lag 0)
+        self.held = [[] for _ in replicas.cores]  # per core: its requests' (lag, n, sequence), by lag
+        self.count = itertools.count()
         self.due = [[] for _ in replicas.cores]  # per core: (plan time, tree uid, node)
         self.reach: list = []  # (plan time + lag, plan time, tree uid, node)
         self.memo: dict = {}  # core -> (state key, bound)
@@ -58,8 +62,15 @@ class Lags:
         heapq.heappush(self.reach, (t + self.lag(tree, node), t, tree.uid, node))
 
     def submitted(self, seq, tree_uid: int, node: int) -> None:
+        """`seq` (request `node` of tree `tree_uid`) was sent to core `seq.replica`."""
         if not self.plan.warming:
-            self.of[seq] = self.lag(self.plan.trees[tree_uid], node)
+            entry = self.of[seq] = (self.lag(self.plan.trees[tree_uid], node), next(self.count), seq)
+            insort(self.held[seq.replica], entry)
+
+    def ended(self, seq) -> None:
+        entry = self.of.pop(seq, None)
+        if entry is not None:
+            self.held[seq.replica].remove(entry)
 
     def next_due(self, i: int) -> float:
         """When the next request due to core i is sent (inf: none is due)."""
@@ -78,7 +89,7 @@ class Lags:
     def finished(self, done: list) -> float:
         """The least finish time plus lag over the finishes not handled yet."""
         of = self.of
-        return min((t + of.get(seq, 0.0) for t, _, _, seq in done), default=math.inf)
+        return min((t + (of[seq][0] if seq in of else 0.0) for t, _, _, seq in done), default=math.inf)
 
     def core_bound(self, core, i: int, bound: float) -> float:
         """The least (own bound + lag) over `core`'s requests; `bound`: its finish bound."""
@@ -87,12 +98,15 @@ class Lags:
         memo = self.memo.get(core)
         if memo is not None and memo[0] == key:
             return memo[1]
-        out = _least(core, bound, arrival, self.of)
+        out = _least(core, bound, arrival, self.held[i])
         self.memo[core] = (key, out)
         return out
 
 
-def _least(core, bound: float, arrival: float, lags: dict) -> float:
+def _least(core, bound: float, arrival: float, held: list) -> float:
+    """The least (own bound + lag) over `held`, the core's requests by lag (every request a core
+    holds while profiling was sent then: held): past the lag at which even the earliest own bound
+    (`floor`) cannot beat the best found, none can."""
     per_step, overhead, now = math.ceil(core.accept_len), core.roofline.overhead_s, core.now
     window = _window_state(core)
     if window is not None:
@@ -100,15 +114,17 @@ def _least(core, bound: float, arrival: float, lags: dict) -> float:
         first = min(min(rem), limit) // per_step  # iterations of at least `duration` each
         duration = core.roofline.iteration_s(Work(batch * size, size * context + batch * size * (size + 1) // 2,
                                                   context))
-    out = math.inf
-    for seqs in (core.running, core.waiting):
-        decoding = window is not None and seqs is core.running
-        for seq in seqs:
-            left = seq.stop_len - len(seq.output)
-            alone = bound
-            if decoding:
-                k = left // per_step
-                alone = max(bound, now + (duration * min(k, first) + overhead * max(0, k - first)) * (1 - 1e-6))
-            own = max(now + overhead * max(1, -(-left // per_step)), min(alone, arrival))
-            out = min(out, own + lags.get(seq, 0.0))
+    out, floor = math.inf, max(now + overhead, min(bound, arrival))
+    for lag, _, seq in held:
+        if floor + lag >= out:
+            break
+        if seq.finish_reason:  # (its finish waits in the runner's `done`: `finished` counts it)
+            continue
+        left = seq.stop_len - len(seq.output)
+        alone = bound
+        if window is not None and seq.computed:  # (decoding: running; a waiting one has computed nothing)
+            k = left // per_step
+            alone = max(bound, now + (duration * min(k, first) + overhead * max(0, k - first)) * (1 - 1e-6))
+        own = max(now + overhead * max(1, -(-left // per_step)), min(alone, arrival))
+        out = min(out, own + lag)
     return out

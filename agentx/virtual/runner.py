@@ -342,7 +342,7 @@ class VirtualRun(RunSkeleton):
         d, isl, osl, theo = self.inflight.pop(seq)
         if self.reach:
             self.reach.ended(seq)
-            self.lags.of.pop(seq, None)
+            self.lags.ended(seq)
         arrival = self._arrival(seq)
         produced = len(seq.output)
         rec = self.record(d, isl, osl, theo, arrival, seq.finished_at, ttft=seq.first_token_at - arrival,
