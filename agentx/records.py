@@ -102,6 +102,14 @@ def iter_jsonl(path: Path, type=Any):
             yield at, value
 
 
+class Head(msgspec.Struct):
+    """A series row's time and phase, the rest of it skipped unread (server_metrics.jsonl,
+    power.jsonl: the reports keep only some rows of an hour's hundreds of MB)."""
+
+    t: float
+    phase: str
+
+
 def read_line(path: Path, offset: int, type=Any):
     """The line of a JSON-lines file at a byte offset (from `iter_jsonl`), decoded as `type`."""
     with open(path, "rb") as f:

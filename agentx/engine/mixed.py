@@ -174,8 +174,12 @@ def _apply(core, cumulative: list[int], rem: list[int], chunk: int, finished: li
         for b in range(s.capacity // bs, -(-(s.computed + kept) // bs)):  # first needed once it keeps past b
             grows.append((bisect_right(cumulative, b * bs - s.computed), i, b))
     before = seq.computed
-    for b in range(seq.capacity // bs, -(-(before + k * chunk) // bs)):  # first needed once a chunk passes b
-        grows.append(((b * bs - before) // chunk, last, b))
+    start, end = seq.capacity // bs, -(-(before + k * chunk) // bs)
+    for j in range(k):  # block b is first needed in iteration (b x bs - before) // chunk: per iteration only
+        # its last such block (`grow_in_order` takes a run of one sequence's blocks in one take)
+        lo, hi = max(start, -(-(before + j * chunk) // bs)), min(end, -(-(before + (j + 1) * chunk) // bs))
+        if hi > lo:
+            grows.append((j, last, hi - 1))
     grow_in_order(kv, running, grows, bs)
     done, tokens = keep_decoded(core, running[:-1], rem, kept_total)
     seq.capacity = len(kv.seqs[seq].blocks) * bs

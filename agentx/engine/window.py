@@ -210,8 +210,12 @@ def _decode_state(core) -> tuple[int, int, int, list[int]] | None:
 
 
 def _emission_limit(core, rem: list[int]) -> int:
-    """The most tokens each sequence may keep before the free blocks run out."""
+    """The most tokens each sequence may keep before the free blocks run out, up to the most a
+    window can keep: it ends with the iteration in which the first sequence finishes, so it keeps
+    at most min(rem) - 1 + ceil(AL) (a larger limit is never reached: `_iterations` and
+    `decode_finish_bound` read the same from this one)."""
     bs, free = core.cfg.block_size, core.kv.free_blocks
+    cap = min(rem) - 1 + math.ceil(core.accept_len)
     slack = np.fromiter([s.capacity - s.computed for s in core.running], np.int64, len(rem))
     left = np.fromiter(rem, np.int64, len(rem))
 
@@ -219,7 +223,7 @@ def _emission_limit(core, rem: list[int]) -> int:
         over = np.minimum(left, e) - slack
         return int((-(-over[over > 0] // bs)).sum())
 
-    top = max(rem)
+    top = min(max(rem), cap)
     if blocks(top) <= free:
         return top
     lo, hi = 0, top  # blocks(lo) <= free < blocks(hi)

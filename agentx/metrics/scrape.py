@@ -11,7 +11,7 @@ from pathlib import Path
 import aiohttp
 import msgspec
 
-from agentx.records import iter_jsonl, read_jsonl, read_line
+from agentx.records import Head, iter_jsonl, read_jsonl, read_line
 
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
@@ -111,20 +111,21 @@ def summary_series(path: Path) -> list[dict]:
     before: list[tuple[float, int]] = []  # candidates for "the last row before the window": (t, offset)
     names: dict[str, str] = {}  # one string per sample name, not one per row
     start = None  # the first profile scrape's time
-    for at, row in iter_jsonl(path):
-        last, phase = [*last[-2:], at], row["phase"]
+    for at, head in iter_jsonl(path, Head):  # (each row's time and phase; a kept row is read whole)
+        last, phase, t = [*last[-2:], at], head.phase, head.t
         if phase in ("profile", "open", "close"):
+            row = read_line(path, at)
             row["samples"] = {names.setdefault(k, k): v for k, v in row["samples"].items()}
             kept[at] = row
         if phase == "profile" and start is None:
-            start = row["t"]
+            start = t
             before = [b for b in before if b[0] <= start][-1:]
         elif phase not in ("profile", "close") and start is None:
-            while before and before[-1][0] >= row["t"]:
+            while before and before[-1][0] >= t:
                 before.pop()  # a later row at an earlier time wins wherever the window starts
-            before.append((row["t"], at))
-        elif phase not in ("profile", "close") and row["t"] <= start:
-            before = [(row["t"], at)]
+            before.append((t, at))
+        elif phase not in ("profile", "close") and t <= start:
+            before = [(t, at)]
     picks = ([at for _, at in before[-1:]] if start is not None else []) + last
     for at in picks:
         if at not in kept:

@@ -39,9 +39,31 @@ def _total(samples: dict, name: str) -> float | None:
     return sum(values) if values else None
 
 
-def _mean(samples: dict, name: str) -> float | None:
-    values = [v for k, v in samples.items() if metric_name(k) == name]
-    return sum(values) / len(values) if values else None
+def _by_name(samples: dict) -> dict[str, list[float]]:
+    """A scrape's values grouped by metric name, each group in the scrape's order (its sums are
+    `_total`'s, bit for bit; one pass where `_total` takes one per name)."""
+    out: dict[str, list[float]] = {}
+    names = _NAMES
+    for k, v in samples.items():
+        name = names.get(k)
+        if name is None:
+            name = names[k] = metric_name(k)
+        group = out.get(name)
+        if group is None:
+            out[name] = [v]
+        else:
+            group.append(v)
+    return out
+
+
+_NAMES: dict[str, str] = {}  # sample key -> metric name (the same keys in every scrape of a run)
+
+
+def _reduce(groups: dict[str, list[float]], name: str, mean: bool) -> float | None:
+    values = groups.get(name)
+    if not values:
+        return None
+    return sum(values) / len(values) if mean else sum(values)
 
 
 def label_value(key: str, label: str) -> str | None:
@@ -96,13 +118,16 @@ def summarize_server(series: list[dict]) -> dict:
             missing.append(metric)
             continue
         deltas[metric] = (_total(last, name) or 0.0) - (_total(first, name) or 0.0)
+    grouped = None  # per scrape in the window, its values by metric name
     for metric, names in GAUGES.items():
         name = next((n for n in names if _total(last, n) is not None), None)
         if name is None:
             missing.append(metric)
             continue
-        reduce = _mean if metric == "kv_usage" else _total  # a fraction per replica: their mean
-        values = [reduce(row["samples"], name) for row in profile]
+        if grouped is None:
+            grouped = [_by_name(row["samples"]) for row in profile]
+        mean = metric == "kv_usage"  # a fraction per replica: their mean
+        values = [_reduce(groups, name, mean) for groups in grouped]
         values = [v for v in values if v is not None]
         out[f"{metric}_mean"] = sum(values) / len(values)
         out[f"{metric}_max"] = max(values)

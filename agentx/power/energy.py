@@ -52,8 +52,8 @@ def _window(samples: list[PowerSample]) -> tuple[list[PowerSample], str, list[st
     return [s for s in samples if s.phase == "profile"], "periodic", []
 
 
-def _gpu(gpu: str, good: list[PowerSample], t0: float, t1: float) -> tuple[dict, list[str]]:
-    points = [(s.t, r) for s in good for r in s.gpus if r.gpu == gpu]
+def _gpu(gpu: str, points: list, good: list[PowerSample], t0: float, t1: float) -> tuple[dict, list[str]]:
+    """One GPU's figures from its `points`, (t, reading) of the good reads that have it, in order."""
     reasons = [f"GPU {gpu} is missing from the window's {name} read" for name, t in (("first", t0), ("last", t1))
                if not any(pt == t for pt, _ in points)]
     energies = [r.energy_j for _, r in points]
@@ -93,9 +93,14 @@ def window_energy(samples: list[PowerSample], source: str | None) -> dict:
     t0, t1 = good[0].t, good[-1].t
     out["failed_reads"] = failed
     gpus = sorted({r.gpu for s in good for r in s.gpus}, key=gpu_order)
+    points: dict[str, list] = {gpu: [] for gpu in gpus}  # per GPU, in one pass over the reads
+    for s in good:
+        t = s.t
+        for r in s.gpus:
+            points[r.gpu].append((t, r))
     per_gpu = []
     for gpu in gpus:
-        row, why = _gpu(gpu, good, t0, t1)
+        row, why = _gpu(gpu, points[gpu], good, t0, t1)
         per_gpu.append(row)
         reasons += why
     totals = [sum(r.power_w for r in s.gpus) for s in good

@@ -14,7 +14,7 @@ from typing import Annotated
 import msgspec
 
 from agentx.power.readings import GpuReading, TelemetryError
-from agentx.records import iter_jsonl, read_jsonl
+from agentx.records import Head, iter_jsonl, read_jsonl, read_line
 
 Phase = Annotated[str, msgspec.Meta(max_length=20)]
 # the reads between "open" and "close": a drained run (--drain) closes when its last profiled
@@ -44,7 +44,9 @@ def read_power(path: Path) -> list[PowerSample]:
 def read_window_power(path: Path) -> list[PowerSample]:
     """The reads of `read_power` that `energy.window_energy` looks at (open, profile, drain,
     close), a line at a time (a 72-GPU hour's warmup reads are never kept)."""
-    return [s for _, s in iter_jsonl(path, PowerSample) if s.phase in WINDOW_PHASES] if path.exists() else []
+    if not path.exists():
+        return []
+    return [read_line(path, at, PowerSample) for at, head in iter_jsonl(path, Head) if head.phase in WINDOW_PHASES]
 
 
 class PowerSampler:

@@ -145,6 +145,7 @@ class ReplayPlan:
         self._uid = 0
         self._handed = 0  # sessions drawn so far (reuse_sessions=False: at most one each)
         self._out: list[Dispatch] = []
+        self.on_schedule = None  # called with (tree, node, t) as a node is set due at plan time t (virtual/lags.py)
 
     # ----------------------------------------------------------------- public
 
@@ -344,6 +345,12 @@ class ReplayPlan:
     def _schedule(self, tree: Tree, node: int, t: float) -> None:
         tree.due_at[node] = t
         heapq.heappush(self.heap, (t, tree.uid, node))
+        if self.on_schedule is not None:
+            self.on_schedule(tree, node, t)
+
+    def live(self, entry) -> bool:
+        """Whether a (plan time, tree uid, node) entry is still to be sent then."""
+        return self._live(entry)
 
     def _live(self, entry) -> bool:
         t, uid, node = entry

@@ -44,6 +44,7 @@ from agentx.replay.plan import DONE, DRAIN, PROFILE, WARMUP1, Dispatch
 from agentx.replay.run import RunSkeleton
 from agentx.replay.session_ids import stream_session_id, stream_session_ids
 from agentx.replay.settings import BenchSettings
+from agentx.virtual.lags import Lags
 from agentx.virtual.reach import Reach, warming
 
 TICK_S = 0.5  # wall seconds between progress snapshots
@@ -104,6 +105,8 @@ class VirtualRun(RunSkeleton):
         simulated = simulated_labels(sim, roof)
         super().__init__(settings, sessions, command, simulated, tokenizer=None)  # no text: block hashes only
         self.blocks = EngineBlocks(self.render.prompts, e.block_size)
+        # while profiling, with `reach`: how soon another core's events can reach a core (`lags.py`)
+        self.lags = Lags(self.plan, self.replicas, client_delay_s) if self.reach else None
         self.hashes: dict = {}  # (tree, stream) -> block hashes of the stream's last request
         self.inflight: dict = {}  # sequence -> (dispatch, ISL, OSL, theoretical cached)
         self.stats = ServerStats()
@@ -165,9 +168,9 @@ class VirtualRun(RunSkeleton):
             handoff = self.disagg.next_time() if self.disagg else None  # a KV transfer's arrival
             if nt is None and not busy and not self.done and handoff is None:
                 break  # nothing left to happen (no engine holds work, no timer or transfer is set)
-            known = min(math.inf if nt is None else nt, tick,
-                        plan.profile_end if plan.phase == PROFILE else drain_end if plan.phase == DRAIN else math.inf,
-                        math.inf if handoff is None else handoff)
+            timers = min(tick, plan.profile_end if plan.phase == PROFILE else drain_end if plan.phase == DRAIN else math.inf,
+                         math.inf if handoff is None else handoff)
+            known = min(math.inf if nt is None else nt, timers)
             events = min(known, self.done[0][0] if self.done else math.inf)
             first = min(busy, key=lambda c: c.now) if busy else None
             if first is None or events <= first.now:
@@ -183,7 +186,7 @@ class VirtualRun(RunSkeleton):
                         self.next_tick = time.perf_counter() + TICK_S
                         self.on_tick(self.snapshot())
                 continue
-            self._advance(first, self._until(first, busy, known, events))
+            self._advance(first, self._until(first, busy, known, events, timers))
 
     def close(self) -> None:
         """Everything after the loop: what is in flight drained or cancelled, the window's closing
@@ -211,11 +214,17 @@ class VirtualRun(RunSkeleton):
         for seq in finished:
             heapq.heappush(self.done, (seq.finished_at, seq.replica, next(self.order), seq))
 
-    def _until(self, first, busy: list, known: float, events: float) -> float:
+    def _until(self, first, busy: list, known: float, events: float, timers: float) -> float:
         """How far `first` may run: to the next event (`known`: plan, sample, window's end; or a
         finish) or another core's finish bound, whichever is first; while the plan warms up, only
-        the finishes and bounds of requests whose trees reach `first` count (`reach.py`)."""
+        the finishes and bounds of requests whose trees reach `first` count (`reach.py`); after, with
+        `reach`, only its own dispatches, and others' events as soon as they can reach it (`lags.py`;
+        `timers`: sample, window's end)."""
         stage = warming(self.plan) if self.reach else None
+        if stage is None and self.reach:
+            lags, cores = self.lags, self.replicas.cores
+            return min([timers, lags.next_due(cores.index(first)), lags.next_reach(), lags.finished(self.done)]
+                       + [lags.core_bound(c, cores.index(c), self._bound(c)) for c in busy if c is not first])
         if stage is None:
             return min([events] + [self._bound(c) for c in busy if c is not first])
         if stage == WARMUP1:
@@ -294,6 +303,7 @@ class VirtualRun(RunSkeleton):
         self.inflight[seq] = (d, isl, osl, theo)
         if self.reach:
             self.reach.submitted(seq, d.tree, len(d.graph.streams))
+            self.lags.submitted(seq, d.tree, d.node)
 
     def _wake(self, now: float) -> None:
         for core in self.replicas.cores:
@@ -332,6 +342,7 @@ class VirtualRun(RunSkeleton):
         d, isl, osl, theo = self.inflight.pop(seq)
         if self.reach:
             self.reach.ended(seq)
+            self.lags.ended(seq)
         arrival = self._arrival(seq)
         produced = len(seq.output)
         rec = self.record(d, isl, osl, theo, arrival, seq.finished_at, ttft=seq.first_token_at - arrival,
