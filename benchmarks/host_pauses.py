@@ -101,7 +101,7 @@ def _dues(duration: float, spin: float, out) -> None:
 
 def _keep_dues(duration: float, spins: list[float]) -> None:
     found = dict(_side_by_side([(_dues, (duration, spin)) for spin in spins]))
-    print(f"\n| due times kept, spinning the last | dues | p50 ms | p99 ms | max ms | late > 5 ms | > 10 ms |")
+    print("\n| due times kept, spinning the last | dues | p50 ms | p99 ms | max ms | late > 5 ms | > 10 ms |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for spin in spins:
         ms = np.array(found[spin]) * 1000

@@ -24,7 +24,6 @@ benchmarks/docs.py) and the run's cost on stderr.
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import sys
 import tempfile

@@ -7,9 +7,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from agentx.cli.options import config_options, pick
+from agentx.cli.options import config_options
 from agentx.errors import AgentxError
-from agentx.options import check_bounds, declared, option
+from agentx.options import check_bounds, declared, option, pick
 
 
 class Color(StrEnum):

@@ -12,7 +12,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from agentx.errors import AgentxError
 from agentx.replay.corpus import Corpus
 from agentx.replay.plan import PlanConfig
 from agentx.traces.load import FORMATS, WRITE_FORMATS

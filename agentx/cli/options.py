@@ -26,7 +26,7 @@ import typer
 
 import msgspec
 
-from agentx.options import build_config, declared_in, pick  # noqa: F401  (pick: the tests')
+from agentx.options import build_config, declared_in
 
 
 def _choices_enum(name: str, choices) -> type[Enum]:

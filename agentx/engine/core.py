@@ -220,7 +220,6 @@ class EngineCore:
         self.now += duration
         self.kv.tiers.clock(self.now)  # the chunks' blocks are written through from here
         emitted, finished, decodes, tokens = [], [], 0, 0
-        bs = self.cfg.block_size
         for seq, n, decode in scheduled:
             before, prompt_len = seq.computed, seq.prompt_len
             seq.computed = before + n

@@ -18,7 +18,7 @@ import numpy as np
 
 from agentx.errors import AgentxError
 from agentx.results import runschema as rs
-from agentx.userfiles import bounded_lines, check_file, check_folder, is_regular, read_bounded, shown
+from agentx.userfiles import bounded_lines, check_file, check_folder, depth_problem, is_regular, read_bounded, shown
 from agentx.power.sampler import PowerSample
 
 # record field -> dtype of its column (None fields become NaN in float columns, -1 in int ones)
@@ -91,7 +91,7 @@ def decode_json(path: Path, type_=object, limit: int = rs.MAX_JSON_FILE, data: b
         raise AgentxError(f"{shown(path)}: not JSON ({e})") from None
     except RecursionError:
         raise AgentxError(f"{shown(path)}: JSON nested too deeply") from None
-    problem = rs.depth_problem(value, rs.MAX_DEPTH)
+    problem = depth_problem(value, rs.MAX_DEPTH)
     if problem:
         raise AgentxError(f"{shown(path)}: {problem}")
     return value
@@ -238,7 +238,7 @@ def _arrow_column(path: Path, name: str, col):
             values = col.cast(pa.string()).to_pylist()
         else:
             values = col.cast(pa.float64()).to_numpy(zero_copy_only=False)  # an all-null column is a null type
-    except (pa.ArrowException, ValueError) as e:
+    except (pa.ArrowException, ValueError):
         raise AgentxError(f"{shown(path)}: column {name}: want {'text' if name in STR_FIELDS else 'numbers'} "
                           f"({col.type})") from None
     if name in STR_FIELDS:

@@ -16,7 +16,6 @@ from typing import Annotated
 import msgspec
 
 from agentx.traces.model import MAX_NAME, MAX_SECONDS, MAX_TOKENS
-from agentx.userfiles import depth_problem  # noqa: F401  (where the run folder's reader finds it)
 
 INT32 = 2**31 - 1
 MAX_GPUS = 100_000

@@ -9,7 +9,7 @@ from agentx.metrics.summary import summarize
 from agentx.metrics.tables import result_lines, sweep_table
 from agentx.metrics.verdict import REMEDIES, short_verdict, verdict
 from agentx.replay.speed import slower_speed
-from tests.metrics.test_validity import FINISHED, rec
+from tests.metrics.test_validity import rec
 
 GOOD = [rec(i, modeled=(1.0, 3.0), lag=(0.0, 0.0)) for i in range(40)]
 

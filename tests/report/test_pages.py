@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
@@ -15,7 +14,6 @@ import pytest
 from agentx.report.toolkit import FULL, plotly_digest, plotly_js
 from tests.report.browser import POINT_GRAPHS, assert_every_graph_has_points, chromium_page
 from tests.conftest import WEKA
-from tests.results.conftest import free_port
 
 FRONTIERS = {"frontier"}
 

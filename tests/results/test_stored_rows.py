@@ -3,7 +3,6 @@ that is not JSON) is skipped and reported by `/`, `/api/v1/frontier` and the CLI
 the whole database; labels holding terminal escapes (ANSI, OSC 8, CR) print escaped."""
 
 import json
-import shutil
 import sqlite3
 import subprocess
 import sys
