@@ -14,8 +14,11 @@ import time
 PY = sys.executable
 # `python -m agentx.cli` once the interpreter is up: it says so on stdout first (a Ctrl-C inside
 # CPython's own start-up, before a line of agentx runs, is CPython's; on a loaded machine that
-# start-up took longer than the first delay below)
-UP = "import runpy; print('up', flush=True); runpy.run_module('agentx.cli', run_name='__main__', alter_sys=True)"
+# start-up took longer than the first delay below). Ctrl-C is Python's KeyboardInterrupt again first:
+# a suite started in the background by a non-interactive shell (`nohup ... &`) hands its children
+# SIGINT ignored, and every import then ran to its end
+UP = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); print('up', flush=True); "
+      "runpy.run_module('agentx.cli', run_name='__main__', alter_sys=True)")
 
 
 def _import(*args):
