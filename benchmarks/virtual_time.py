@@ -96,8 +96,21 @@ RACK_ROWS = [  # (name, sim bench arguments, CPU s bound, peak RSS MB bound)
 ]
 
 
+HOST_LOOP = "import time\nt = time.process_time()\ns = 0\nfor i in range(10_000_000):\n    s += i\nprint(time.process_time() - t)"
+
+
+def host_reference() -> float:
+    """CPU s of a fixed pure-Python loop (10M additions) on core 0: how fast this host runs Python,
+    printed beside the table, since CPU s bounds hold on one host and not on one three times slower."""
+    proc = subprocess.Popen([sys.executable, "-c", HOST_LOOP], stdout=subprocess.PIPE, text=True)
+    pin(proc.pid, 0)
+    return float(proc.communicate()[0])
+
+
 def rack_rows(corpus: Path, tmp: Path, rows: list[int]) -> None:
     print("0. rack scale: agentx sim bench, one core each (whole-process CPU s and peak RSS)")
+    print(f"host reference: a 10M-iteration pure-Python loop takes {host_reference():.2f} CPU s on this core "
+          f"(CPU s scale with it across hosts)")
     print(f"{'run':<60} {'wall s':>7} {'CPU s':>7} {'loop CPU s':>10} {'peak RSS MB':>11} {'modeled s':>10} "
           f"{'requests':>9} {'load':>5}  bound (CPU s, MB): met")
     for i in rows:
