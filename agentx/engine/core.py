@@ -339,7 +339,8 @@ class EngineCore:
             i += 1
         work.new_tokens += new
         work.attn_pairs += pairs
-        work.kv_read_tokens, work.sequences = work.kv_read_tokens + reads, work.sequences + i  # (i: the scheduled)
+        work.kv_read_tokens += reads
+        work.sequences += i  # the sequences scheduled
         return self.preemptions > preemptions
 
     def _make_room(self, seq: Sequence, tokens: int) -> bool:

@@ -58,9 +58,14 @@ def decode_finish_bound(core) -> float | None:
         return None
     (batch, size, context, rem), limit = window
     n = min(min(rem), limit) // math.ceil(core.accept_len)
-    duration = core.roofline.iteration_s(Work(batch * size, size * context + batch * size * (size + 1) // 2, context,
-                                                 sequences=batch))
+    duration = core.roofline.iteration_s(decode_work(batch, size, context))
     return core.now + duration * n * (1 - 1e-6)
+
+
+def decode_work(batch: int, size: int, context: int) -> Work:
+    """A pure-decode iteration's work: `batch` sequences computing `size` tokens each (1 + drafts)
+    over `context` tokens in cache between them (the decode window's shortest iteration, its first)."""
+    return Work(batch * size, size * context + batch * size * (size + 1) // 2, context, sequences=batch)
 
 
 def prefill_window(core, until: float, finished: list, itl: list) -> bool:

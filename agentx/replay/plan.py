@@ -228,7 +228,7 @@ class ReplayPlan:
         """When `due` may next return something (None: only a completion can change that)."""
         if self.phase not in SENDING:
             return None
-        while self.heap and not self._live(self.heap[0]):
+        while self.heap and not self.live(self.heap[0]):
             heapq.heappop(self.heap)
         if not self.heap:
             return None
@@ -248,7 +248,7 @@ class ReplayPlan:
         until = now + horizon + self.shift
         out = []
         for t, uid, node in sorted(e for e in self.heap if e[0] <= until):
-            if self._live((t, uid, node)):
+            if self.live((t, uid, node)):
                 out.append(self._as_dispatch(self.trees[uid], node, t - self.shift))
         for tree in self.next_trees.values():
             for e in tree.graph.roots:
@@ -349,10 +349,7 @@ class ReplayPlan:
             self.on_schedule(tree, node, t)
 
     def live(self, entry) -> bool:
-        """Whether a (plan time, tree uid, node) entry is still to be sent then."""
-        return self._live(entry)
-
-    def _live(self, entry) -> bool:
+        """Whether a (plan time, tree uid, node) heap entry is still to be sent then (virtual/lags.py reads it too)."""
         t, uid, node = entry
         tree = self.trees[uid]
         return tree.state[node] == READY and tree.due_at.get(node) == t and self.lanes[tree.lane] is tree
@@ -440,7 +437,7 @@ class ReplayPlan:
     def _pop_due(self, now: float, inclusive: bool = True) -> None:
         while self.heap and (self.heap[0][0] - self.shift <= now if inclusive else self.heap[0][0] - self.shift < now):
             entry = heapq.heappop(self.heap)
-            if self._live(entry):
+            if self.live(entry):
                 tree = self.trees[entry[1]]
                 planned = entry[0] - self.shift
                 self._dispatch(tree, entry[2], None, planned)

@@ -28,8 +28,7 @@ import itertools
 import math
 from bisect import insort
 
-from agentx.engine.timing import Work
-from agentx.engine.window import _window_state
+from agentx.engine.window import _window_state, decode_work
 from agentx.replay.tree import ENDED
 from agentx.replay.session_ids import stream_session_id
 
@@ -112,8 +111,7 @@ def _least(core, bound: float, arrival: float, held: list) -> float:
     if window is not None:
         (batch, size, context, rem), limit = window
         first = min(min(rem), limit) // per_step  # iterations of at least `duration` each
-        duration = core.roofline.iteration_s(Work(batch * size, size * context + batch * size * (size + 1) // 2,
-                                                  context))
+        duration = core.roofline.iteration_s(decode_work(batch, size, context))
     out, floor = math.inf, max(now + overhead, min(bound, arrival))
     for lag, _, seq in held:
         if floor + lag >= out:

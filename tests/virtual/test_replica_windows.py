@@ -77,11 +77,13 @@ class NoLags(VirtualRun):
         return super()._until(first, busy, known, events, timers)
 
 
-def test_lags_let_cores_run_past_events_that_cannot_reach_them_in_time(tmp_path):
+@pytest.mark.parametrize("pp", [1, 2])
+def test_lags_let_cores_run_past_events_that_cannot_reach_them_in_time(tmp_path, pp):
     """Session affinity with the traces' own delays (idle cap 300 s): a core runs past other cores'
     dispatches and finishes until the work they send could reach it (`virtual/lags.py`), with the
-    same records, trees and series as one iteration at a time, in fewer turns than without."""
-    args = (4, "session-affinity", EngineConfig(), 300.0, 32, 120.0)
+    same records, trees and series as one iteration at a time, in fewer turns than without; under
+    pipeline parallelism too (a decode iteration's time there depends on its micro-batches)."""
+    args = (4, "session-affinity", EngineConfig(pp=pp), 300.0, 32, 120.0)
     fast, fast_client = run(VirtualRun, tmp_path / "fast", *args)
     ref, _ = run(StepByStep, tmp_path / "ref", *args)
     plain, plain_client = run(NoLags, tmp_path / "plain", *args)
